@@ -1,0 +1,11 @@
+import pytest
+
+from broker_process import BrokerProcess
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A fresh broker process; tests may stop/kill and start it again."""
+    process = BrokerProcess(tmp_path / "logs").start()
+    yield process
+    process.kill()

@@ -1,0 +1,122 @@
+"""Produce and consume with three real Kafka clients: confluent-kafka, kafka-python, kcat.
+
+Each function takes the bootstrap address and works like a user's program
+would; the tests compare what went in with what came out.
+"""
+
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Message:
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    headers: tuple
+    timestamp: int
+
+
+def make_messages(count: int, partitions: int) -> list[tuple[int, bytes, bytes, tuple, int]]:
+    """(partition, key, value, headers, timestamp ms): deterministic, distinct."""
+    base_ts = 1_700_000_000_000
+    return [(i % partitions, f"key-{i}".encode(), f"value-{i}-".encode() * 3,
+             (("seq", str(i).encode()), ("kind", b"test")), base_ts + i) for i in range(count)]
+
+
+# -- confluent-kafka (librdkafka) ------------------------------------------
+
+def confluent_produce(bootstrap, topic, messages, compression="none", acks="all"):
+    from confluent_kafka import Producer
+    errors = []
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "acks": acks,
+                         "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
+    for partition, key, value, headers, ts in messages:
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition, headers=list(headers), timestamp=ts,
+                                 on_delivery=lambda err, msg: err and errors.append(err))
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:5]
+
+
+def confluent_consume(bootstrap, topic, partitions, expected):
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "enable.partition.eof": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    idle_polls = 0
+    try:
+        while len(out) < expected and idle_polls < 3:
+            batch = consumer.consume(10000, timeout=5)
+            idle_polls = 0 if batch else idle_polls + 1
+            for msg in batch:
+                assert msg.error() is None, msg.error()
+                out.append(Message(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                   tuple(msg.headers() or ()), msg.timestamp()[1]))
+    finally:
+        consumer.close()
+    return out
+
+
+# -- kafka-python --------------------------------------------------------------
+
+def kafka_python_produce(bootstrap, topic, messages, compression="none", acks="all"):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if compression == "none" else compression,
+                             acks=acks if acks != "all" else "all", linger_ms=5, batch_size=64 * 1024)
+    futures = [producer.send(topic, value=value, key=key, partition=partition, headers=list(headers),
+                             timestamp_ms=ts) for partition, key, value, headers, ts in messages]
+    producer.flush(60)
+    for f in futures:
+        f.get(timeout=0)
+    producer.close()
+
+
+def kafka_python_consume(bootstrap, topic, partitions, expected):
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10_000)
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    out = []
+    for msg in consumer:
+        out.append(Message(msg.partition, msg.offset, msg.key, msg.value, tuple(msg.headers), msg.timestamp))
+        if len(out) >= expected:
+            break
+    consumer.close()
+    return out
+
+
+# -- kcat --------------------------------------------------------------------
+
+def kcat_produce(bootstrap, topic, messages, compression="none", acks="all"):
+    # kcat reads one message per line; -K sets the key delimiter. Headers are per run (-H),
+    # timestamps are assigned at produce time, so kcat runs send per partition.
+    by_partition: dict[int, list] = {}
+    for m in messages:
+        by_partition.setdefault(m[0], []).append(m)
+    for partition, msgs in by_partition.items():
+        lines = b"".join(key + b"\t" + value + b"\n" for _, key, value, _, _ in msgs)
+        subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-K", "\t",
+                        "-z", compression, "-X", f"acks={acks}", "-H", "kind=test"],
+                       input=lines, check=True, timeout=120)
+
+
+def kcat_consume(bootstrap, topic, partitions, expected):
+    out = []
+    fmt = "%p\t%o\t%T\t%k\t%s\t%h\n"
+    for partition in range(partitions):
+        result = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", str(partition), "-o", "beginning",
+                                 "-e", "-f", fmt, "-q"], capture_output=True, check=True, timeout=120)
+        for line in result.stdout.decode().splitlines():
+            p, o, ts, key, value, headers = line.split("\t")
+            parsed = tuple((k, v.encode()) for k, v in (h.split("=", 1) for h in headers.split(",") if h))
+            out.append(Message(int(p), int(o), key.encode(), value.encode(), parsed, int(ts)))
+    assert len(out) == expected, f"kcat read {len(out)} of {expected}"
+    return out

@@ -1,0 +1,60 @@
+from weir.log import LogConfig
+
+from .batches import make_batch
+from .conftest import NOW
+
+BATCH = len(make_batch([b"v" * 100]))
+
+
+def append(log, epoch, count=1):
+    for _ in range(count):
+        log.append(make_batch([b"v" * 100]), epoch, NOW)
+
+
+def test_epoch_starts_are_recorded_and_answer_offsets_for_leader_epoch(open_log, log_dir):
+    log = open_log()
+    append(log, 1, 3)
+    append(log, 3, 2)
+    assert log.leader_epochs.entries == [(1, 0), (3, 3)]
+    assert log.end_offset_for_epoch(1) == (1, 3)
+    assert log.end_offset_for_epoch(2) == (1, 3)  # epoch 2 had no leader writes: it ends where 3 starts
+    assert log.end_offset_for_epoch(3) == (3, 5)  # the latest epoch ends at the LEO
+    assert log.end_offset_for_epoch(0) == (0, 0)
+    assert log.end_offset_for_epoch(4) == (-1, -1)
+    assert (log_dir / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n3 3\n"
+
+
+def test_follower_appends_learn_epochs_from_batches(open_log):
+    log = open_log()
+    data = make_batch([b"a", b"b"], base_offset=0, leader_epoch=2) + make_batch([b"c"], base_offset=2, leader_epoch=4)
+    log.append_as_follower(data, NOW)
+    assert log.leader_epochs.entries == [(2, 0), (4, 2)]
+
+
+def test_truncation_forgets_epochs_that_started_above_it(open_log):
+    log = open_log()
+    append(log, 1, 2)
+    append(log, 2, 2)
+    log.truncate_to(2)
+    assert log.leader_epochs.entries == [(1, 0)]
+    log.truncate_to(0)
+    assert log.leader_epochs.entries == []
+
+
+def test_epochs_survive_reopen_and_are_rebuilt_by_recovery(open_log, log_dir):
+    log = open_log()
+    append(log, 5, 2)
+    append(log, 7, 1)
+    log.close()
+    assert open_log(clean_shutdown=True).leader_epochs.entries == [(5, 0), (7, 2)]
+    (log_dir / "leader-epoch-checkpoint").unlink()
+    assert open_log().leader_epochs.entries == [(5, 0), (7, 2)]
+
+
+def test_log_start_moving_up_trims_epochs(open_log):
+    log = open_log(LogConfig(segment_bytes=BATCH * 2))
+    append(log, 1, 2)
+    append(log, 2, 3)
+    append(log, 3, 1)
+    log.delete_records_before(3)
+    assert log.leader_epochs.entries == [(2, 3), (3, 5)]

@@ -1,0 +1,177 @@
+"""Crash recovery: reopen without a clean shutdown after the tail of the log was torn or damaged."""
+
+import os
+
+import pytest
+
+from weir.log import LogConfig
+
+from .batches import batch_headers, make_batch, record_values
+from .conftest import NOW
+
+BATCH = len(make_batch([b"000" + b"v" * 97, b"second"]))
+
+
+def fill(log, start, count):
+    for i in range(start, start + count):
+        log.append(make_batch([b"%03d" % i + b"v" * 97, b"second"]), 0, NOW)  # 2 offsets per batch
+
+
+def crash(log):
+    """Drop the log without flushing or closing properly (the page cache survives, as after a
+    process crash); damage is then done to the files directly."""
+    for segment in log.segments:
+        segment.close()
+    log._closed = True
+
+
+def last_log_file(log_dir):
+    return sorted(log_dir.glob("*.log"))[-1]
+
+
+def assert_intact_prefix(log, batches):
+    assert log.log_end_offset == 2 * batches
+    data = log.read(0, 1 << 30, log.log_end_offset).read_bytes()
+    assert [h[0] for h in batch_headers(data)] == list(range(0, 2 * batches, 2))
+    assert [v[:3] for o, v in record_values(data) if o % 2 == 0] == [b"%03d" % i for i in range(batches)]
+
+
+def reopen_and_check_appends_continue(open_log, config, batches):
+    log = open_log(config)
+    assert_intact_prefix(log, batches)
+    info = log.append(make_batch([b"after"]), 1, NOW)
+    assert info.first_offset == 2 * batches
+    return log
+
+
+@pytest.mark.parametrize("config", [LogConfig(), LogConfig(segment_bytes=BATCH * 4 + 50, index_interval_bytes=100)])
+def test_file_cut_mid_batch(open_log, log_dir, config):
+    log = open_log(config)
+    fill(log, 0, 10)
+    crash(log)
+    path = last_log_file(log_dir)
+    os.truncate(path, path.stat().st_size - 7)
+    log = reopen_and_check_appends_continue(open_log, config, 9)
+    assert path.stat().st_size == log.active_segment.size
+
+
+def test_file_cut_inside_a_batch_header(open_log, log_dir):
+    log = open_log()
+    fill(log, 0, 3)
+    crash(log)
+    os.truncate(last_log_file(log_dir), 2 * BATCH + 20)
+    reopen_and_check_appends_continue(open_log, LogConfig(), 2)
+
+
+def test_flipped_byte_in_the_last_batch_fails_its_crc(open_log, log_dir):
+    log = open_log()
+    fill(log, 0, 5)
+    crash(log)
+    path = last_log_file(log_dir)
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0x01
+    path.write_bytes(bytes(data))
+    reopen_and_check_appends_continue(open_log, LogConfig(), 4)
+
+
+@pytest.mark.parametrize("garbage", [b"\x00" * 100, os.urandom(3), bytes(range(256)) * 4])
+def test_garbage_after_the_last_batch(open_log, log_dir, garbage):
+    log = open_log()
+    fill(log, 0, 5)
+    crash(log)
+    with open(last_log_file(log_dir), "ab") as f:
+        f.write(garbage)
+    reopen_and_check_appends_continue(open_log, LogConfig(), 5)
+
+
+def test_a_replayed_batch_with_the_wrong_offset_is_cut(open_log, log_dir):
+    log = open_log()
+    fill(log, 0, 3)
+    first = log.read(0, 1, 2).read_bytes()
+    crash(log)
+    with open(last_log_file(log_dir), "ab") as f:
+        f.write(first)  # valid CRC, but offset 0 where 6 is expected
+    reopen_and_check_appends_continue(open_log, LogConfig(), 3)
+
+
+def test_damage_in_an_earlier_segment_drops_every_later_segment(open_log, log_dir):
+    config = LogConfig(segment_bytes=BATCH * 2)
+    log = open_log(config)
+    fill(log, 0, 6)  # segments at 0, 4, 8
+    crash(log)
+    middle = log_dir / "00000000000000000004.log"
+    data = bytearray(middle.read_bytes())
+    data[BATCH + 70] ^= 0xFF  # second batch of the middle segment
+    middle.write_bytes(bytes(data))
+    log = reopen_and_check_appends_continue(open_log, config, 3)
+    assert not (log_dir / "00000000000000000008.log").exists()
+    assert [s.base_offset for s in log.segments] == [0, 4]
+
+
+def test_only_segments_from_the_recovery_point_on_are_checked(open_log, log_dir):
+    config = LogConfig(segment_bytes=BATCH * 2)
+    log = open_log(config)
+    fill(log, 0, 6)  # segments at 0, 4, 8
+    crash(log)
+    first = log_dir / "00000000000000000000.log"
+    data = bytearray(first.read_bytes())
+    data[80] ^= 0xFF  # a record byte: a CRC check would cut here
+    first.write_bytes(bytes(data))
+    with open(log_dir / "00000000000000000008.log", "ab") as f:
+        f.write(b"torn")
+    log = open_log(config, recovery_point=8)
+    assert log.log_end_offset == 12  # segment 0 trusted as flushed; the torn tail was cut
+    assert log.read(0, 1, 12).size == BATCH
+    assert log.recovery_point == 12
+
+
+def test_lost_or_damaged_index_files_are_rebuilt(open_log, log_dir):
+    config = LogConfig(index_interval_bytes=BATCH)
+    log = open_log(config)
+    fill(log, 0, 40)
+    entries = len(log.active_segment.offset_index)
+    crash(log)
+    (log_dir / "00000000000000000000.index").write_bytes(b"\x7f" * 13)
+    (log_dir / "00000000000000000000.timeindex").unlink()
+    log = open_log(config)
+    assert len(log.active_segment.offset_index) == entries
+    assert log.offset_for_timestamp(1_000) == (0, 1_000)
+    for offset in (0, 33, 79):
+        assert batch_headers(log.read(offset, 1, 80).read_bytes())[0][0] == offset // 2 * 2
+
+
+def test_damaged_index_of_a_trusted_segment_is_rebuilt_after_clean_shutdown(open_log, log_dir):
+    config = LogConfig(index_interval_bytes=BATCH)
+    log = open_log(config)
+    fill(log, 0, 40)
+    log.close()
+    (log_dir / "00000000000000000000.index").write_bytes(b"\x00\x00\x00\x05\x7f\x00\x00\x00")
+    log = open_log(config, clean_shutdown=True)
+    assert_intact_prefix(log, 40)
+
+
+def test_recovering_an_empty_or_fully_torn_log(open_log, log_dir):
+    log = open_log()
+    fill(log, 0, 1)
+    crash(log)
+    os.truncate(last_log_file(log_dir), 30)
+    log = open_log()
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    assert log.append(make_batch([b"a"]), 0, NOW).first_offset == 0
+
+
+def test_flush_interval_messages_advances_the_recovery_point(open_log):
+    log = open_log(LogConfig(flush_interval_messages=4))
+    fill(log, 0, 1)
+    assert log.recovery_point == 0
+    fill(log, 1, 1)
+    assert log.recovery_point == 4
+
+
+def test_flush_if_due_by_time(open_log):
+    log = open_log(LogConfig(flush_interval_ms=1000))
+    fill(log, 0, 1)
+    log.flush_if_due(NOW + 999)
+    assert log.recovery_point == 0
+    log.flush_if_due(NOW + 1000)
+    assert log.recovery_point == 2

@@ -1,0 +1,60 @@
+"""The hand-written Produce and Fetch encoders agree with kio's schemas, version by version."""
+
+import uuid
+
+import pytest
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from weir.protocol.hot_responses import (FetchPartitionResult, FileRegion, ProducePartitionResult,
+                                         encode_fetch_response, encode_produce_response)
+
+TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
+
+
+def decode(api_key, version, body: bytes):
+    entity, size = entity_reader(load_response_schema(api_key, version))(body, 0)
+    assert size == len(body)
+    return entity
+
+
+@pytest.mark.parametrize("version", range(3, 14))
+def test_produce_response_decodes_with_every_supported_version(version):
+    results = [ProducePartitionResult(0, 0, 42, -1, 7), ProducePartitionResult(3, 2, -1, -1, -1, "bad crc")]
+    body = encode_produce_response(version, [("orders", TOPIC_ID, results)])
+    response = decode(0, version, body)
+    topic = response.responses[0]
+    if version >= 13:
+        assert topic.topic_id == TOPIC_ID
+    else:
+        assert topic.name == "orders"
+    first, second = topic.partition_responses
+    assert (first.index, first.error_code, first.base_offset) == (0, 0, 42)
+    assert (second.index, second.error_code) == (3, 2)
+    if version >= 5:
+        assert first.log_start_offset == 7
+    if version >= 8:
+        assert second.error_message == "bad crc"
+
+
+@pytest.mark.parametrize("version", range(4, 18))
+def test_fetch_response_decodes_with_every_supported_version(tmp_path, version):
+    records = b"R" * 100
+    path = tmp_path / "segment"
+    path.write_bytes(b"xx" + records)
+    with open(path, "rb") as f:
+        region = FileRegion(f.fileno(), 2, 100)
+        parts = [FetchPartitionResult(0, 0, 10, 10, 0, [region]), FetchPartitionResult(1, 1, 5, 5, 0)]
+        items = encode_fetch_response(version, 0, [("orders", TOPIC_ID, parts)])
+        body = b"".join(bytes(i) if not isinstance(i, FileRegion) else records for i in items)
+    response = decode(1, version, body)
+    topic = response.responses[0]
+    if version >= 13:
+        assert topic.topic_id == TOPIC_ID
+    else:
+        assert topic.topic == "orders"
+    first, second = topic.partitions
+    assert first.high_watermark == 10 and first.records == records
+    assert second.error_code == 1 and not second.records
+    if version >= 11:
+        assert first.preferred_read_replica == -1

@@ -1,0 +1,80 @@
+"""The request decoder turns any bytes into a request or a clean refusal, never a crash."""
+
+import io
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.index import load_request_schema
+from kio.serial import entity_writer
+
+from weir.protocol.codec import MalformedRequest, decode_request
+from weir.protocol.header import MalformedHeader, read_request_header
+from weir.protocol.versions import SUPPORTED_VERSIONS
+
+
+def frame(api_key: int, version: int, entity, client_id: bytes = b"test") -> bytes:
+    schema = load_request_schema(api_key, version)
+    out = io.BytesIO()
+    out.write(api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + (7).to_bytes(4, "big"))
+    out.write(len(client_id).to_bytes(2, "big") + client_id)
+    if schema.__flexible__:
+        out.write(b"\x00")
+    entity_writer(schema)(out, entity)
+    return out.getvalue()
+
+
+def decode(data: bytes):
+    return decode_request(read_request_header(data), data)
+
+
+def test_header_fields_are_read_before_the_body():
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    data = frame(18, 3, ApiVersionsRequest(client_software_name="weir-test", client_software_version="1"))
+    header = read_request_header(data)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (18, 3, 7, "test")
+    assert decode(data).client_software_name == "weir-test"
+
+
+def test_unknown_tagged_field_in_a_request_is_ignored():
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    data = frame(18, 3, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
+    with_new_tag = data[:-1] + bytes([1, 5, 1, 0])  # a tag from a newer client: tag 5, one byte
+    assert decode(with_new_tag).client_software_name == "x"
+
+
+def test_trailing_garbage_after_a_body_is_refused():
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    data = frame(18, 3, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
+    try:
+        decode(data + b"\x01\x02")
+    except MalformedRequest:
+        return
+    raise AssertionError("trailing bytes were accepted")
+
+
+SUPPORTED = [(int(k), v) for k, (lo, hi) in SUPPORTED_VERSIONS.items() for v in range(lo, hi + 1)]
+
+
+@settings(max_examples=400, deadline=500)
+@given(st.sampled_from(SUPPORTED), st.binary(max_size=300))
+def test_random_bodies_of_every_supported_request_decode_or_are_refused(api, body):
+    api_key, version = api
+    data = api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + b"\x00\x00\x00\x01\xff\xff" + body
+    try:
+        decode(data)
+    except (MalformedRequest, MalformedHeader):
+        pass
+
+
+@settings(max_examples=300, deadline=500)
+@given(st.binary(max_size=64))
+def test_random_frames_never_escape_the_decoder(data):
+    try:
+        header = read_request_header(data)
+    except MalformedHeader:
+        return
+    if (header.api_key, header.api_version) in SUPPORTED:
+        try:
+            decode_request(header, data)
+        except MalformedRequest:
+            pass

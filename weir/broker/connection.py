@@ -1,0 +1,192 @@
+"""One client connection: framing, in-order dispatch, and response writing.
+
+Requests on a connection are handled one at a time and answered in order, as
+Kafka does: while a request waits (a long-polling fetch, a large sendfile), the
+frames behind it queue up, and reading pauses once the queue is long. Bad input
+closes only this connection; the broker goes on serving the others.
+"""
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Coroutine
+
+from ..protocol import codec
+from ..protocol.header import MalformedHeader, RequestHeader, read_request_header, response_header
+from ..protocol.hot_responses import FileRegion
+from ..protocol.errors import ErrorCode
+from ..protocol.versions import ApiKey, is_supported
+from .apis import CloseConnection, KafkaApis
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+SENDFILE_MIN_BYTES = 256 * 1024  # below this, copying beats sendfile's per-call cost
+MAX_QUEUED_FRAMES = 64
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, apis: KafkaApis, max_request_bytes: int) -> None:
+        self.apis = apis
+        self.max_request_bytes = max_request_bytes
+        self.transport: asyncio.Transport | None = None
+        self.peer = None
+        self._buffer = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._busy = False
+        self._reading_paused = False
+        self._closed = False
+
+    # -- asyncio callbacks ---------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc) -> None:
+        self._closed = True
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        end = len(buffer)
+        while end - start >= 4:
+            size = _SIZE.unpack_from(buffer, start)[0]
+            if size < 0 or size > self.max_request_bytes:
+                self.close(f"frame of {size} bytes exceeds socket.request.max.bytes "
+                           f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
+                return
+            if end - start - 4 < size:
+                break
+            self._frames.append(bytes(buffer[start + 4:start + 4 + size]))
+            start += 4 + size
+        if start:
+            del buffer[:start]
+        self._process()
+
+    # -- processing ----------------------------------------------------------
+
+    def _process(self) -> None:
+        while self._frames and not self._busy and not self._closed:
+            pending = self._handle(self._frames.popleft())
+            if pending is not None:
+                self._busy = True
+                asyncio.get_running_loop().create_task(self._finish(pending))
+        self._throttle_reading()
+
+    async def _finish(self, pending: Coroutine) -> None:
+        try:
+            await pending
+        except Exception:
+            log.exception("request from %s failed", self.peer)
+            self.close("internal error")
+        finally:
+            self._busy = False
+        self._process()
+
+    def _throttle_reading(self) -> None:
+        if self._closed or self.transport is None:
+            return
+        queued = len(self._frames)
+        if queued >= MAX_QUEUED_FRAMES and not self._reading_paused:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        elif queued < MAX_QUEUED_FRAMES // 2 and self._reading_paused:
+            self.transport.resume_reading()
+            self._reading_paused = False
+
+    def _handle(self, frame: bytes) -> Coroutine | None:
+        """Answer one request now, or return a coroutine that will."""
+        try:
+            header = read_request_header(frame)
+        except MalformedHeader as e:
+            self.close(f"malformed request header: {e}")
+            return None
+        api_key, version = header.api_key, header.api_version
+        if not is_supported(api_key, version):
+            if api_key == ApiKey.API_VERSIONS:
+                # KIP-511: answer with a v0 body listing what we support.
+                body = codec.encode_response(api_key, 0, header.correlation_id,
+                                             self.apis.api_versions_body(ErrorCode.unsupported_version))
+                self._write_frame([body])
+            else:
+                self.close(f"unsupported api {api_key} version {version} from client {header.client_id!r}")
+            return None
+        try:
+            request = codec.decode_request(header, frame)
+        except codec.MalformedRequest as e:
+            self.close(str(e))
+            return None
+        try:
+            if api_key == ApiKey.FETCH:
+                return self._respond_later(header, self.apis.fetch(header, request))
+            body = self.apis.handlers[api_key](header, request)
+        except CloseConnection as e:
+            self.close(str(e))
+            return None
+        except Exception:
+            log.exception("api %d v%d from %s failed", api_key, version, self.peer)
+            self.close("internal error")
+            return None
+        if body is None:
+            return None
+        if isinstance(body, dict):
+            self._write_frame([codec.encode_response(api_key, version, header.correlation_id, body)])
+        else:
+            self._write_frame([self._header(header), body])
+        return None
+
+    async def _respond_later(self, header: RequestHeader, pending: Coroutine) -> None:
+        items = await pending
+        items.insert(0, self._header(header))
+        regions = sum(i.size for i in items if isinstance(i, FileRegion))
+        if regions >= SENDFILE_MIN_BYTES and hasattr(self.transport, "_sock"):
+            await self._sendfile_frame(items)
+        else:
+            self._write_frame(items)
+
+    @staticmethod
+    def _header(header: RequestHeader) -> bytes:
+        return response_header(header.correlation_id, codec.is_flexible(header.api_key, header.api_version)
+                               and header.api_key != ApiKey.API_VERSIONS)
+
+    # -- writing ---------------------------------------------------------------
+
+    def _write_frame(self, items: list) -> None:
+        """Write one response, copying any file regions (small ones)."""
+        if self._closed:
+            return
+        buffers = [os.pread(i.fd, i.size, i.position) if isinstance(i, FileRegion) else i for i in items]
+        size = sum(len(b) for b in buffers)
+        self.transport.write(_SIZE.pack(size))
+        self.transport.writelines(buffers)
+
+    async def _sendfile_frame(self, items: list) -> None:
+        """Write one response, sending file regions with zero-copy sendfile."""
+        loop = asyncio.get_running_loop()
+        size = sum(i.size if isinstance(i, FileRegion) else len(i) for i in items)
+        self.transport.write(_SIZE.pack(size))
+        for item in items:
+            if self._closed:
+                return
+            if isinstance(item, FileRegion):
+                # item.fd is the log's SegmentFile: holding it keeps the file open
+                # even if retention deletes the segment meanwhile.
+                await loop.sendfile(self.transport, item.fd, item.position, item.size)
+            else:
+                self.transport.write(item)
+
+    def close(self, reason: str) -> None:
+        if not self._closed:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+            self._closed = True
+            self._frames.clear()
+            if self.transport is not None:
+                self.transport.close()

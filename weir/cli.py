@@ -1,0 +1,62 @@
+"""The `weir` command."""
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from .config import BrokerConfig, ConfigError
+
+
+def _broker(args) -> int:
+    from .broker.server import Broker
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except (ConfigError, OSError) as e:
+        print(f"weir: {e}", file=sys.stderr)
+        return 2
+    asyncio.run(Broker(config).run_until_signalled())
+    return 0
+
+
+def _up(args) -> int:
+    args.config = None
+    args.override = [f"log.dirs={args.data_dir}", "listeners=PLAINTEXT://127.0.0.1:9092", *args.override]
+    return _broker(args)
+
+
+def _bench(args) -> int:
+    from .bench import run_bench
+    return run_bench(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="weir", description="Weir: a Kafka-compatible commit log.")
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    broker = sub.add_parser("broker", help="run one broker in the foreground")
+    broker.add_argument("config", nargs="?", help="server.properties file")
+    broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a broker setting, overriding the file")
+    broker.set_defaults(func=_broker)
+
+    up = sub.add_parser("up", help="run a local broker on 127.0.0.1:9092")
+    up.add_argument("--data-dir", default="data/broker-0")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    up.set_defaults(func=_up)
+
+    bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
+    bench.add_argument("workload", choices=["produce", "consume"])
+    bench.add_argument("--records", type=int, default=1_000_000)
+    bench.add_argument("--record-size", type=int, default=100)
+    bench.add_argument("--bootstrap", help="bench an already running broker instead of starting one")
+    bench.set_defaults(func=_bench)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

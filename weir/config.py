@@ -1,0 +1,140 @@
+"""Broker configuration: Kafka's names and defaults, from a properties file and overrides.
+
+    weir broker config/server.properties --override broker.id=2 --override listeners=PLAINTEXT://:9093
+
+Unknown names are refused with a readable message; values are parsed by type.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .log import LogConfig
+
+MAX_LONG = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: type
+    default: object
+    doc: str
+
+
+SETTINGS = {s.name: s for s in [
+    Setting("broker.id", int, 0, "Unique id of this broker in the cluster."),
+    Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Address the broker binds."),
+    Setting("advertised.listeners", str, "", "Address published to clients (default: listeners)."),
+    Setting("log.dirs", str, "/tmp/weir-logs", "Directory holding the partition logs."),
+    Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
+    Setting("default.replication.factor", int, 1, "Replication factor of an auto-created topic."),
+    Setting("auto.create.topics.enable", bool, True, "Create a topic on first metadata request or produce."),
+    Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
+    Setting("log.segment.bytes", int, 1073741824, "Roll a segment at this size."),
+    Setting("log.roll.ms", int, 604800000, "Roll a segment at this age."),
+    Setting("log.retention.ms", int, 604800000, "Delete segments older than this (-1: never)."),
+    Setting("log.retention.bytes", int, -1, "Delete old segments beyond this size per partition (-1: never)."),
+    Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
+    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset-index entries."),
+    Setting("log.index.size.max.bytes", int, 10485760, "Largest offset index of a segment."),
+    Setting("log.flush.interval.messages", int, MAX_LONG, "fsync after this many records."),
+    Setting("log.flush.interval.ms", int, MAX_LONG, "fsync after this long."),
+    Setting("log.flush.scheduler.interval.ms", int, MAX_LONG, "How often the flush timer is checked."),
+    Setting("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are saved."),
+    Setting("message.max.bytes", int, 1048588, "Largest record batch a producer may send."),
+    Setting("socket.request.max.bytes", int, 104857600, "Largest request frame; larger ones close the connection."),
+    Setting("replica.fetch.wait.max.ms", int, 500, "Longest wait of a follower's fetch."),
+    Setting("fetch.max.bytes", int, 57671680, "Largest fetch response."),
+    Setting("request.timeout.ms", int, 30000, "Default wait for delayed operations."),
+    Setting("cluster.id", str, "weir-cluster", "Cluster id reported in metadata."),
+]}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _parse_value(setting: Setting, raw: str):
+    raw = raw.strip()
+    if setting.type is bool:
+        if raw.lower() not in ("true", "false"):
+            raise ConfigError(f"{setting.name}: expected true or false, got {raw!r}")
+        return raw.lower() == "true"
+    if setting.type is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{setting.name}: expected an integer, got {raw!r}") from None
+    return raw
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java-style properties: `key=value` or `key: value`, # and ! comments, \\ continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1]
+            continue
+        stripped, pending = pending + stripped, ""
+        for i, ch in enumerate(stripped):
+            if ch in "=:":
+                props[stripped[:i].strip()] = stripped[i + 1:].strip()
+                break
+        else:
+            props[stripped] = ""
+    return props
+
+
+class BrokerConfig:
+    """Typed access to settings: `config["log.dirs"]`, plus derived values."""
+
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self._values = {name: s.default for name, s in SETTINGS.items()}
+        for name, raw in (values or {}).items():
+            setting = SETTINGS.get(name)
+            if setting is None:
+                raise ConfigError(f"unknown broker setting {name!r}")
+            self._values[name] = _parse_value(setting, raw)
+        self.listener = parse_listener(self["listeners"])
+        self.advertised = parse_listener(self["advertised.listeners"] or self["listeners"])
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] = ()) -> "BrokerConfig":
+        values = read_properties(Path(path).read_text()) if path else {}
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} is not key=value")
+            key, value = item.split("=", 1)
+            values[key.strip()] = value
+        return cls(values)
+
+    def __getitem__(self, name: str):
+        return self._values[name]
+
+    def log_config(self) -> LogConfig:
+        return LogConfig(
+            segment_bytes=self["log.segment.bytes"],
+            segment_ms=self["log.roll.ms"],
+            retention_ms=self["log.retention.ms"],
+            retention_bytes=self["log.retention.bytes"],
+            index_interval_bytes=self["log.index.interval.bytes"],
+            flush_interval_messages=self["log.flush.interval.messages"],
+            flush_interval_ms=self["log.flush.interval.ms"],
+            segment_index_bytes=self["log.index.size.max.bytes"],
+        )
+
+
+def parse_listener(spec: str) -> tuple[str, int]:
+    """`PLAINTEXT://host:port` → (host, port); only PLAINTEXT is served."""
+    first = spec.split(",")[0].strip()
+    scheme, sep, address = first.partition("://")
+    if not sep or scheme.upper() != "PLAINTEXT":
+        raise ConfigError(f"listener {first!r}: expected PLAINTEXT://host:port")
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"listener {first!r}: missing port")
+    return host or "0.0.0.0", int(port)

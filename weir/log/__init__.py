@@ -1,0 +1,28 @@
+"""A partition's durable, segmented log (Kafka's UnifiedLog and LogSegment): segments, sparse
+offset and time indexes, crash recovery, retention. Knows nothing of replication or the network."""
+
+from weir.log.errors import (CorruptRecord, LogError, OffsetOutOfRange, RecordBatchTooLarge,
+                             UnexpectedAppendOffset)
+from weir.log.fetch_slice import FetchSlice
+from weir.log.leader_epoch_cache import LeaderEpochCache
+from weir.log.log_config import LogConfig
+from weir.log.log_directory import (LogDirectory, TopicPartition, parse_partition_directory_name,
+                                    partition_directory_name)
+from weir.log.partition_log import AppendInfo, PartitionLog
+
+__all__ = [
+    "AppendInfo",
+    "CorruptRecord",
+    "FetchSlice",
+    "LeaderEpochCache",
+    "LogConfig",
+    "LogDirectory",
+    "LogError",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "RecordBatchTooLarge",
+    "TopicPartition",
+    "UnexpectedAppendOffset",
+    "parse_partition_directory_name",
+    "partition_directory_name",
+]

@@ -1,0 +1,149 @@
+"""The fixed header of a Kafka magic-v2 record batch, read with struct.
+
+Layout (big-endian), offsets in bytes from the start of the batch:
+
+    baseOffset int64 @0, batchLength int32 @8 (bytes after this field), partitionLeaderEpoch
+    int32 @12, magic int8 @16, crc uint32 @17 (CRC-32C of bytes @21..end), attributes int16 @21,
+    lastOffsetDelta int32 @23, baseTimestamp int64 @27, maxTimestamp int64 @35, producerId int64
+    @43, producerEpoch int16 @51, baseSequence int32 @53, recordCount int32 @57, records @61.
+
+The CRC does not cover baseOffset nor partitionLeaderEpoch, so the log patches both in place.
+The log treats everything after the header as opaque bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Iterator, NamedTuple
+
+from crc32c import crc32c
+
+from weir.log.errors import CorruptRecord
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: total batch size = LOG_OVERHEAD + batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+MAGIC_V2 = 2
+CRC_START = 21
+
+BASE_OFFSET_OFFSET = 0
+LEADER_EPOCH_OFFSET = 12
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp: the first 43 bytes, everything the log needs.
+_PREFIX = struct.Struct(">qiibIhiqq")
+PREFIX_SIZE = _PREFIX.size  # 43
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+
+
+class BatchInfo(NamedTuple):
+    """What the log keeps of one batch: where it is and which offsets and time it covers."""
+
+    position: int  # byte position of the batch (in a buffer or a segment file)
+    size: int  # total bytes, header included
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    leader_epoch: int
+
+
+def read_prefix(buf, pos: int = 0) -> tuple:
+    """(baseOffset, batchLength, leaderEpoch, magic, crc, attributes, lastOffsetDelta,
+    baseTimestamp, maxTimestamp) of the batch at `pos`; `buf` must hold 43 bytes there."""
+    return _PREFIX.unpack_from(buf, pos)
+
+
+def patch_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def patch_leader_epoch(buf: bytearray, pos: int, leader_epoch: int) -> None:
+    _INT32.pack_into(buf, pos + LEADER_EPOCH_OFFSET, leader_epoch)
+
+
+def crc_matches(buf, pos: int, size: int, stored_crc: int) -> bool:
+    """Whether the CRC-32C of the batch at buf[pos:pos+size] equals the one in its header."""
+    return crc32c(memoryview(buf)[pos + CRC_START : pos + size]) == stored_crc
+
+
+def is_plausible(batch_length: int, magic: int, last_offset_delta: int) -> bool:
+    """Header checks that need no CRC: a length that can hold a header, magic 2, offsets that go
+    forward."""
+    return batch_length >= MIN_BATCH_LENGTH and magic == MAGIC_V2 and last_offset_delta >= 0
+
+
+def scan_file(fd: int, position: int, end: int, *, verify_crc: bool,
+              chunk_bytes: int = 1 << 20) -> Iterator[BatchInfo]:
+    """Yield the batches of a segment file from `position` (a batch boundary) up to `end`.
+
+    Stops silently at the first batch that is torn (ends past `end`), has an impossible header,
+    or (with verify_crc) fails its CRC: the caller compares the end of the last batch it got with
+    `end` to learn whether the file has a bad tail. Reads `chunk_bytes` at a time with pread;
+    without verify_crc it reads only what is needed to see the headers.
+    """
+    buf = b""
+    buf_start = position
+    while position < end:
+        off = position - buf_start
+        if off + PREFIX_SIZE > len(buf):
+            want = min(max(chunk_bytes, HEADER_SIZE), end - position)
+            buf = os.pread(fd, want, position)
+            buf_start, off = position, 0
+            if len(buf) < PREFIX_SIZE:
+                return
+        base, length, epoch, magic, crc, _attrs, delta, _first_ts, max_ts = _PREFIX.unpack_from(buf, off)
+        size = length + LOG_OVERHEAD
+        if not is_plausible(length, magic, delta) or position + size > end:
+            return
+        if verify_crc:
+            if off + size > len(buf):
+                buf = os.pread(fd, min(max(chunk_bytes, size), end - position), position)
+                buf_start, off = position, 0
+                if len(buf) < size:
+                    return
+            if not crc_matches(buf, off, size, crc):
+                return
+        yield BatchInfo(position, size, base, base + delta, max_ts, epoch)
+        position += size
+
+
+def scan_buffer(buf, position: int = 0) -> Iterator[BatchInfo]:
+    """Yield the batches of an in-memory buffer holding whole batches; raise CorruptRecord at
+    anything else (the caller's bytes are wrong, not a disk)."""
+    end = len(buf)
+    while position < end:
+        if position + HEADER_SIZE > end:
+            raise CorruptRecord(f"truncated batch header at byte {position}")
+        base, length, epoch, magic, _crc, _attrs, delta, _first_ts, max_ts = _PREFIX.unpack_from(buf, position)
+        size = length + LOG_OVERHEAD
+        if not is_plausible(length, magic, delta) or position + size > end:
+            raise CorruptRecord(f"malformed batch at byte {position}")
+        yield BatchInfo(position, size, base, base + delta, max_ts, epoch)
+        position += size
+
+
+def assign_offsets(buf: bytearray, first_offset: int, leader_epoch: int) -> list[BatchInfo]:
+    """Patch every batch in `buf` in place with its base offset (consecutive from
+    `first_offset`) and `leader_epoch`; return the batches with their new offsets.
+    Per batch, never per record: one header unpack and two small packs."""
+    batches = []
+    next_offset = first_offset
+    position = 0
+    end = len(buf)
+    while position < end:
+        if position + HEADER_SIZE > end:
+            raise CorruptRecord(f"truncated batch header at byte {position}")
+        _base, length, _epoch, magic, _crc, _attrs, delta, _first_ts, max_ts = _PREFIX.unpack_from(buf, position)
+        size = length + LOG_OVERHEAD
+        if not is_plausible(length, magic, delta) or position + size > end:
+            raise CorruptRecord(f"malformed batch at byte {position}")
+        _INT64.pack_into(buf, position, next_offset)
+        _INT32.pack_into(buf, position + LEADER_EPOCH_OFFSET, leader_epoch)
+        batches.append(BatchInfo(position, size, next_offset, next_offset + delta, max_ts, leader_epoch))
+        next_offset += delta + 1
+        position += size
+    if not batches:
+        raise CorruptRecord("no record batch to append")
+    return batches

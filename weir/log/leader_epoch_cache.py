@@ -1,0 +1,116 @@
+"""The leader-epoch cache of a partition (Kafka's LeaderEpochFileCache, KIP-101 and KIP-279):
+for each leader epoch, the first offset written in it, persisted in `leader-epoch-checkpoint`.
+
+    0            <- version
+    2            <- number of entries
+    3 0          <- epoch start_offset
+    5 120
+
+Rules: epochs strictly increase and so do start offsets. A follower asks its leader "where does
+my latest epoch end?" (OffsetsForLeaderEpoch) and truncates there, so the answer must name the
+start of the next higher epoch. The file is rewritten (atomically) on every change; epochs change
+rarely, so this never touches the append hot path beyond one comparison.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+from weir.log.checkpoint_file import write_atomically
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path, entries: list[tuple[int, int]]):
+        self.path = path
+        self._epochs = [e for e, _ in entries]
+        self._start_offsets = [o for _, o in entries]
+
+    @classmethod
+    def open(cls, directory: Path) -> "LeaderEpochCache":
+        path = directory / LEADER_EPOCH_CHECKPOINT
+        entries: list[tuple[int, int]] = []
+        try:
+            lines = path.read_text().splitlines()
+            if int(lines[0]) == 0:
+                for line in lines[2:2 + int(lines[1])]:
+                    epoch, offset = line.split(" ")
+                    entries.append((int(epoch), int(offset)))
+        except (OSError, ValueError, IndexError):
+            entries = []  # rebuilt from the batches during recovery
+        cache = cls(path, [])
+        for epoch, offset in entries:
+            cache._add(epoch, offset)
+        return cache
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._start_offsets))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset`. Entries it contradicts (a same or higher
+        epoch, a same or higher start offset) are removed, as in Kafka."""
+        if epoch < 0:
+            return
+        if self._epochs and self._epochs[-1] == epoch and self._start_offsets[-1] <= start_offset:
+            return  # already known: later offsets of the same epoch are not a new start
+        self._add(epoch, start_offset)
+        self._persist()
+
+    def _add(self, epoch: int, start_offset: int) -> None:
+        while self._epochs and (self._epochs[-1] >= epoch or self._start_offsets[-1] >= start_offset):
+            self._epochs.pop()
+            self._start_offsets.pop()
+        self._epochs.append(epoch)
+        self._start_offsets.append(start_offset)
+
+    def start_offset_of(self, epoch: int) -> int | None:
+        i = bisect_left(self._epochs, epoch)
+        return self._start_offsets[i] if i < len(self._epochs) and self._epochs[i] == epoch else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (the largest epoch <= requested, the offset where it ends, i.e.
+        the start of the next higher epoch, or the LEO for the latest)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._epochs[-1]:
+            return requested_epoch, log_end_offset
+        higher = bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._start_offsets[0]
+        return self._epochs[higher - 1], self._start_offsets[higher]
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log was truncated to `end_offset`: epochs starting at or after it never happened."""
+        keep = bisect_left(self._start_offsets, end_offset)
+        if keep < len(self._epochs):
+            del self._epochs[keep:], self._start_offsets[keep:]
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log start moved to `start_offset`: drop epochs wholly before it, and move the start
+        of the epoch holding it up to it."""
+        holding = bisect_right(self._start_offsets, start_offset) - 1
+        if holding < 0 or (holding == 0 and self._start_offsets[0] == start_offset):
+            return
+        del self._epochs[:holding], self._start_offsets[:holding]
+        self._start_offsets[0] = start_offset
+        self._persist()
+
+    def clear_and_flush(self) -> None:
+        self._epochs, self._start_offsets = [], []
+        self._persist()
+
+    def _persist(self) -> None:
+        lines = ["0", str(len(self._epochs))] + [f"{e} {o}" for e, o in zip(self._epochs, self._start_offsets)]
+        write_atomically(self.path, "\n".join(lines) + "\n")

@@ -1,0 +1,111 @@
+"""The sparse offset index of one segment (Kafka's `.index` file).
+
+One entry per `index_interval_bytes` of log: (last offset of a batch - segment base offset) as
+int32 and the batch's file position as int32, big-endian, appended with os.write. The whole index
+lives in memory as two arrays so lookups are a bisect; the file is only read at open.
+
+An entry (L, P) says: the batch at position P ends at offset L. So the batch holding offset T
+starts at or after the position of the last entry with L <= T, and a short scan of batch headers
+from there finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+from weir.log.file_io import write_all
+
+ENTRY_SIZE = 8
+
+
+class OffsetIndex:
+    def __init__(self, path: Path, base_offset: int, max_entries: int):
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_entries)
+        self._relative_offsets = array("i")
+        self._positions = array("i")
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def load(self) -> None:
+        """Read the entries from disk; a torn trailing entry is dropped."""
+        size = os.fstat(self._fd).st_size
+        whole = size - size % ENTRY_SIZE
+        data = os.pread(self._fd, whole, 0)
+        if whole != size:
+            os.ftruncate(self._fd, whole)
+        flat = array("i")
+        flat.frombytes(data)
+        if sys.byteorder == "little":
+            flat.byteswap()
+        self._relative_offsets = flat[0::2]
+        self._positions = flat[1::2]
+
+    def looks_sane(self, log_size: int, next_offset: int) -> bool:
+        """Entries ascend and point inside the log (Kafka's sanityCheck, a little stronger)."""
+        n = len(self._positions)
+        if n == 0:
+            return True
+        if self._positions[-1] >= log_size or self.base_offset + self._relative_offsets[-1] >= next_offset:
+            return False
+        return all(self._positions[i] < self._positions[i + 1] for i in range(n - 1))
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def is_full(self) -> bool:
+        return len(self._positions) >= self.max_entries
+
+    def append(self, entries: list[tuple[int, int]]) -> None:
+        """Add (absolute last offset, position) entries, in ascending order, with one write."""
+        if not entries:
+            return
+        flat = array("i")
+        for offset, position in entries:
+            relative = offset - self.base_offset
+            assert 0 <= relative <= 0x7FFFFFFF and 0 <= position <= 0x7FFFFFFF
+            assert not self._positions or position > self._positions[-1], "index positions must ascend"
+            self._relative_offsets.append(relative)
+            self._positions.append(position)
+            flat.append(relative)
+            flat.append(position)
+        if sys.byteorder == "little":
+            flat.byteswap()
+        write_all(self._fd, flat.tobytes())
+
+    def position_at_or_before_offset(self, offset: int) -> int:
+        """Position of a batch boundary from which a scan finds the batch holding `offset`."""
+        i = bisect_right(self._relative_offsets, offset - self.base_offset) - 1
+        return self._positions[i] if i >= 0 else 0
+
+    def position_at_or_before(self, position: int) -> int:
+        """The greatest indexed batch boundary <= `position` (0 if none)."""
+        i = bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries for batches at or after `position`."""
+        keep = bisect_right(self._positions, position - 1)
+        if keep < len(self._positions):
+            del self._positions[keep:]
+            del self._relative_offsets[keep:]
+            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+
+    def reset(self, entries: list[tuple[int, int]]) -> None:
+        """Replace the whole index (after rebuilding it from the log)."""
+        os.ftruncate(self._fd, 0)
+        self._relative_offsets = array("i")
+        self._positions = array("i")
+        self.append(entries)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

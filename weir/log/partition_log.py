@@ -1,0 +1,466 @@
+"""The durable log of one partition: an ordered list of segments, the last one active.
+
+Rules this module owns:
+- Offsets are contiguous: each batch starts where the previous one ended, across segments too.
+  `log_start_offset <= log_end_offset` always.
+- A batch is written whole with one write per append; a failed write is cut back off.
+- `recovery_point` is the offset below which everything is fsynced. Only data at or above it can
+  be torn by a crash, so only segments from the one holding it on are CRC-checked at open.
+- Retention and DeleteRecords remove whole segments from the front, never data above the high
+  watermark, and never the active segment without rolling first.
+
+Theory of operation. `append` patches offsets and the leader epoch into the caller's batches
+(a leader), or checks them (`append_as_follower`), rolls a new segment when the active one is
+full or old, and writes. `read` turns (offset, max_bytes, max_offset) into whole-batch byte
+ranges of segment files, found through the sparse offset index and a short header scan. Nothing
+here reads the clock: callers pass `now_ms`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from weir.log.batch_header import BatchInfo, assign_offsets, crc_matches, read_prefix, scan_buffer
+from weir.log.errors import CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, UnexpectedAppendOffset
+from weir.log.fetch_slice import FetchSlice
+from weir.log.file_io import fsync_directory
+from weir.log.leader_epoch_cache import LeaderEpochCache
+from weir.log.log_config import LogConfig
+from weir.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int = -1  # -1: CreateTime
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
+                 log_start_offset: int, now_ms: int, leader_epochs: LeaderEpochCache):
+        self.directory = directory
+        self.leader_epochs = leader_epochs
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_end_offset = segments[-1].next_offset
+        self.log_start_offset = log_start_offset
+        self.recovery_point = segments[0].base_offset
+        self.last_flush_ms = now_ms
+        self._directory_dirty = True
+        self._closed = False
+        self.is_deleted = False
+        # Set by the owner (LogDirectory) to persist recovery points and log start offsets when
+        # they must not lag: after truncation and DeleteRecords.
+        self.on_checkpoint_needed: Callable[[], None] | None = None
+        self._check_invariants()
+
+    # ----- opening
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None,
+             log_start_offset: int = 0, clean_shutdown: bool = False) -> "PartitionLog":
+        """Create or recover the log in `directory`.
+
+        After a clean shutdown every segment is trusted (checked only for sanity). Otherwise
+        segments from the one holding `recovery_point` on are recovered: CRC-checked and cut at
+        the first bad batch, with later segments deleted. Without a recovery point, all are.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        bases = _clean_and_list_segments(directory)
+        if clean_shutdown:
+            first_unsafe = len(bases)
+        elif recovery_point is None:
+            first_unsafe = 0
+        else:
+            first_unsafe = max(bisect_right(bases, recovery_point) - 1, 0)
+
+        leader_epochs = LeaderEpochCache.open(directory)
+
+        def learn_epoch(batch: BatchInfo) -> None:
+            if batch.leader_epoch > leader_epochs.latest_epoch:
+                leader_epochs.assign(batch.leader_epoch, batch.base_offset)
+
+        segments: list[LogSegment] = []
+        recovering = dropping = False
+        for i, base in enumerate(bases):
+            if not dropping and segments and segments[-1].next_offset != base:
+                dropping = True  # a hole or an overlap: nothing after it can be trusted
+            if dropping:
+                _delete_segment_files(directory, base)
+                continue
+            segment = cls._new_segment(directory, base, config, now_ms)
+            if recovering or i >= first_unsafe or not segment.load_trusted():
+                recovering = True
+                if not segment.recover(learn_epoch):
+                    dropping = True
+            segments.append(segment)
+
+        log_start_offset = max(log_start_offset, segments[0].base_offset if segments else 0)
+        if segments and segments[-1].next_offset < log_start_offset:
+            # The checkpointed start is beyond what survived: start over there (as Kafka does).
+            for segment in segments:
+                segment.delete()
+            segments = []
+        if not segments:
+            segments = [cls._new_segment(directory, log_start_offset, config, now_ms)]
+        log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs)
+        leader_epochs.truncate_from_end(log.log_end_offset)
+        leader_epochs.truncate_from_start(log.log_start_offset)
+        log.flush()  # recovered tails are now durable, so the recovery point is the LEO
+        return log
+
+    @staticmethod
+    def _new_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        return LogSegment(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
+                          index_max_bytes=config.segment_index_bytes, now_ms=now_ms)
+
+    # ----- appending
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Append batches as leader: assign offsets from the LEO and stamp `leader_epoch`.
+        A bytearray argument is patched in place; other buffers are copied once."""
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        self._check_size(len(buf))
+        batches = assign_offsets(buf, self.log_end_offset, leader_epoch)
+        info = self._append_batches(buf, batches, now_ms)
+        if leader_epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(leader_epoch, info.first_offset)
+        return info
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendInfo:
+        """Append batches copied from the leader, keeping their offsets and epochs. They must
+        start at the LEO and be contiguous; their CRCs are checked (they crossed the network)."""
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        self._check_size(len(buf))
+        batches = list(scan_buffer(buf))
+        if not batches:
+            raise CorruptRecord("no record batch to append")
+        expected = self.log_end_offset
+        for batch in batches:
+            if batch.base_offset != expected:
+                raise UnexpectedAppendOffset(f"batch at offset {batch.base_offset}, expected {expected}")
+            if not crc_matches(buf, batch.position, batch.size, read_prefix(buf, batch.position)[4]):
+                raise CorruptRecord(f"CRC mismatch in batch at offset {batch.base_offset}")
+            expected = batch.last_offset + 1
+        info = self._append_batches(buf, batches, now_ms)
+        for batch in batches:
+            if batch.leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(batch.leader_epoch, batch.base_offset)
+        return info
+
+    def _check_size(self, size: int) -> None:
+        self._check_open()
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLarge(f"{size} bytes exceed log.segment.bytes={self.config.segment_bytes}")
+
+    def _append_batches(self, buf: bytearray, batches: list[BatchInfo], now_ms: int) -> AppendInfo:
+        self._maybe_roll(len(buf), batches[-1].last_offset, now_ms)
+        self.active_segment.append(buf, batches)
+        self.log_end_offset = batches[-1].last_offset + 1
+        max_timestamp, offset_of_max = -1, batches[0].last_offset
+        for batch in batches:
+            if batch.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+        if self.log_end_offset - self.recovery_point >= self.config.flush_interval_messages:
+            self.flush(now_ms)
+        return AppendInfo(batches[0].base_offset, batches[-1].last_offset, max_timestamp, offset_of_max)
+
+    def _maybe_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> None:
+        """Kafka's maybeRoll: a non-empty active segment is rolled when the append would
+        overflow log.segment.bytes, it is older than log.roll.ms, an index is full, or an offset
+        would not fit the index's int32 relative offsets."""
+        active = self.active_segment
+        if active.size == 0:
+            return
+        if (active.size + incoming_bytes > self.config.segment_bytes
+                or now_ms - active.roll_base_ms() > self.config.segment_ms
+                or active.offset_index.is_full() or active.time_index.is_full()
+                or last_offset - active.base_offset > MAX_RELATIVE_OFFSET):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int) -> None:
+        """Start a new active segment at the LEO (no-op if the active one is empty)."""
+        self._check_open()
+        if self.active_segment.size == 0:
+            return
+        self.active_segment.seal()
+        segment = self._new_segment(self.directory, self.log_end_offset, self.config, now_ms)
+        assert segment.size == 0, "a segment file already exists at the log end offset"
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._directory_dirty = True
+
+    # ----- reading
+
+    def read(self, offset: int, max_bytes: int, max_offset: int, *, min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches from the one holding `offset`, up to `max_bytes`, and only batches
+        that end below `max_offset` (the high watermark, or the LEO for followers). KIP-74: if
+        the first batch alone exceeds max_bytes it is still returned (unless min_one_batch is
+        False, for a partition that is not the first of a fetch response)."""
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]")
+        max_offset = min(max_offset, self.log_end_offset)
+        slices: list = []
+        total = 0
+        i = bisect_right(self._bases, offset) - 1
+        while offset < max_offset and i < len(self._segments):
+            segment = self._segments[i]
+            first = segment.find_batch(offset)
+            i += 1
+            if first is None:
+                continue  # offset is this segment's end: go on with the next one
+            start = first.position
+            if max_offset >= segment.next_offset:
+                limit, last_segment = segment.size, False
+            else:
+                limit, last_segment = segment.find_batch(max_offset).position, True
+            budget = max_bytes - total
+            if limit - start > budget:
+                end = segment.boundary_at_or_before(start + budget) if budget > 0 else start
+                if end == start and not slices and min_one_batch and start + first.size <= limit:
+                    end = start + first.size
+                last_segment = True
+            else:
+                end = limit
+            if end > start:
+                slices.append((segment.file, start, end - start))
+                total += end - start
+            if last_segment:
+                break
+            offset = segment.next_offset
+        return FetchSlice(slices, total)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose maxTimestamp >= `timestamp_ms`, as
+        ListOffsets answers; the offset is the batch's base offset (or the log start offset if
+        that is inside the batch) and the timestamp its maxTimestamp. None if there is none."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
+                continue
+            batch = segment.find_batch_by_timestamp(timestamp_ms, self.log_start_offset)
+            if batch is not None:
+                return max(batch.base_offset, self.log_start_offset), batch.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        newest = max(self.segments, key=lambda segment: segment.max_timestamp)
+        if newest.max_timestamp < 0:
+            return None
+        return newest.offset_of_max_timestamp, newest.max_timestamp
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch (KIP-101): (largest epoch <= leader_epoch, its end offset)."""
+        return self.leader_epochs.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # ----- removing data
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and above `offset` (a follower diverged from its leader). Whole
+        batches only: if `offset` falls inside a batch, that batch goes too, and the LEO becomes
+        its base offset. The change is fsynced, so a crash cannot bring the data back."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self._bases[0]:
+            self._truncate_fully_and_start_at(offset)
+        else:
+            i = bisect_right(self._bases, offset) - 1
+            for segment in self._segments[i + 1:]:
+                segment.delete()
+            del self._segments[i + 1:]
+            del self._bases[i + 1:]
+            self.active_segment.truncate_to(offset)
+            self.log_end_offset = self.active_segment.next_offset
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._directory_dirty = True
+        self.flush()
+        self._checkpoint()
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [self._new_segment(self.directory, offset, self.config, self.last_flush_ms)]
+        self._bases = [offset]
+        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+        self.leader_epochs.clear_and_flush()
+
+    def delete_records_before(self, offset: int) -> None:
+        """DeleteRecords: advance the log start offset to `offset` (never backwards), and delete
+        the segments wholly below it."""
+        self._check_open()
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} beyond log end offset {self.log_end_offset}")
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.leader_epochs.truncate_from_start(offset)
+        self._delete_old_segments(lambda segment, next_base: next_base <= self.log_start_offset,
+                                  self.log_end_offset, now_ms=None)
+        self._check_invariants()
+        self._checkpoint()
+
+    def enforce_retention(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """Delete old segments by log.retention.ms, then log.retention.bytes, then those below
+        the log start offset, as Kafka's deleteOldSegments does: from the oldest, stopping at the
+        first segment to keep, only segments wholly below the high watermark (all of the log if
+        none is given), and rolling first if every segment would go. Returns how many went."""
+        self._check_open()
+        hw = self.log_end_offset if high_watermark is None else min(high_watermark, self.log_end_offset)
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_old_segments(
+                lambda segment, next_base: now_ms - segment.largest_timestamp() > retention_ms, hw, now_ms)
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes() - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, next_base: int) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_old_segments(over_size, hw, now_ms)
+        deleted += self._delete_old_segments(
+            lambda segment, next_base: next_base <= self.log_start_offset, hw, now_ms)
+        self._check_invariants()
+        return deleted
+
+    def _delete_old_segments(self, should_delete: Callable[[LogSegment, int], bool], high_watermark: int,
+                             now_ms: int | None) -> int:
+        count = 0
+        for i, segment in enumerate(self._segments):
+            is_last = i == len(self._segments) - 1
+            next_base = self.log_end_offset if is_last else self._segments[i + 1].base_offset
+            if is_last and segment.size == 0:
+                break
+            if next_base > high_watermark or not should_delete(segment, next_base):
+                break
+            count += 1
+        if count == len(self._segments) and now_ms is None:
+            count -= 1  # cannot roll without a time: keep the active segment
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            assert now_ms is not None
+            self.roll(now_ms)
+        for segment in self._segments[:count]:
+            segment.delete()
+        del self._segments[:count]
+        del self._bases[:count]
+        self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        self.recovery_point = max(self.recovery_point, self._bases[0])
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._directory_dirty = True
+        return count
+
+    # ----- durability
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment written since the last flush, and the directory if files came or
+        went; then everything below the LEO is durable."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.dirty:
+                segment.flush()
+        if self._directory_dirty:
+            fsync_directory(self.directory)
+            self._directory_dirty = False
+        self.recovery_point = self.log_end_offset
+        if now_ms is not None:
+            self.last_flush_ms = now_ms
+
+    def flush_if_due(self, now_ms: int) -> None:
+        """log.flush.interval.ms: flush if unflushed data is older than the interval."""
+        if self.log_end_offset > self.recovery_point and now_ms - self.last_flush_ms >= self.config.flush_interval_ms:
+            self.flush(now_ms)
+
+    def close(self) -> None:
+        """Flush and close the files. The owner records the recovery point (LogDirectory)."""
+        if self._closed:
+            return
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition's directory (topic deletion)."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+        self.is_deleted = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # ----- state
+
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    def _checkpoint(self) -> None:
+        if self.on_checkpoint_needed is not None:
+            self.on_checkpoint_needed()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+
+    def _check_invariants(self) -> None:
+        assert self._segments and self._bases == [s.base_offset for s in self._segments]
+        assert 0 <= self.log_start_offset <= self.log_end_offset, (self.log_start_offset, self.log_end_offset)
+        assert self._bases[0] <= self.log_start_offset
+        assert self.log_end_offset == self.active_segment.next_offset
+
+
+def _clean_and_list_segments(directory: Path) -> list[int]:
+    """Remove leftovers of interrupted deletions and index files without a log; return the base
+    offsets of the `.log` files, ascending."""
+    logs, indexes = set(), []
+    for entry in os.scandir(directory):
+        if entry.name.endswith(_LEFTOVER_SUFFIXES):
+            os.unlink(entry.path)
+            continue
+        match = _SEGMENT_FILE.match(entry.name)
+        if match is None:
+            continue
+        if match.group(2) == "log":
+            logs.add(int(match.group(1)))
+        else:
+            indexes.append((int(match.group(1)), entry.path))
+    for base, path in indexes:
+        if base not in logs:
+            os.unlink(path)
+    return sorted(logs)
+
+
+def _delete_segment_files(directory: Path, base_offset: int) -> None:
+    for suffix in (".log", ".index", ".timeindex"):
+        (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)

@@ -1,0 +1,281 @@
+"""One segment of a partition log: a `.log` file of whole batches plus its two sparse indexes.
+
+A segment is named after its base offset (`00000000000000000123.log`, `.index`, `.timeindex`).
+Only the last segment of a log (the active one) is appended to. The segment keeps in memory
+what the log asks of it often: its valid size, its next offset, its largest timestamp.
+
+Two ways to open an existing segment:
+- `load_trusted()` for segments below the recovery point (known flushed): read the indexes, and
+  scan only the batch headers after the last index entry to learn the next offset and largest
+  timestamp. It reports False when anything looks wrong, and the caller recovers instead.
+- `recover()` for segments that may hold a torn tail: read every batch, check its header, its
+  offset (each batch must start where the previous one ended) and its CRC, cut the file at the
+  first bad batch, and rebuild both indexes from what is left.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from weir.log.batch_header import PREFIX_SIZE, BatchInfo, read_prefix, scan_file
+from weir.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
+from weir.log.offset_index import OffsetIndex
+from weir.log.file_io import write_all
+from weir.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from weir.log.time_index import TimeIndex
+
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class SegmentFile(int):
+    """The open descriptor of a `.log` file, shared by the log and by outstanding FetchSlices.
+
+    It is an int (the descriptor itself), so os.pread / os.sendfile take it as is. Deleting a
+    segment does not close it: the descriptor is closed when the last holder drops this object, so
+    a fetch being sent never sees its descriptor closed or reused by another file. Keep the object,
+    not int(file), for as long as the descriptor is used.
+    """
+
+    def __new__(cls, fd: int) -> "SegmentFile":
+        file = super().__new__(cls, fd)
+        file.closed = False
+        return file
+
+    def fileno(self) -> int:
+        if self.closed:
+            raise ValueError("segment file is closed")
+        return int(self)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(int(self))
+
+    def __del__(self):
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
+                 index_max_bytes: int, now_ms: int):
+        assert base_offset >= 0
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, ".log")
+        self.file = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644))
+        self.fd = int(self.file)
+        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index"),
+                                        base_offset, index_max_bytes // OFFSET_ENTRY_SIZE)
+        self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex"),
+                                    base_offset, index_max_bytes // TIME_ENTRY_SIZE)
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = now_ms
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = -1
+        self.bytes_since_index_entry = 0
+        self.dirty = False  # written since its last fsync
+
+    # ----- opening an existing segment
+
+    def load_trusted(self) -> bool:
+        """Open a segment below the recovery point; False if it needs recover() instead."""
+        self.offset_index.load()
+        self.time_index.load()
+        if len(self.offset_index) and not len(self.time_index):
+            return False  # time index lost: the largest timestamp (retention) would be wrong
+        if not self._load_tail():
+            return False
+        return (self.offset_index.looks_sane(self.size, self.next_offset)
+                and self.time_index.looks_sane(self.next_offset))
+
+    def _load_tail(self) -> bool:
+        """Learn next offset and largest timestamp from the indexes plus a scan of the headers
+        after the last offset-index entry. False if that scan does not end exactly at the end of
+        the file, or is longer than the index interval (entries are missing)."""
+        if self.size == 0:
+            self.next_offset = self.base_offset
+            self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
+            self.bytes_since_index_entry = 0
+            return True
+        head = os.pread(self.fd, PREFIX_SIZE, 0)
+        if len(head) < PREFIX_SIZE or read_prefix(head)[0] != self.base_offset:
+            return False
+        self.first_batch_timestamp = read_prefix(head)[8]
+        self.max_timestamp = self.time_index.last_timestamp
+        self.offset_of_max_timestamp = self.time_index.last_offset
+        start = self.offset_index.position_at_or_before(self.size)
+        end = start
+        self.bytes_since_index_entry = 0
+        self.next_offset = -1
+        for batch in scan_file(self.fd, start, self.size, verify_crc=False,
+                               chunk_bytes=self.index_interval_bytes + 1024):
+            if self.next_offset >= 0 and batch.base_offset != self.next_offset:
+                return False
+            if self.bytes_since_index_entry > self.index_interval_bytes:
+                return False  # the index misses an entry append would have made: rebuild it
+            if batch.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
+            self.next_offset = batch.last_offset + 1
+            self.bytes_since_index_entry += batch.size
+            end = batch.position + batch.size
+        return end == self.size and self.next_offset > self.base_offset
+
+    def recover(self, on_batch: Callable[[BatchInfo], None] | None = None) -> bool:
+        """Check every batch (header, offset sequence, CRC); cut the file at the first bad one and
+        rebuild the indexes. `on_batch` sees each good batch. True if the whole file was valid."""
+        file_size = self.size
+        self.size = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
+        self.bytes_since_index_entry = 0
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        for batch in scan_file(self.fd, 0, file_size, verify_crc=True):
+            if (batch.base_offset != self.next_offset
+                    or batch.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
+                break
+            self._account(batch, batch.position, offset_entries, time_entries)
+            if on_batch is not None:
+                on_batch(batch)
+            self.next_offset = batch.last_offset + 1
+            self.size = batch.position + batch.size
+        if self.size < file_size:
+            os.ftruncate(self.fd, self.size)
+        self.offset_index.reset(offset_entries)
+        self.time_index.reset(time_entries)
+        self.dirty = True
+        return self.size == file_size
+
+    # ----- appending
+
+    def _account(self, batch: BatchInfo, position: int, offset_entries: list, time_entries: list) -> None:
+        """Kafka's per-batch bookkeeping: track the largest timestamp, and add an index entry
+        once more than index_interval_bytes were written since the last one."""
+        if self.first_batch_timestamp < 0 and position == 0:
+            self.first_batch_timestamp = batch.max_timestamp
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
+        if self.bytes_since_index_entry > self.index_interval_bytes:
+            offset_entries.append((batch.last_offset, position))
+            time_entries.append((self.max_timestamp, self.offset_of_max_timestamp))
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += batch.size
+
+    def append(self, buf: bytearray, batches: list[BatchInfo]) -> None:
+        """Write whole batches (positions relative to `buf`) with one write, then index them."""
+        assert batches and batches[0].base_offset == self.next_offset, "offsets must be contiguous"
+        assert batches[-1].last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+        position = self.size
+        try:
+            write_all(self.fd, buf)
+        except BaseException:
+            os.ftruncate(self.fd, position)  # never leave half an append behind
+            raise
+        self.dirty = True
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        for batch in batches:
+            self._account(batch, position + batch.position, offset_entries, time_entries)
+        self.size = position + len(buf)
+        self.next_offset = batches[-1].last_offset + 1
+        self.offset_index.append(offset_entries)
+        self.time_index.append(time_entries)
+
+    def seal(self) -> None:
+        """Called when the segment stops being active: record its largest timestamp in the time
+        index, so the index alone tells the segment's largest timestamp."""
+        if self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.append([(self.max_timestamp, self.offset_of_max_timestamp)])
+
+    def roll_base_ms(self) -> int:
+        """The time log.roll.ms counts from: the first batch's timestamp, as Kafka does, or the
+        segment's creation if that batch has none."""
+        return self.first_batch_timestamp if self.first_batch_timestamp >= 0 else self.created_ms
+
+    def largest_timestamp(self) -> int:
+        """What log.retention.ms compares with: the largest batch timestamp, or the file's
+        modification time when no batch has a timestamp."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # ----- finding batches
+
+    def _scan(self, start: int, end: int):
+        return scan_file(self.fd, start, end, verify_crc=False,
+                         chunk_bytes=self.index_interval_bytes + 1024)
+
+    def find_batch(self, offset: int) -> BatchInfo | None:
+        """The batch holding `offset` (the first whose last offset >= offset), if any."""
+        if offset >= self.next_offset:
+            return None
+        start = self.offset_index.position_at_or_before_offset(offset)
+        for batch in self._scan(start, self.size):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def boundary_at_or_before(self, position: int) -> int:
+        """The greatest batch boundary <= `position`."""
+        position = min(position, self.size)
+        end = self.offset_index.position_at_or_before(position)
+        for batch in self._scan(end, position):
+            end = batch.position + batch.size
+        return end
+
+    def find_batch_by_timestamp(self, timestamp: int, min_offset: int) -> BatchInfo | None:
+        """The first batch ending at or after `min_offset` with maxTimestamp >= `timestamp`."""
+        if self.max_timestamp < timestamp:
+            return None
+        before = self.time_index.offset_before(timestamp)
+        start_offset = max(min_offset, before + 1 if before is not None else self.base_offset)
+        start = self.offset_index.position_at_or_before_offset(start_offset)
+        for batch in self._scan(start, self.size):
+            if batch.last_offset >= min_offset and batch.max_timestamp >= timestamp:
+                return batch
+        return None
+
+    # ----- changing and closing
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the batch holding `offset` and everything after it."""
+        batch = self.find_batch(offset)
+        if batch is None:
+            return
+        os.ftruncate(self.fd, batch.position)
+        self.size = batch.position
+        self.offset_index.truncate_to_position(batch.position)
+        self.time_index.truncate_to_offset(batch.base_offset)
+        self.dirty = True
+        if not self._load_tail():
+            self.recover()  # indexes disagree with the log: rebuild them from it
+        assert self.next_offset == batch.base_offset, "segment inconsistent after truncation"
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.dirty = False
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete(self) -> None:
+        """Remove the files. The log file's descriptor stays open until no FetchSlice holds it."""
+        self.offset_index.close()
+        self.time_index.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            path.unlink(missing_ok=True)

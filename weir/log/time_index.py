@@ -1,0 +1,109 @@
+"""The sparse time index of one segment (Kafka's `.timeindex` file).
+
+Entries are (timestamp int64, offset - segment base offset int32), big-endian. An entry (T, O)
+says: T is the largest batch max-timestamp of the segment up to and including offset O. Entries
+are added alongside offset-index entries, and when the segment is rolled, but only when T grows,
+so timestamps ascend strictly. Therefore every batch ending at or before O has maxTimestamp <= T,
+and a search for the first batch with maxTimestamp >= target may start after the last entry whose
+T < target.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_left
+from pathlib import Path
+
+from weir.log.file_io import write_all
+
+_ENTRY = struct.Struct(">qi")
+ENTRY_SIZE = _ENTRY.size  # 12
+
+
+class TimeIndex:
+    def __init__(self, path: Path, base_offset: int, max_entries: int):
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_entries)
+        self._timestamps: list[int] = []
+        self._offsets: list[int] = []  # absolute
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def load(self) -> None:
+        size = os.fstat(self._fd).st_size
+        whole = size - size % ENTRY_SIZE
+        data = os.pread(self._fd, whole, 0)
+        if whole != size:
+            os.ftruncate(self._fd, whole)
+        self._timestamps = []
+        self._offsets = []
+        for ts, rel in _ENTRY.iter_unpack(data):
+            self._timestamps.append(ts)
+            self._offsets.append(self.base_offset + rel)
+
+    def looks_sane(self, next_offset: int) -> bool:
+        ts, offs = self._timestamps, self._offsets
+        if not ts:
+            return True
+        if offs[-1] >= next_offset or offs[0] < self.base_offset:
+            return False
+        return all(ts[i] < ts[i + 1] and offs[i] < offs[i + 1] for i in range(len(ts) - 1))
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    def is_full(self) -> bool:
+        return len(self._timestamps) >= self.max_entries
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._timestamps[-1] if self._timestamps else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self._offsets[-1] if self._offsets else -1
+
+    def append(self, entries: list[tuple[int, int]]) -> None:
+        """Add (timestamp, absolute offset) entries with strictly growing timestamps, one write."""
+        if not entries:
+            return
+        out = bytearray()
+        for ts, offset in entries:
+            relative = offset - self.base_offset
+            assert 0 <= relative <= 0x7FFFFFFF
+            if ts <= self.last_timestamp:
+                continue
+            assert not self._offsets or offset > self._offsets[-1]
+            self._timestamps.append(ts)
+            self._offsets.append(offset)
+            out += _ENTRY.pack(ts, relative)
+        if out:
+            write_all(self._fd, bytes(out))
+
+    def offset_before(self, timestamp: int) -> int | None:
+        """Offset O of the last entry with T < timestamp: no batch up to O reaches `timestamp`."""
+        i = bisect_left(self._timestamps, timestamp) - 1
+        return self._offsets[i] if i >= 0 else None
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries at or after `offset`."""
+        keep = bisect_left(self._offsets, offset)
+        if keep < len(self._offsets):
+            del self._offsets[keep:]
+            del self._timestamps[keep:]
+            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+
+    def reset(self, entries: list[tuple[int, int]]) -> None:
+        os.ftruncate(self._fd, 0)
+        self._timestamps = []
+        self._offsets = []
+        self.append(entries)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,148 @@
+"""Request decoding with kio's compiled readers; generic response encoding.
+
+Readers and writers are cached per (api key, version): building one costs far
+more than using it. Responses of the cold APIs are built from plain dicts by
+`build`, which fills the version's kio dataclass and ignores keys that the
+version lacks, so one handler serves every version. The hot responses (Produce,
+Fetch) are encoded by hand in `hot_responses`.
+"""
+
+import datetime
+import io
+import types
+import typing
+import uuid
+from dataclasses import MISSING, fields, is_dataclass
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from .errors import ErrorCode
+from .header import RequestHeader, response_header, skip_tagged_fields
+from .tagged_fields import strip_unknown_tagged_fields
+
+
+class MalformedRequest(ValueError):
+    pass
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def _reader(api_key: int, version: int):
+    return entity_reader(request_schema(api_key, version))
+
+
+@cache
+def _writer(api_key: int, version: int):
+    return entity_writer(response_schema(api_key, version))
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return request_schema(api_key, version).__flexible__
+
+
+def decode_request(header: RequestHeader, frame: bytes | memoryview):
+    """Decode the body of a supported request; MalformedRequest on bad bytes."""
+    api_key, version = header.api_key, header.api_version
+    try:
+        offset = header.body_offset
+        if is_flexible(api_key, version):
+            offset = skip_tagged_fields(frame, offset)
+        try:
+            entity, size = _reader(api_key, version)(frame, offset)
+        except KeyError:
+            # kio 0.6.5 raises KeyError on a tagged field it does not know; the
+            # protocol says to ignore those, so strip them and decode again.
+            body = strip_unknown_tagged_fields(request_schema(api_key, version), frame, offset)
+            entity, size = _reader(api_key, version)(body, 0)
+            offset = 0
+            frame = body
+    except MalformedRequest:
+        raise
+    except Exception as exc:  # kio raises a variety of errors on bad bytes
+        raise MalformedRequest(f"cannot decode api {api_key} v{version}: {exc!r}") from exc
+    if offset + size != len(frame):
+        raise MalformedRequest(
+            f"api {api_key} v{version}: {len(frame) - offset - size} trailing bytes after the body"
+        )
+    return entity
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
+    """Header plus a kio-encoded body built from `body` for this version."""
+    schema = response_schema(api_key, version)
+    out = io.BytesIO()
+    # ApiVersions answers with header v0 even in flexible versions (KIP-511).
+    flexible_header = schema.__flexible__ and api_key != 18
+    out.write(response_header(correlation_id, flexible_header))
+    _writer(api_key, version)(out, build(schema, body))
+    return out.getvalue()
+
+
+def build(schema: type, values: dict):
+    """Fill the kio dataclass `schema` from `values`, coercing plain Python values."""
+    kwargs = {}
+    for f in fields(schema):
+        if f.name in values:
+            kwargs[f.name] = _coerce(f.type, f.metadata.get("kafka_type"), values[f.name])
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise KeyError(f"{schema.__qualname__} v{schema.__version__} needs {f.name!r}")
+    return schema(**kwargs)
+
+
+def _nested_type(annotation):
+    """The dataclass inside `X`, `X | None` or `tuple[X, ...]`, else None."""
+    if is_dataclass(annotation):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if arg is not Ellipsis and arg is not type(None):
+            found = _nested_type(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _is_tuple(annotation) -> bool:
+    if typing.get_origin(annotation) is tuple:
+        return True
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_is_tuple(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _coerce(annotation, kafka_type, value):
+    if value is None:
+        return None
+    if _is_tuple(annotation):
+        nested = _nested_type(annotation)
+        if nested is not None:
+            return tuple(v if isinstance(v, nested) else build(nested, v) for v in value)
+        return tuple(_coerce_scalar(kafka_type, v) for v in value)
+    nested = _nested_type(annotation)
+    if nested is not None and isinstance(value, dict):
+        return build(nested, value)
+    return _coerce_scalar(kafka_type, value)
+
+
+def _coerce_scalar(kafka_type, value):
+    if kafka_type == "error_code" and not isinstance(value, ErrorCode):
+        return ErrorCode(value)
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type in ("datetime_i64",) and isinstance(value, int):
+        if value < 0:
+            return None
+        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+    if kafka_type == "uuid" and isinstance(value, bytes):
+        return uuid.UUID(bytes=value)
+    return value

@@ -1,0 +1,35 @@
+"""The API versions Weir implements, and nothing more (clients pick from this)."""
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    DESCRIBE_CONFIGS = 32
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
+
+
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 13),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.METADATA: (0, 13),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    span = SUPPORTED_VERSIONS.get(api_key)  # type: ignore[call-overload]
+    return span is not None and span[0] <= version <= span[1]

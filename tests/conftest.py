@@ -9,3 +9,4 @@ def broker(tmp_path):
     process = BrokerProcess(tmp_path / "logs").start()
     yield process
     process.kill()
+    print(process.output())  # shown by pytest when the test fails

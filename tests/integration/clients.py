@@ -27,11 +27,11 @@ def make_messages(count: int, partitions: int) -> list[tuple[int, bytes, bytes, 
 
 # -- confluent-kafka (librdkafka) ------------------------------------------
 
-def confluent_produce(bootstrap, topic, messages, compression="none", acks="all"):
+def confluent_produce(bootstrap, topic, messages, compression="none", acks="all", **config):
     from confluent_kafka import Producer
     errors = []
     producer = Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "acks": acks,
-                         "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
+                         "linger.ms": 5, "queue.buffering.max.messages": 2_000_000, **config})
     for partition, key, value, headers, ts in messages:
         while True:
             try:
@@ -46,10 +46,10 @@ def confluent_produce(bootstrap, topic, messages, compression="none", acks="all"
 
 
 def confluent_consume(bootstrap, topic, partitions, expected):
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
                          "enable.partition.eof": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out = []
     idle_polls = 0
     try:

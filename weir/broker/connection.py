@@ -39,6 +39,7 @@ class Connection(asyncio.Protocol):
         self._busy = False
         self._reading_paused = False
         self._closed = False
+        self._close_reason: str | None = None  # set by a bad frame size: close when the queue drains
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -50,6 +51,10 @@ class Connection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc) -> None:
+        if not self._closed and self._buffer:
+            # The client went away mid-frame: tell the operator, as for other bad input.
+            log.warning("connection from %s ended mid-frame: %d bytes of an incomplete request discarded",
+                        self.peer, len(self._buffer))
         self._closed = True
 
     def data_received(self, data: bytes) -> None:
@@ -60,9 +65,12 @@ class Connection(asyncio.Protocol):
         while end - start >= 4:
             size = _SIZE.unpack_from(buffer, start)[0]
             if size < 0 or size > self.max_request_bytes:
-                self.close(f"frame of {size} bytes exceeds socket.request.max.bytes "
-                           f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
-                return
+                # Read no further; close once the complete requests ahead of it are answered.
+                self._close_reason = (f"frame of {size} bytes exceeds socket.request.max.bytes "
+                                      f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
+                self.transport.pause_reading()
+                start = end
+                break
             if end - start - 4 < size:
                 break
             self._frames.append(bytes(buffer[start + 4:start + 4 + size]))
@@ -79,6 +87,10 @@ class Connection(asyncio.Protocol):
             if pending is not None:
                 self._busy = True
                 asyncio.get_running_loop().create_task(self._finish(pending))
+        if self._close_reason is not None:
+            if not self._frames and not self._busy:
+                self.close(self._close_reason)
+            return
         self._throttle_reading()
 
     async def _finish(self, pending: Coroutine) -> None:

@@ -5,7 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import BrokerConfig
-from ..log import LogConfig, LogDirectory, OffsetOutOfRange
+from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.hot_responses import FetchPartitionResult, FileRegion
 from ..protocol.record_batch import validate_produced_batch
@@ -82,7 +82,10 @@ class ReplicaManager:
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
         header = validate_produced_batch(records, self.max_message_bytes(topic))
-        base_offset = partition.append(bytearray(records), header, now_ms)
+        try:
+            base_offset = partition.append(bytearray(records), header, now_ms)
+        except RecordBatchTooLarge as e:
+            raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         self.waiters.notify((topic.name, index))
         return base_offset, partition.log.log_start_offset
 

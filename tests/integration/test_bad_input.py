@@ -1,0 +1,566 @@
+"""Bad input from one client costs that client an error code or its connection, never the broker.
+
+Every test talks to a real broker process over raw sockets, sending frames
+built by hand: malformed and truncated frames, unknown api keys, oversized and
+negative frame sizes, corrupt record batches, unknown topics. For each, the
+test checks what a client relies on (the Kafka error code, or that the
+connection is closed rather than left hanging), that the broker logged the
+reason for the operator, and that other clients are still served.
+"""
+
+import datetime
+import io
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from crc32c import crc32c
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.serial import entity_reader, entity_writer
+
+from broker_process import BrokerProcess
+from clients import confluent_consume, confluent_produce, make_messages
+from log.batches import make_batch, record_values
+from weir.protocol.versions import SUPPORTED_VERSIONS
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
+PRODUCE_V, FETCH_V, LIST_OFFSETS_V, METADATA_V, CREATE_TOPICS_V = 9, 12, 7, 12, 7
+
+# Kafka error codes, as numbers on the wire
+NONE = 0
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+UNSUPPORTED_VERSION = 35
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+CLIENT_ID = b"bad-input-test"
+TIMEOUT_S = 5.0  # every wait on the broker is bounded by this
+LATEST = -1
+
+
+# -- frames and a raw client ---------------------------------------------------
+
+def header_bytes(api_key: int, version: int, correlation_id: int = 1, client_id: bytes = CLIENT_ID) -> bytes:
+    """Request header v1 (api key, version, correlation id, client id); no tagged section."""
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+def sized(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def request_payload(api_key: int, version: int, entity, correlation_id: int = 1) -> bytes:
+    schema = load_request_schema(api_key, version)
+    out = io.BytesIO()
+    out.write(header_bytes(api_key, version, correlation_id))
+    if schema.__flexible__:
+        out.write(b"\x00")  # request header v2: empty tagged fields
+    entity_writer(schema)(out, entity)
+    return out.getvalue()
+
+
+class BrokerClosed(Exception):
+    pass
+
+
+def recv_exact(sock: socket.socket, size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = sock.recv(size - len(buf))
+        if not chunk:
+            raise BrokerClosed(f"connection closed after {len(buf)} of {size} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+class RawClient:
+    """One TCP connection speaking the Kafka protocol by hand."""
+
+    def __init__(self, port: int, timeout: float = TIMEOUT_S) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.correlation_id = 0
+
+    def __enter__(self) -> "RawClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+    @property
+    def log_name(self) -> str:
+        """How the broker names this connection in its log."""
+        return f"closing connection from ('127.0.0.1', {self.sock.getsockname()[1]})"
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def call(self, api_key: int, version: int, entity):
+        self.correlation_id += 1
+        self.send(sized(request_payload(api_key, version, entity, self.correlation_id)))
+        return self.read_response(api_key, version, self.correlation_id)
+
+    def read_response(self, api_key: int, version: int, correlation_id: int):
+        size, = struct.unpack(">i", recv_exact(self.sock, 4))
+        payload = recv_exact(self.sock, size)
+        got, = struct.unpack_from(">i", payload)
+        assert got == correlation_id, f"response to correlation id {got}, expected {correlation_id}"
+        schema = load_response_schema(api_key, version)
+        offset = 4
+        if schema.__flexible__ and api_key != API_VERSIONS:  # KIP-511: ApiVersions keeps header v0
+            assert payload[4] == 0, "response header v1 carries an empty tagged section"
+            offset = 5
+        entity, used = entity_reader(schema)(payload, offset)
+        assert offset + used == len(payload), "response has trailing bytes"
+        return entity
+
+    def assert_closed_by_broker(self) -> None:
+        """The broker closes the connection, with no response, within TIMEOUT_S."""
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            return  # closed with unread input still queued at the broker: a reset
+        except socket.timeout:
+            raise AssertionError(f"connection still open after {TIMEOUT_S}s") from None
+        assert data == b"", f"expected a close, got {len(data)} bytes: {data[:40]!r}"
+
+    def api_versions_ok(self) -> bool:
+        response = self.call(API_VERSIONS, 3, ApiVersionsRequest(client_software_name="weir-test",
+                                                                  client_software_version="1"))
+        return response.error_code == NONE and len(response.api_keys) == len(SUPPORTED_VERSIONS)
+
+
+def wait_for_log(broker, *needles: str) -> str:
+    """The broker's log line containing every needle (it reaches us through a pipe thread)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        for line in broker.output().splitlines():
+            if all(n in line for n in needles):
+                return line
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no broker log line with {needles}:\n{broker.output()[-3000:]}")
+        time.sleep(0.02)
+
+
+def assert_healthy(broker) -> None:
+    """Alive, answering a new client, and no handler crashed along the way."""
+    assert broker.proc.poll() is None, "broker process exited"
+    with RawClient(broker.port) as client:
+        assert client.api_versions_ok()
+    output = broker.output()
+    assert "Traceback" not in output and "internal error" not in output, output[-3000:]
+
+
+# -- requests built from kio entities -------------------------------------------
+
+def create_topic(client: RawClient, name: str, partitions: int = 1) -> None:
+    response = client.call(CREATE_TOPICS, CREATE_TOPICS_V, CreateTopicsRequest(
+        topics=(CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
+                               configs=()),),
+        timeout=datetime.timedelta(seconds=30), validate_only=False))
+    assert response.topics[0].error_code == NONE, response
+
+
+def produce(client: RawClient, topic: str, records: bytes | None, partition: int = 0, acks: int = -1):
+    """Produce v9 of one partition's records; the partition's response."""
+    request = ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=10),
+                             topic_data=(TopicProduceData(name=topic, partition_data=(
+                                 PartitionProduceData(index=partition, records=records),)),))
+    response = client.call(PRODUCE, PRODUCE_V, request)
+    [topic_response] = response.responses
+    assert topic_response.name == topic
+    [partition_response] = topic_response.partition_responses
+    assert partition_response.index == partition
+    return partition_response
+
+
+def list_offset(client: RawClient, topic: str, partition: int = 0, timestamp: int = LATEST):
+    response = client.call(LIST_OFFSETS, LIST_OFFSETS_V, ListOffsetsRequest(
+        replica_id=-1, isolation_level=0,
+        topics=(ListOffsetsTopic(name=topic, partitions=(
+            ListOffsetsPartition(partition_index=partition, timestamp=timestamp),)),)))
+    return response.topics[0].partitions[0]
+
+
+def fetch(client: RawClient, topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0):
+    response = client.call(FETCH, FETCH_V, FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=10 << 20,
+        topics=(FetchTopic(topic=topic, partitions=(
+            FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=10 << 20),)),),
+        forgotten_topics_data=(), rack_id=""))
+    assert response.error_code == NONE
+    return response.responses[0].partitions[0]
+
+
+def metadata(client: RawClient, names: list[str] | None, auto_create: bool = True):
+    topics = None if names is None else tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names)
+    return client.call(METADATA, METADATA_V, MetadataRequest(topics=topics, allow_auto_topic_creation=auto_create,
+                                                             include_topic_authorized_operations=False))
+
+
+# -- record batches, valid and not ---------------------------------------------
+
+def with_fixed_crc(batch: bytearray) -> bytes:
+    """Recompute the CRC after editing fields it covers (so the CRC is not what is wrong)."""
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def bad_crc() -> bytes:
+    batch = bytearray(make_batch([b"payload"]))
+    batch[-2] ^= 0xFF  # a byte of the record, covered by the CRC
+    return bytes(batch)
+
+
+def magic_1() -> bytes:
+    batch = bytearray(make_batch([b"payload"]))
+    batch[16] = 1
+    return bytes(batch)
+
+
+def with_attributes(attributes: int) -> bytes:
+    batch = bytearray(make_batch([b"payload"]))
+    struct.pack_into(">h", batch, 21, attributes)
+    return with_fixed_crc(batch)
+
+
+def wrong_record_count() -> bytes:
+    batch = bytearray(make_batch([b"a", b"b"]))
+    struct.pack_into(">i", batch, 57, 3)  # says 3 records, last offset delta says 2
+    return with_fixed_crc(batch)
+
+
+BAD_BATCHES = {
+    "crc mismatch": (bad_crc, CORRUPT_MESSAGE),
+    "truncated below a batch header": (lambda: make_batch([b"payload"])[:40], CORRUPT_MESSAGE),
+    "batch length past its bytes": (lambda: make_batch([b"payload"])[:-3], CORRUPT_MESSAGE),
+    "magic 1": (magic_1, INVALID_RECORD),
+    "two batches for one partition": (lambda: make_batch([b"a"]) + make_batch([b"b"]), INVALID_RECORD),
+    "null records": (lambda: None, INVALID_RECORD),
+    "record count disagrees with offset delta": (wrong_record_count, INVALID_RECORD),
+    "transactional batch": (lambda: with_attributes(0x10), INVALID_RECORD),
+    "compression codec 5": (lambda: with_attributes(5), UNSUPPORTED_COMPRESSION_TYPE),
+    # message.max.bytes defaults to 1048588
+    "larger than message.max.bytes": (lambda: make_batch([b"x" * 1_100_000]), MESSAGE_TOO_LARGE),
+}
+
+
+# -- malformed frames -------------------------------------------------------------
+
+def garbage_frames() -> dict[str, bytes]:
+    frames = {
+        "empty frame": sized(b""),
+        "frame shorter than a header": sized(b"\x00\x03\x00"),
+        "client id past the end": sized(struct.pack(">hhih", METADATA, 1, 1, 50) + b"short"),
+        "negative client id length": sized(struct.pack(">hhih", METADATA, 1, 1, -7)),
+        "trailing bytes after a valid body":
+            sized(request_payload(API_VERSIONS, 3, ApiVersionsRequest(client_software_name="x",
+                                                                      client_software_version="1"))
+                  + b"\x01\x02"),
+    }
+    # garbage body for every api and version range end the broker supports
+    for api_key, (low, high) in SUPPORTED_VERSIONS.items():
+        for version in sorted({low, high}):
+            frames[f"garbage body for api {int(api_key)} v{version}"] = sized(
+                header_bytes(api_key, version) + b"\xff\xfe\xfd\xfc\xfb\xfa\xf9")
+    return frames
+
+
+GARBAGE = garbage_frames()
+GARBAGE_REASONS = {  # what the broker's log line says, for the frames not named by api
+    "empty frame": "shorter than a header",
+    "frame shorter than a header": "shorter than a header",
+    "client id past the end": "client id runs past the end",
+    "negative client id length": "negative client id length",
+    "trailing bytes after a valid body": "trailing bytes",
+}
+
+
+# -- the tests ---------------------------------------------------------------------
+
+def test_garbage_body_closes_the_connection_and_real_clients_still_work(broker):
+    with RawClient(broker.port) as bystander:
+        assert bystander.api_versions_ok()
+        for name, frame in GARBAGE.items():
+            with RawClient(broker.port) as client:
+                client.send(frame)
+                client.assert_closed_by_broker()
+                reason = GARBAGE_REASONS.get(name, name.removeprefix("garbage body for "))
+                wait_for_log(broker, client.log_name, reason)
+        # a connection opened before the bad ones is still served, and so are new ones
+        assert bystander.api_versions_ok()
+        create_topic(bystander, "after-garbage", 2)
+
+    messages = make_messages(500, 2)
+    confluent_produce(broker.bootstrap, "after-garbage", messages)
+    received = confluent_consume(broker.bootstrap, "after-garbage", 2, len(messages))
+    assert sorted((m.partition, m.key, m.value) for m in received) == sorted(
+        (p, k, v) for p, k, v, _, _ in messages)
+    assert_healthy(broker)
+
+
+def test_good_requests_before_garbage_on_the_same_connection_are_answered(broker):
+    """Requests pipelined ahead of the bad frame get their responses; then the close."""
+    def good(correlation_id: int) -> bytes:
+        return sized(request_payload(API_VERSIONS, 3, ApiVersionsRequest(
+            client_software_name="x", client_software_version="1"), correlation_id))
+
+    with RawClient(broker.port) as client:
+        client.send(good(7) + good(8) + GARBAGE["garbage body for api 3 v13"] + good(9))
+        assert client.read_response(API_VERSIONS, 3, 7).error_code == NONE
+        assert client.read_response(API_VERSIONS, 3, 8).error_code == NONE
+        client.assert_closed_by_broker()  # and request 9, behind the garbage, is not answered
+        wait_for_log(broker, client.log_name, "api 3 v13")
+    assert_healthy(broker)
+
+
+@pytest.mark.parametrize("sent", [
+    b"\x00\x00",  # half of the size prefix
+    struct.pack(">i", 100) + header_bytes(METADATA, 12)[:6],  # size says 100, then 6 bytes
+    struct.pack(">i", 5_000_000) + b"\x00" * 100_000,  # a large frame, cut short
+], ids=["half a size prefix", "truncated header", "truncated large frame"])
+@pytest.mark.parametrize("how", ["close", "half-close"])
+def test_client_disconnecting_mid_frame_leaves_the_broker_unaffected(broker, sent, how):
+    with RawClient(broker.port) as bystander:
+        for _ in range(3):
+            with RawClient(broker.port) as client:
+                client.send(sent)
+                # a frame still incomplete is left waiting, unanswered
+                client.sock.settimeout(0.1)
+                with pytest.raises(socket.timeout):
+                    client.sock.recv(1)
+                client.sock.settimeout(TIMEOUT_S)
+                name = client.log_name.removeprefix("closing ")
+                if how == "half-close":
+                    client.sock.shutdown(socket.SHUT_WR)  # the frame can never be completed now
+                    client.assert_closed_by_broker()
+            wait_for_log(broker, name, f"ended mid-frame: {len(sent)} bytes of an incomplete request discarded")
+        assert bystander.api_versions_ok()
+    assert_healthy(broker)
+
+
+@pytest.mark.parametrize("api_key, version, reason", [
+    (999, 0, "unsupported api 999 version 0"),
+    (-1, 0, "unsupported api -1 version 0"),
+    (22, 0, "unsupported api 22 version 0"),  # a real Kafka api (InitProducerId) Weir lacks
+    (PRODUCE, 2, "unsupported api 0 version 2"),  # below the supported range
+    (FETCH, 99, "unsupported api 1 version 99"),  # above it
+])
+def test_unknown_api_key_or_version_closes_the_connection(broker, api_key, version, reason):
+    with RawClient(broker.port) as client:
+        client.send(sized(header_bytes(api_key, version) + b"\x00" * 8))
+        client.assert_closed_by_broker()
+        line = wait_for_log(broker, client.log_name, reason)
+        assert repr(CLIENT_ID.decode()) in line, "the operator can tell which client it was"
+    assert_healthy(broker)
+
+
+def test_api_versions_with_unsupported_version_lists_what_is_supported(broker):
+    with RawClient(broker.port) as client:
+        client.send(sized(header_bytes(API_VERSIONS, 99, correlation_id=42) + b"\x00\x01\x02"))
+        response = client.read_response(API_VERSIONS, 0, 42)  # KIP-511: a v0 body
+        assert response.error_code == UNSUPPORTED_VERSION
+        keys = {v.api_key: (v.min_version, v.max_version) for v in response.api_keys}
+        assert {PRODUCE, FETCH, METADATA} <= keys.keys()
+        assert keys == {int(k): span for k, span in SUPPORTED_VERSIONS.items()}
+        # the client retries with a version it now knows, on the same connection
+        assert client.api_versions_ok()
+    assert_healthy(broker)
+
+
+def test_frames_beyond_socket_request_max_bytes_close_the_connection(tmp_path):
+    limit = 1000
+    broker = BrokerProcess(tmp_path / "logs", {"socket.request.max.bytes": str(limit)}).start()
+    try:
+        with RawClient(broker.port) as bystander:
+            # only the size prefix is sent: the broker must not wait for the payload
+            for size in (limit + 1, 2**31 - 1):
+                with RawClient(broker.port) as client:
+                    client.send(struct.pack(">i", size))
+                    client.assert_closed_by_broker()
+                    wait_for_log(broker, client.log_name,
+                                 f"frame of {size} bytes exceeds socket.request.max.bytes {limit}")
+            # ... and sending the payload anyway does not keep the connection open
+            with RawClient(broker.port) as client:
+                try:
+                    client.send(struct.pack(">i", 50_000) + b"\x00" * 50_000)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                client.assert_closed_by_broker()
+            for size in (-1, -2**31):
+                with RawClient(broker.port) as client:
+                    client.send(struct.pack(">i", size) + b"\x00" * 16)
+                    client.assert_closed_by_broker()
+                    wait_for_log(broker, client.log_name, f"negative frame size {size}")
+
+            # a request of exactly the limit is fine
+            with RawClient(broker.port) as client:
+                def request(names):
+                    return MetadataRequest(topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names),
+                                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+                def names(last: int) -> list[str]:
+                    return ["a" * 240, "b" * 240, "c" * 240, "d" * last]
+
+                last = 150  # names of 128-249 bytes all take a 2-byte length: size grows 1:1
+                last += limit - len(request_payload(METADATA, METADATA_V, request(names(last))))
+                assert 128 <= last <= 249
+                entity = request(names(last))
+                assert len(request_payload(METADATA, METADATA_V, entity)) == limit
+                response = client.call(METADATA, METADATA_V, entity)
+                assert [t.error_code for t in response.topics] == [UNKNOWN_TOPIC_OR_PARTITION] * 4
+            assert bystander.api_versions_ok()
+        assert_healthy(broker)
+    finally:
+        broker.kill()
+
+
+@pytest.mark.parametrize("case", BAD_BATCHES)
+def test_bad_batch_is_refused_with_an_error_code_and_not_appended(broker, case):
+    make, code = BAD_BATCHES[case]
+    with RawClient(broker.port) as client:
+        create_topic(client, "batches")
+        result = produce(client, "batches", make())
+        assert result.error_code == code, (case, result)
+        assert result.base_offset == -1
+        assert list_offset(client, "batches").offset == 0, "nothing was appended"
+        # the same connection goes on; the next batch lands at offset 0
+        assert produce(client, "batches", make_batch([b"good"])).error_code == NONE
+        result = produce(client, "batches", make_batch([b"second", b"third"]))
+        assert (result.error_code, result.base_offset) == (NONE, 1)
+        assert list_offset(client, "batches").offset == 3
+        fetched = fetch(client, "batches", 0)
+        assert fetched.error_code == NONE and fetched.high_watermark == 3
+        assert record_values(fetched.records) == [(0, b"good"), (1, b"second"), (2, b"third")]
+    assert_healthy(broker)
+
+
+def test_one_bad_partition_does_not_fail_the_others_in_a_request(broker):
+    cases = list(BAD_BATCHES.values())
+    with RawClient(broker.port) as client:
+        create_topic(client, "mixed", len(cases) + 1)
+        partitions = [PartitionProduceData(index=i, records=make()) for i, (make, _) in enumerate(cases)]
+        partitions.append(PartitionProduceData(index=len(cases), records=make_batch([b"fine"])))
+        response = client.call(PRODUCE, PRODUCE_V, ProduceRequest(
+            transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10),
+            topic_data=(TopicProduceData(name="mixed", partition_data=tuple(partitions)),)))
+        by_index = {p.index: p for p in response.responses[0].partition_responses}
+        assert [by_index[i].error_code for i in range(len(cases))] == [code for _, code in cases]
+        assert (by_index[len(cases)].error_code, by_index[len(cases)].base_offset) == (NONE, 0)
+        assert [list_offset(client, "mixed", i).offset for i in range(len(cases) + 1)] == [0] * len(cases) + [1]
+    assert_healthy(broker)
+
+
+def test_acks_0_produce_of_a_bad_batch_closes_the_connection(broker):
+    """With acks=0 there is no response to carry the error: the close tells the client."""
+    with RawClient(broker.port) as client:
+        create_topic(client, "acks0")
+        request = ProduceRequest(transactional_id=None, acks=0, timeout=datetime.timedelta(seconds=10),
+                                 topic_data=(TopicProduceData(name="acks0", partition_data=(
+                                     PartitionProduceData(index=0, records=bad_crc()),)),))
+        client.send(sized(request_payload(PRODUCE, PRODUCE_V, request)))
+        client.assert_closed_by_broker()
+        wait_for_log(broker, client.log_name, "acks=0 produce failed")
+    with RawClient(broker.port) as client:
+        assert list_offset(client, "acks0").offset == 0
+    assert_healthy(broker)
+
+
+def test_requests_for_unknown_topics_get_unknown_topic_or_partition(broker):
+    with RawClient(broker.port) as client:
+        result = produce(client, "no-such-topic", make_batch([b"lost"]))
+        assert (result.error_code, result.base_offset) == (UNKNOWN_TOPIC_OR_PARTITION, -1)
+
+        # a long-polling fetch must answer the error at once, well inside the socket timeout
+        started = time.monotonic()
+        assert fetch(client, "no-such-topic", 0, max_wait_ms=30_000).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert time.monotonic() - started < TIMEOUT_S
+
+        assert list_offset(client, "no-such-topic").error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+        # a partition beyond a real topic's count is just as unknown
+        create_topic(client, "one-partition")
+        assert produce(client, "one-partition", make_batch([b"x"]), partition=1).error_code == \
+            UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(client, "one-partition", 0, partition=1).error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+        # none of that created a topic
+        assert "no-such-topic" not in {t.name for t in metadata(client, None).topics}
+        assert client.api_versions_ok()
+    assert_healthy(broker)
+
+
+def test_metadata_for_invalid_topic_names_is_refused_not_created(broker):
+    invalid = ["bad name!", "..", "x" * 250, "slash/in/name"]
+    with RawClient(broker.port) as client:
+        response = metadata(client, invalid + ["fine-name"], auto_create=True)
+        codes = {t.name: t.error_code for t in response.topics}
+        assert codes == {**{n: INVALID_TOPIC_EXCEPTION for n in invalid}, "fine-name": NONE}
+        listed = {t.name for t in metadata(client, None).topics}
+        assert listed == {"fine-name"}, "only the valid name was auto-created"
+        # a valid unknown name without auto-creation stays unknown
+        response = metadata(client, ["not-created"], auto_create=False)
+        assert [(t.name, t.error_code) for t in response.topics] == [("not-created", UNKNOWN_TOPIC_OR_PARTITION)]
+    assert_healthy(broker)
+
+
+def test_a_stream_of_bad_connections_does_not_disturb_a_producer(broker):
+    """200+ garbage connections while confluent-kafka produces 10k records with acks=all."""
+    frames = list(GARBAGE.values()) + [
+        sized(header_bytes(999, 0)),
+        struct.pack(">i", -1),
+        struct.pack(">i", 2**31 - 1),
+        sized(request_payload(PRODUCE, PRODUCE_V, ProduceRequest(
+            transactional_id=None, acks=0, timeout=datetime.timedelta(seconds=1),
+            topic_data=(TopicProduceData(name="busy", partition_data=(
+                PartitionProduceData(index=0, records=bad_crc()),)),)))),
+    ]
+    producing = threading.Event()
+    done = threading.Event()
+    failures: list[str] = []
+    bad_connections = 0
+
+    def attack() -> None:
+        nonlocal bad_connections
+        producing.wait(TIMEOUT_S)
+        while not (done.is_set() and bad_connections >= 200):
+            frame = frames[bad_connections % len(frames)]
+            try:
+                with RawClient(broker.port) as client:
+                    client.send(frame)
+                    client.assert_closed_by_broker()
+            except Exception as e:  # noqa: BLE001 - reported by the main thread
+                failures.append(f"{frame[:16]!r}: {e!r}")
+                if len(failures) > 10:
+                    return
+            bad_connections += 1
+
+    with RawClient(broker.port) as client:
+        create_topic(client, "busy")
+    attacker = threading.Thread(target=attack, daemon=True)
+    attacker.start()
+    producing.set()
+    try:
+        messages = make_messages(10_000, 1)
+        confluent_produce(broker.bootstrap, "busy", messages, acks="all")
+    finally:
+        done.set()
+        attacker.join(60)
+    assert not attacker.is_alive()
+    assert not failures, failures
+    assert bad_connections >= 200
+    assert broker.output().count("closing connection from") >= 200
+    with RawClient(broker.port) as client:
+        assert list_offset(client, "busy").offset == 10_000
+    assert broker.proc.poll() is None
+    assert_healthy(broker)

@@ -1,0 +1,243 @@
+"""The broker side of ZooKeeper: a kazoo client bridged into asyncio, and broker registration.
+
+kazoo runs its own threads: a connection thread that calls state listeners and a callback thread
+that runs watches and async-result callbacks. Nothing here blocks those threads: every event is
+handed to the asyncio loop with `loop.call_soon_threadsafe` and handled there, and blocking kazoo
+calls are made through `asyncio.to_thread` or kazoo's `*_async` methods.
+
+Connection states (kazoo's `KazooState`) as delivered to the asyncio-side handler:
+  CONNECTED  connected, session valid (also after a reconnect, and after a new session following LOST)
+  SUSPENDED  connection lost; the session may still be alive, ephemeral znodes may still exist
+  LOST       the session is gone (expired, or closed by `close()`): its ephemeral znodes are
+             deleted and must be re-created after the next CONNECTED (kazoo starts a new session
+             by itself unless the client is closing)
+Note that kazoo also fires, and forgets, every one-shot watch on SUSPENDED (event type NONE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+log = logging.getLogger(__name__)
+
+BROKER_IDS_PATH = "/brokers/ids"
+
+StateHandler = Callable[[str], Awaitable[None] | None]
+
+__all__ = ["KazooState", "ZkSession", "BrokerIdInUse", "split_chroot", "ensure_chroot",
+           "broker_registration", "BROKER_IDS_PATH"]
+
+
+class BrokerIdInUse(RuntimeError):
+    """Another live session holds /brokers/ids/<id>."""
+
+
+def split_chroot(connect_string: str) -> tuple[str, str | None]:
+    """'h1:2181,h2:2181/weir/a' -> ('h1:2181,h2:2181', '/weir/a'); no chroot -> (hosts, None)."""
+    hosts, slash, path = connect_string.partition("/")
+    chroot = ("/" + path).rstrip("/") if slash else ""
+    return hosts, chroot or None
+
+
+def ensure_chroot(connect_string: str, timeout_s: float = 10.0) -> None:
+    """Create the chroot path of `connect_string` (if it has one) as persistent znodes.
+
+    Blocking: from asyncio, run it with `asyncio.to_thread` (ZkSession.start does).
+    """
+    hosts, chroot = split_chroot(connect_string)
+    if chroot is None:
+        return
+    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    client.start(timeout=timeout_s)
+    try:
+        client.ensure_path(chroot)
+    finally:
+        client.stop()
+        client.close()
+
+
+def broker_registration(broker_id: int, host: str, port: int, *, rack: str | None = None,
+                        listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT",
+                        jmx_port: int = -1) -> dict[str, Any]:
+    """The JSON content Kafka (version 5 of the format) writes to /brokers/ids/<id>."""
+    registration: dict[str, Any] = {
+        "features": {},
+        "listener_security_protocol_map": {listener_name: security_protocol},
+        "endpoints": [f"{listener_name}://{host}:{port}"],
+        "jmx_port": jmx_port,
+        "port": port,
+        "host": host,
+        "version": 5,
+        "timestamp": str(int(time.time() * 1000)),
+    }
+    if rack is not None:
+        registration["rack"] = rack
+    return registration
+
+
+class ZkSession:
+    """A kazoo client whose connection-state changes are delivered on the asyncio loop.
+
+    `connect_string` may carry a chroot ('127.0.0.1:2181/weir'); with `create_chroot` (default)
+    `start()` creates it first. `on_state(state)` runs on the loop for every KazooState change;
+    it may be a coroutine function. `client_id=(session_id, password)` resumes an existing
+    session (the test trick for forcing another client's session to expire).
+    """
+
+    def __init__(self, connect_string: str, *, session_timeout_s: float = 6.0,
+                 on_state: StateHandler | None = None, create_chroot: bool = True,
+                 client_id: tuple[int, bytes] | None = None) -> None:
+        self.connect_string = connect_string
+        self.session_timeout_s = session_timeout_s
+        self.create_chroot = create_chroot
+        self.state: str = KazooState.LOST  # as last delivered on the loop; kazoo starts at LOST
+        self.closing = False
+        self._on_state = on_state
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.client = KazooClient(hosts=connect_string, timeout=session_timeout_s,
+                                  client_id=client_id)
+        self.client.add_listener(self._listener)
+
+    @property
+    def session_id(self) -> int | None:
+        client_id = self.client.client_id
+        return client_id[0] if client_id else None
+
+    async def start(self, timeout_s: float = 15.0) -> "ZkSession":
+        """Connect; returns once CONNECTED (which the handler will already have been given)."""
+        self._loop = asyncio.get_running_loop()
+        if self.create_chroot:
+            await asyncio.to_thread(ensure_chroot, self.connect_string, timeout_s)
+        await asyncio.to_thread(self.client.start, timeout_s)
+        return self
+
+    async def close(self) -> None:
+        """Close the session (its ephemeral znodes go at once) and stop kazoo's threads.
+
+        The handler still sees the resulting LOST, with `self.closing` set.
+        """
+        self.closing = True
+        await asyncio.to_thread(self._stop_and_close)
+        for task in list(self._tasks):
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _stop_and_close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    async def __aenter__(self) -> "ZkSession":
+        return await self.start()
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    # -- bridging kazoo's threads into asyncio ------------------------------------------------
+
+    def _listener(self, state: str) -> None:
+        # Runs in kazoo's connection thread: hand over and return at once, never block here.
+        self._call_on_loop(self._deliver_state, state)
+
+    def _call_on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        loop = self._loop
+        if loop is None:
+            log.warning("kazoo event before start(); dropped: %s%r", getattr(fn, "__name__", fn), args)
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nobody is left to tell
+            pass
+
+    def _deliver_state(self, state: str) -> None:
+        previous, self.state = self.state, state
+        log.info("ZooKeeper session %s: %s -> %s", self.connect_string, previous, state)
+        if self._on_state is not None:
+            self._run_handler(self._on_state, state)
+
+    def _run_handler(self, handler: Callable[..., Any], *args: Any) -> None:
+        try:
+            result = handler(*args)
+        except Exception:
+            log.exception("ZooKeeper event handler %r failed", handler)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._handler_done)
+
+    def _handler_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("ZooKeeper event handler failed", exc_info=task.exception())
+
+    def on_loop(self, handler: Callable[..., Any]) -> Callable[..., None]:
+        """Wrap an asyncio-side handler (sync or async) as a kazoo watch/callback.
+
+        E.g. `session.client.get_children_async(path, watch=session.on_loop(children_changed))`.
+        """
+        def from_kazoo_thread(*args: Any) -> None:
+            self._call_on_loop(self._run_handler, handler, *args)
+        return from_kazoo_thread
+
+    def wait(self, async_result) -> asyncio.Future:
+        """An asyncio future for a kazoo IAsyncResult (from the client's `*_async` methods)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(result) -> None:  # on the loop
+            if future.done():
+                return
+            if result.successful():
+                future.set_result(result.value)
+            else:
+                future.set_exception(result.exception)
+
+        async_result.rawlink(lambda result: self._call_on_loop(settle, result))
+        return future
+
+    # -- broker registration --------------------------------------------------------------------
+
+    async def register_broker(self, broker_id: int, host: str, port: int, *, rack: str | None = None,
+                              **registration: Any) -> str:
+        """Create the ephemeral znode /brokers/ids/<broker_id> for this session; return its path.
+
+        Idempotent within a session. Raises BrokerIdInUse if another session holds the id. After
+        LOST the znode is gone: the caller registers again once CONNECTED.
+        """
+        path = f"{BROKER_IDS_PATH}/{broker_id}"
+        data = json.dumps(broker_registration(broker_id, host, port, rack=rack, **registration),
+                          separators=(",", ":")).encode()
+        try:
+            await self.wait(self.client.create_async(path, data, ephemeral=True, makepath=True))
+        except NodeExistsError:
+            _, stat = await self.wait(self.client.get_async(path))
+            if stat.ephemeralOwner != self.session_id:
+                raise BrokerIdInUse(
+                    f"broker id {broker_id} is registered by another live ZooKeeper session "
+                    f"(0x{stat.ephemeralOwner:x})") from None
+            await self.wait(self.client.set_async(path, data, version=stat.version))
+        return path
+
+    async def registered_brokers(self) -> dict[int, dict[str, Any]]:
+        """The brokers currently registered under /brokers/ids, by id."""
+        try:
+            ids = await self.wait(self.client.get_children_async(BROKER_IDS_PATH))
+        except NoNodeError:
+            return {}
+        brokers = {}
+        for child in ids:
+            try:
+                data, _ = await self.wait(self.client.get_async(f"{BROKER_IDS_PATH}/{child}"))
+            except NoNodeError:  # deregistered meanwhile
+                continue
+            brokers[int(child)] = json.loads(data)
+        return brokers

@@ -1,0 +1,69 @@
+"""A follower replica as its leader sees it: how far it has fetched, and since when it is caught up.
+
+Rules owned here (Kafka's Replica.updateFetchState and isCaughtUp):
+
+- A follower's fetch at offset `o` tells the leader that the follower's LEO is `o`: it has every
+  record below `o`, and asks for the next one.
+- lastCaughtUpTime: the latest time at which the follower was known to have every record the leader
+  had. After a fetch at `now`:
+    * if `o` >= the leader's LEO now, the follower is caught up now: lastCaughtUpTime = now;
+    * else if `o` >= the leader's LEO at the follower's *previous* fetch, the follower had then
+      everything the leader had then: lastCaughtUpTime = time of the previous fetch;
+    * else it stays. It never moves backwards.
+  The second case is what keeps a follower of a busy leader in the ISR: under steady produce it is
+  never exactly at the LEO, yet every fetch brings it to where the leader was one fetch ago.
+- A follower is caught up if its LEO equals the leader's LEO, or if it was caught up within
+  `replica.lag.time.max.ms`. Out of sync is the negation: LEO behind and
+  now - lastCaughtUpTime > replica.lag.time.max.ms.
+- A new leader does not know where its followers are: their LEOs become unknown (-1), and an
+  ISR member is given the benefit of the doubt (caught up "now") so that it is not dropped before
+  it has had a chance to fetch.
+
+Theory of operation: one small mutable record per follower, owned by the leader's
+`LeaderPartition`, updated only by `update_fetch_state` and `reset_for_leadership`.
+"""
+
+from __future__ import annotations
+
+UNKNOWN_OFFSET = -1
+
+
+class FollowerReplica:
+    __slots__ = ("broker_id", "log_end_offset", "last_fetch_leader_log_end_offset", "last_fetch_time_ms",
+                 "last_caught_up_time_ms")
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_time_ms = 0
+        self.last_caught_up_time_ms = 0
+
+    def __repr__(self) -> str:
+        return (f"FollowerReplica({self.broker_id}, leo={self.log_end_offset}, "
+                f"caught_up_at={self.last_caught_up_time_ms})")
+
+    def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_log_end_offset: int) -> None:
+        """Record a fetch at `fetch_offset` received at `now_ms` while the leader's LEO was
+        `leader_log_end_offset` (Kafka's Replica.updateFetchState)."""
+        assert 0 <= fetch_offset <= leader_log_end_offset, (fetch_offset, leader_log_end_offset)
+        if fetch_offset >= leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_log_end_offset
+        self.last_fetch_time_ms = now_ms
+
+    def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
+        """At the leader's LEO, or was there within replica.lag.time.max.ms."""
+        return (self.log_end_offset == leader_log_end_offset
+                or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
+
+    def reset_for_leadership(self, now_ms: int, *, in_isr: bool) -> None:
+        """A new leadership (new leader or new leader epoch): forget what was learned under the old
+        one; an ISR member counts as caught up now (Kafka's resetReplicaState)."""
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_time_ms = 0
+        self.last_caught_up_time_ms = now_ms if in_isr else 0

@@ -119,26 +119,31 @@ def _produce(bootstrap: str, records: int, size: int) -> dict:
             "seconds": elapsed}
 
 
-def _consume(bootstrap: str, records: int) -> dict:
+def _consume(bootstrap: str, records: int, record_size: int, skip: int) -> dict:
+    """Read `records` records starting at offset `skip` (earlier rounds' records)."""
     from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
-    consumer.assign([TopicPartition(BENCH_TOPIC, 0, 0)])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(BENCH_TOPIC, 0, skip)])
     seen = 0
-    size = 0
     start = time.perf_counter()
     while seen < records:
-        for msg in consumer.consume(100_000, timeout=5):
-            if msg.error() is None:
-                seen += 1
-                size += len(msg.value())
+        batch = consumer.consume(1000, timeout=5)  # larger asks stall on librdkafka's queue refill
+        failed = next((m.error() for m in batch if m.error() is not None), None)
+        if failed is not None:
+            raise RuntimeError(f"consume error: {failed}")
+        seen += len(batch)
     elapsed = time.perf_counter() - start
     consumer.close()
-    return {"records/s": seen / elapsed, "MB/s": size / elapsed / 1e6, "seconds": elapsed}
+    return {"records/s": seen / elapsed, "MB/s": seen * record_size / elapsed / 1e6, "seconds": elapsed}
 
 
 def _row(name: str, figures: dict) -> str:
     return f"{name:<22}" + "  ".join(f"{k} {v:>12,.2f}" for k, v in figures.items())
+
+
+def _median(runs: list[dict]) -> dict:
+    """Per figure, the median over rounds (the machine is shared; single runs are noisy)."""
+    return {k: sorted(r[k] for r in runs)[len(runs) // 2] for k in runs[0]}
 
 
 def run_bench(args) -> int:
@@ -152,19 +157,28 @@ def run_bench(args) -> int:
             procs.append(_start(["weir.cli", "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                                  "--override", f"log.dirs={data}", "--override", "num.partitions=1"]))
             bootstrap = f"127.0.0.1:{port}"
-        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, acks=all, one partition")
-        weir_produce = _produce(bootstrap, args.records, args.record_size)
-        print(_row("weir produce", weir_produce))
+        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, acks=all, one partition, "
+              f"median of {args.rounds} rounds")
         if args.workload == "produce":
             sink_port = _free_port()
             procs.append(_start(["weir.bench", str(sink_port)]))
-            sink = _produce(f"127.0.0.1:{sink_port}", args.records, args.record_size)
+            weir_runs, sink_runs = [], []
+            for _ in range(args.rounds):  # alternate, so both see the same machine
+                weir_runs.append(_produce(bootstrap, args.records, args.record_size))
+                sink_runs.append(_produce(f"127.0.0.1:{sink_port}", args.records, args.record_size))
+            weir, sink = _median(weir_runs), _median(sink_runs)
+            print(_row("weir produce", weir))
             print(_row("no-op sink produce", sink))
-            print(f"ratio weir/sink records/s: {weir_produce['records/s'] / sink['records/s']:.2f} (target >= 0.8)")
+            print(f"ratio weir/sink records/s: {weir['records/s'] / sink['records/s']:.2f} (target >= 0.8)")
         else:
-            weir_consume = _consume(bootstrap, args.records)
-            print(_row("weir consume", weir_consume))
-            print(f"ratio consume/produce records/s: {weir_consume['records/s'] / weir_produce['records/s']:.2f}"
+            produced, consumed = [], []
+            for _ in range(args.rounds):
+                produced.append(_produce(bootstrap, args.records, args.record_size))
+                consumed.append(_consume(bootstrap, args.records, args.record_size, skip=args.records * len(consumed)))
+            produce, consume = _median(produced), _median(consumed)
+            print(_row("weir produce", produce))
+            print(_row("weir consume", consume))
+            print(f"ratio consume/produce records/s: {consume['records/s'] / produce['records/s']:.2f}"
                   " (target >= 1.0)")
     finally:
         for proc in procs:

@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("workload", choices=["produce", "consume"])
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
+    bench.add_argument("--rounds", type=int, default=3)
     bench.add_argument("--bootstrap", help="bench an already running broker instead of starting one")
     bench.set_defaults(func=_bench)
 

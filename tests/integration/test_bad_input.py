@@ -397,6 +397,15 @@ def test_frames_beyond_socket_request_max_bytes_close_the_connection(tmp_path):
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 client.assert_closed_by_broker()
+            # requests pipelined ahead of the bad frame are answered first, as Kafka does
+            with RawClient(broker.port) as client:
+                ahead = b"".join(sized(request_payload(API_VERSIONS, 3, ApiVersionsRequest(
+                    client_software_name="x", client_software_version="1"), i)) for i in (1, 2))
+                client.send(ahead + struct.pack(">i", limit + 1) + b"\x00" * 64)
+                assert client.read_response(API_VERSIONS, 3, 1).error_code == NONE
+                assert client.read_response(API_VERSIONS, 3, 2).error_code == NONE
+                client.assert_closed_by_broker()
+                wait_for_log(broker, client.log_name, f"frame of {limit + 1} bytes exceeds")
             for size in (-1, -2**31):
                 with RawClient(broker.port) as client:
                     client.send(struct.pack(">i", size) + b"\x00" * 16)
@@ -525,15 +534,16 @@ def test_a_stream_of_bad_connections_does_not_disturb_a_producer(broker):
             topic_data=(TopicProduceData(name="busy", partition_data=(
                 PartitionProduceData(index=0, records=bad_crc()),)),)))),
     ]
-    producing = threading.Event()
+    attacking = threading.Event()
     done = threading.Event()
     failures: list[str] = []
     bad_connections = 0
 
     def attack() -> None:
         nonlocal bad_connections
-        producing.wait(TIMEOUT_S)
         while not (done.is_set() and bad_connections >= 200):
+            if bad_connections == 20:
+                attacking.set()  # the producer starts once the attack is under way
             frame = frames[bad_connections % len(frames)]
             try:
                 with RawClient(broker.port) as client:
@@ -549,15 +559,17 @@ def test_a_stream_of_bad_connections_does_not_disturb_a_producer(broker):
         create_topic(client, "busy")
     attacker = threading.Thread(target=attack, daemon=True)
     attacker.start()
-    producing.set()
     try:
-        messages = make_messages(10_000, 1)
-        confluent_produce(broker.bootstrap, "busy", messages, acks="all")
+        assert attacking.wait(TIMEOUT_S), failures
+        before = bad_connections
+        confluent_produce(broker.bootstrap, "busy", make_messages(10_000, 1), acks="all")
+        during = bad_connections - before
     finally:
         done.set()
         attacker.join(60)
     assert not attacker.is_alive()
     assert not failures, failures
+    assert during > 0, "the bad connections overlapped the produce"
     assert bad_connections >= 200
     assert broker.output().count("closing connection from") >= 200
     with RawClient(broker.port) as client:

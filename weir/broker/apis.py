@@ -91,7 +91,7 @@ class KafkaApis:
                     failed = True
                     result.error_code = e.code
                     result.error_message = e.message
-                    log.debug("produce to %s-%d refused: %s", topic_data.name, data.index, e)
+                    log.warning("produce to %s-%d refused: %s", topic_data.name, data.index, e)
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))
         if request.acks == 0:

@@ -62,19 +62,20 @@ class Connection(asyncio.Protocol):
         buffer += data
         start = 0
         end = len(buffer)
-        while end - start >= 4:
-            size = _SIZE.unpack_from(buffer, start)[0]
-            if size < 0 or size > self.max_request_bytes:
-                # Read no further; close once the complete requests ahead of it are answered.
-                self._close_reason = (f"frame of {size} bytes exceeds socket.request.max.bytes "
-                                      f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
-                self.transport.pause_reading()
-                start = end
-                break
-            if end - start - 4 < size:
-                break
-            self._frames.append(bytes(buffer[start + 4:start + 4 + size]))
-            start += 4 + size
+        with memoryview(buffer) as view:
+            while end - start >= 4:
+                size = _SIZE.unpack_from(view, start)[0]
+                if size < 0 or size > self.max_request_bytes:
+                    # Read no further; close once the complete requests ahead of it are answered.
+                    self._close_reason = (f"frame of {size} bytes exceeds socket.request.max.bytes "
+                                          f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
+                    self.transport.pause_reading()
+                    start = end
+                    break
+                if end - start - 4 < size:
+                    break
+                self._frames.append(bytes(view[start + 4:start + 4 + size]))
+                start += 4 + size
         if start:
             del buffer[:start]
         self._process()
@@ -177,8 +178,8 @@ class Connection(asyncio.Protocol):
             return
         buffers = [os.pread(i.fd, i.size, i.position) if isinstance(i, FileRegion) else i for i in items]
         size = sum(len(b) for b in buffers)
-        self.transport.write(_SIZE.pack(size))
-        self.transport.writelines(buffers)
+        # one write: each extra send() wakes the client once more
+        self.transport.write(b"".join([_SIZE.pack(size), *buffers]))
 
     async def _sendfile_frame(self, items: list) -> None:
         """Write one response, sending file regions with zero-copy sendfile."""

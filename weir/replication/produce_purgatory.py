@@ -60,6 +60,20 @@ class _Parked:
     seq: int
 
 
+def _decide_at_once(required_offset: int, leader_epoch: int, deadline_ms: int, status: ReplicationStatus,
+                    now_ms: int) -> ErrorCode | None:
+    """Rules 1-4 for one request, or None if it must wait."""
+    if leader_epoch != status.leader_epoch:
+        return ErrorCode.not_leader_or_follower
+    if status.under_min_isr:
+        return ErrorCode.not_enough_replicas_after_append
+    if required_offset <= status.high_watermark:
+        return ErrorCode.none
+    if deadline_ms <= now_ms:
+        return ErrorCode.request_timed_out
+    return None
+
+
 class ProducePurgatory:
     def __init__(self, max_parked: int = DEFAULT_MAX_PARKED) -> None:
         assert max_parked >= 1
@@ -80,8 +94,12 @@ class ProducePurgatory:
              status: ReplicationStatus, now_ms: int) -> ProduceCompletion | None:
         """Park an acks=all request whose batch ends at `required_offset` - 1, appended under
         `leader_epoch`. Returns its completion at once if it is already decided (e.g. the leader
-        is its own whole ISR and the HW moved with the append)."""
+        is its own whole ISR and the HW moved with the append); other parked requests are not
+        looked at."""
         assert key not in self._parked, f"duplicate key {key!r}"
+        immediate = _decide_at_once(required_offset, leader_epoch, deadline_ms, status, now_ms)
+        if immediate is not None:
+            return ProduceCompletion(key, immediate)
         if len(self._parked) >= self.max_parked:
             raise PurgatoryFull(f"{self.max_parked} produce requests already waiting")
         self._seq += 1
@@ -90,9 +108,7 @@ class ProducePurgatory:
         self._epochs[leader_epoch] += 1
         heapq.heappush(self._by_offset, (required_offset, entry.seq, key))
         heapq.heappush(self._by_deadline, (deadline_ms, entry.seq, key))
-        done = self.complete_ready(status, now_ms)
-        assert len(done) <= 1 and all(c.key == key for c in done)
-        return done[0] if done else None
+        return None
 
     def complete_ready(self, status: ReplicationStatus, now_ms: int) -> list[ProduceCompletion]:
         """Every parked request that is now decided, with its answer (rules 1-4 above)."""
@@ -115,9 +131,7 @@ class ProducePurgatory:
             entry = self._parked.get(key)
             if entry is not None and entry.seq == seq:
                 done.append(self._remove(entry, ErrorCode.request_timed_out))
-        if not self._parked:
-            self._by_offset.clear()
-            self._by_deadline.clear()
+        self._drop_stale_heap_entries()
         return done
 
     def fail_all(self, error: ErrorCode = ErrorCode.not_leader_or_follower) -> list[ProduceCompletion]:
@@ -135,6 +149,16 @@ class ProducePurgatory:
                 return entry.deadline_ms
             heapq.heappop(self._by_deadline)
         return None
+
+    def _drop_stale_heap_entries(self) -> None:
+        """Keep the heaps bounded: entries removed by rules 1 and 3 linger until popped."""
+        if len(self._by_offset) + len(self._by_deadline) <= 4 * len(self._parked) + 64:
+            return
+        live = {(e.seq, e.key) for e in self._parked.values()}
+        self._by_offset = [t for t in self._by_offset if (t[1], t[2]) in live]
+        self._by_deadline = [t for t in self._by_deadline if (t[1], t[2]) in live]
+        heapq.heapify(self._by_offset)
+        heapq.heapify(self._by_deadline)
 
     def _remove(self, entry: _Parked, error: ErrorCode) -> ProduceCompletion:
         del self._parked[entry.key]

@@ -1,0 +1,246 @@
+import pytest
+from kio.schema.errors import ErrorCode
+
+from weir.replication import (IsrChangeAccepted, IsrChangeRejected, LeaderPartition, ReplicationConfig)
+
+from .epoch_caches import MemoryEpochCache
+
+LAG = 30_000
+T0 = 1_000_000
+
+
+def make_leader(isr=(1, 2, 3), replicas=(1, 2, 3), min_isr=2, leo=0, hw=0, epoch=5, partition_epoch=10,
+                epochs=None):
+    return LeaderPartition.become_leader(
+        1, replicas, frozenset(isr), epoch, partition_epoch, leo, hw, T0,
+        epochs if epochs is not None else MemoryEpochCache(), ReplicationConfig(min_isr, LAG))
+
+
+def accept(leader, proposal):
+    return leader.on_isr_change_result(
+        IsrChangeAccepted(proposal.leader_epoch, proposal.partition_epoch + 1, proposal.new_isr))
+
+
+def test_become_leader_records_epoch_start_at_its_leo():
+    epochs = MemoryEpochCache([(3, 0)])
+    leader = make_leader(leo=42, hw=40, epochs=epochs)
+    assert epochs.entries == [(3, 0), (5, 42)]
+    assert leader.leader_epoch_start_offset == 42
+
+
+def test_hw_is_min_leo_over_leader_and_isr():
+    leader = make_leader()
+    leader.on_leader_append(10)
+    assert leader.high_watermark == 0
+    leader.on_follower_fetch(2, 10, T0)
+    assert leader.high_watermark == 0  # replica 3 has not fetched
+    outcome = leader.on_follower_fetch(3, 7, T0)
+    assert outcome.high_watermark_advanced and leader.high_watermark == 7
+    leader.on_follower_fetch(3, 10, T0)
+    assert leader.high_watermark == 10
+
+
+def test_hw_follows_leo_when_leader_is_whole_isr():
+    leader = make_leader(isr=(1,), replicas=(1,), min_isr=1)
+    assert leader.on_leader_append(5) and leader.high_watermark == 5
+
+
+def test_hw_never_moves_backwards():
+    leader = make_leader(isr=(1, 2), replicas=(1, 2), leo=0)
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 10, T0)
+    assert leader.high_watermark == 10
+    # the follower restarts having lost unflushed data and fetches from below the HW
+    leader.on_follower_fetch(2, 4, T0 + 1)
+    assert leader.high_watermark == 10
+    # a new leader epoch forgets follower positions: the HW stays
+    leader.on_partition_state(6, 11, frozenset({1, 2}), (1, 2), T0 + 2, MemoryEpochCache())
+    assert leader.followers[2].log_end_offset == -1
+    assert leader.high_watermark == 10
+
+
+def test_lagging_follower_leaves_isr_after_replica_lag_time_max_ms():
+    leader = make_leader()
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 10, T0 + 1_000)
+    leader.on_follower_fetch(3, 5, T0 + 1_000)   # behind, and never reaches the LEO again
+    leader.on_follower_fetch(3, 5, T0 + 2_000)
+    assert leader.maybe_shrink_isr(T0 + LAG) is None  # caught up "at T0" by benefit of the doubt
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    assert proposal is not None and not proposal.is_expansion
+    assert proposal.new_isr == {1, 2}
+    assert (proposal.leader_epoch, proposal.partition_epoch) == (5, 10)
+
+
+def test_follower_at_leader_leo_stays_in_isr_however_long_since_it_fetched():
+    leader = make_leader()
+    leader.on_follower_fetch(2, 0, T0)
+    leader.on_follower_fetch(3, 0, T0)
+    assert leader.maybe_shrink_isr(T0 + 10 * LAG) is None
+
+
+def test_isr_change_waits_for_controller_and_one_change_in_flight():
+    leader = make_leader()
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 10, T0 + LAG)
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    assert proposal.new_isr == {1, 2}
+    assert leader.committed_isr == {1, 2, 3}      # nothing changes until the controller says so
+    assert leader.maybe_shrink_isr(T0 + 5 * LAG) is None   # one change in flight
+    leader.on_follower_fetch(3, 10, T0 + 5 * LAG)
+    assert leader.maybe_expand_isr(3) is None
+    outcome = accept(leader, proposal)
+    assert leader.committed_isr == {1, 2} and leader.partition_epoch == 11 and leader.pending is None
+    assert not outcome.awaiting_metadata and outcome.retry is None
+    # free again: replica 3 (LEO 10 >= HW, >= epoch start) may now rejoin
+    leader.on_follower_fetch(3, 10, T0 + 5 * LAG + 1)
+    assert leader.pending is not None and leader.pending.new_isr == {1, 2, 3}
+
+
+def test_maximal_isr_used_for_hw_while_shrink_pending():
+    leader = make_leader()
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(3, 4, T0)
+    leader.on_follower_fetch(2, 10, T0 + LAG + 1)
+    assert leader.high_watermark == 4
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    assert leader.maximal_isr == {1, 2, 3}
+    assert not leader.maybe_increment_high_watermark() and leader.high_watermark == 4   # 3 still counts
+    assert accept(leader, proposal).high_watermark_advanced
+    assert leader.high_watermark == 10
+
+
+def test_maximal_isr_used_for_hw_while_expand_pending():
+    leader = make_leader(isr=(1, 2))
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 10, T0)
+    assert leader.high_watermark == 10
+    outcome = leader.on_follower_fetch(3, 10, T0)          # joins: proposal in flight
+    assert outcome.alter_partition.new_isr == {1, 2, 3}
+    leader.on_leader_append(20)
+    leader.on_follower_fetch(2, 20, T0)
+    assert leader.high_watermark == 10                      # 3 already counts, though not committed
+    leader.on_follower_fetch(3, 20, T0)
+    assert leader.high_watermark == 20
+
+
+def test_hw_does_not_move_while_isr_below_min_insync():
+    leader = make_leader(isr=(1, 2), min_isr=2)
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 3, T0)
+    assert leader.high_watermark == 3
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    accept(leader, proposal)
+    assert leader.committed_isr == {1} and leader.is_under_min_isr
+    assert not leader.on_leader_append(20) and leader.high_watermark == 3
+    # 2 catches up and rejoins; the HW moves only once the controller commits the expansion
+    outcome = leader.on_follower_fetch(2, 20, T0 + LAG + 2)
+    assert outcome.alter_partition.new_isr == {1, 2}
+    assert leader.high_watermark == 3
+    assert accept(leader, outcome.alter_partition).high_watermark_advanced
+    assert leader.high_watermark == 20
+
+
+def test_effective_min_isr_is_capped_by_replication_factor():
+    leader = make_leader(isr=(1,), replicas=(1,), min_isr=2)
+    assert leader.check_acks_all() is ErrorCode.none
+    assert leader.on_leader_append(3) and leader.high_watermark == 3
+
+
+def test_follower_rejoins_when_leo_reaches_hw_and_epoch_start():
+    leader = make_leader(isr=(1, 2), leo=100, hw=90)           # epoch 5 starts at 100; 2 not heard from
+    assert leader.high_watermark == 90
+    assert leader.on_follower_fetch(3, 95, T0).alter_partition is None   # >= HW, < epoch start
+    assert leader.on_follower_fetch(3, 99, T0).alter_partition is None
+    proposal = leader.on_follower_fetch(3, 100, T0).alter_partition
+    assert proposal is not None and proposal.is_expansion and proposal.new_isr == {1, 2, 3}
+
+
+def test_follower_below_hw_does_not_rejoin():
+    leader = make_leader(isr=(1, 2))
+    leader.on_leader_append(50)
+    leader.on_follower_fetch(2, 50, T0)
+    assert leader.on_follower_fetch(3, 49, T0).alter_partition is None
+    assert leader.on_follower_fetch(3, 50, T0).alter_partition is not None
+
+
+@pytest.mark.parametrize("error", [ErrorCode.operation_not_attempted, ErrorCode.ineligible_replica])
+def test_isr_change_not_attempted_reverts_to_committed_state(error):
+    leader = make_leader()
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    outcome = leader.on_isr_change_result(IsrChangeRejected(error))
+    assert leader.pending is None and leader.committed_isr == {1, 2, 3}
+    assert outcome.retry is None and not outcome.awaiting_metadata
+    assert leader.maybe_shrink_isr(T0 + LAG + 2) == proposal
+
+
+@pytest.mark.parametrize("error", [ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version])
+def test_fenced_isr_change_waits_for_new_partition_state(error):
+    leader = make_leader()
+    leader.maybe_shrink_isr(T0 + LAG + 1)
+    outcome = leader.on_isr_change_result(IsrChangeRejected(error))
+    assert outcome.awaiting_metadata and outcome.retry is None
+    assert leader.maximal_isr == {1, 2, 3} and leader.pending is not None
+    assert leader.maybe_shrink_isr(T0 + LAG + 2) is None
+    # the controller's newer state arrives (it shrank the ISR itself, say)
+    leader.on_partition_state(5, 12, frozenset({1, 2}), (1, 2, 3), T0 + LAG + 3, MemoryEpochCache())
+    assert leader.committed_isr == {1, 2} and leader.partition_epoch == 12
+    assert leader.pending is None and not leader.awaiting_metadata
+
+
+def test_accepted_isr_change_for_another_leader_epoch_is_not_committed():
+    leader = make_leader()
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    outcome = leader.on_isr_change_result(IsrChangeAccepted(6, 11, proposal.new_isr))
+    assert outcome.awaiting_metadata and leader.committed_isr == {1, 2, 3}
+
+
+def test_other_isr_change_errors_are_retried_with_the_same_proposal():
+    leader = make_leader()
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    outcome = leader.on_isr_change_result(IsrChangeRejected(ErrorCode.request_timed_out))
+    assert outcome.retry == proposal and leader.pending == proposal
+
+
+def test_stale_partition_state_is_ignored():
+    leader = make_leader()
+    leader.on_partition_state(4, 99, frozenset({1}), (1, 2, 3), T0, MemoryEpochCache())
+    leader.on_partition_state(5, 10, frozenset({1}), (1, 2, 3), T0, MemoryEpochCache())
+    assert leader.committed_isr == {1, 2, 3} and leader.leader_epoch == 5
+
+
+def test_new_leader_epoch_records_epoch_start_and_resets_followers():
+    epochs = MemoryEpochCache()
+    leader = make_leader(epochs=epochs)
+    leader.on_leader_append(30)
+    leader.on_follower_fetch(2, 30, T0)
+    leader.maybe_shrink_isr(T0 + LAG + 1)
+    leader.on_partition_state(6, 11, frozenset({1, 2}), (1, 2, 3), T0 + LAG + 2, epochs)
+    assert epochs.entries == [(5, 0), (6, 30)]
+    assert leader.leader_epoch == 6 and leader.leader_epoch_start_offset == 30
+    assert leader.pending is None and leader.followers[2].log_end_offset == -1
+
+
+def test_acks_all_rejected_before_append_when_isr_below_min_insync():
+    leader = make_leader(isr=(1, 2), min_isr=2)
+    assert leader.check_acks_all() is ErrorCode.none
+    accept(leader, leader.maybe_shrink_isr(T0 + LAG + 1))
+    assert leader.check_acks_all() is ErrorCode.not_enough_replicas
+
+
+def test_acks_all_check_uses_committed_isr_not_pending():
+    leader = make_leader(isr=(1, 2), min_isr=2)
+    leader.maybe_shrink_isr(T0 + LAG + 1)                # shrink to {1} in flight
+    assert leader.check_acks_all() is ErrorCode.none     # not committed yet
+    accept(leader, leader.pending)
+    leader.on_follower_fetch(2, 0, T0 + LAG + 2)         # expansion back to {1, 2} in flight
+    assert leader.pending is not None
+    assert leader.check_acks_all() is ErrorCode.not_enough_replicas
+
+
+def test_fetch_from_unknown_replica_or_beyond_leo_is_refused():
+    leader = make_leader()
+    leader.on_leader_append(10)
+    assert leader.on_follower_fetch(9, 0, T0).error is ErrorCode.not_leader_or_follower
+    assert leader.on_follower_fetch(2, 11, T0).error is ErrorCode.offset_out_of_range
+    assert leader.followers[2].log_end_offset == -1

@@ -17,15 +17,10 @@ import os
 import struct
 from typing import Iterator, NamedTuple
 
-from crc32c import crc32c
-
 from weir.log.errors import CorruptRecord
+from weir.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc_matches
 
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: total batch size = LOG_OVERHEAD + batchLength
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
-MAGIC_V2 = 2
-CRC_START = 21
 
 BASE_OFFSET_OFFSET = 0
 LEADER_EPOCH_OFFSET = 12
@@ -55,23 +50,10 @@ def read_prefix(buf, pos: int = 0) -> tuple:
     return _PREFIX.unpack_from(buf, pos)
 
 
-def patch_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
-    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
-
-
-def patch_leader_epoch(buf: bytearray, pos: int, leader_epoch: int) -> None:
-    _INT32.pack_into(buf, pos + LEADER_EPOCH_OFFSET, leader_epoch)
-
-
-def crc_matches(buf, pos: int, size: int, stored_crc: int) -> bool:
-    """Whether the CRC-32C of the batch at buf[pos:pos+size] equals the one in its header."""
-    return crc32c(memoryview(buf)[pos + CRC_START : pos + size]) == stored_crc
-
-
 def is_plausible(batch_length: int, magic: int, last_offset_delta: int) -> bool:
     """Header checks that need no CRC: a length that can hold a header, magic 2, offsets that go
     forward."""
-    return batch_length >= MIN_BATCH_LENGTH and magic == MAGIC_V2 and last_offset_delta >= 0
+    return batch_length >= MIN_BATCH_LENGTH and magic == MAGIC and last_offset_delta >= 0
 
 
 def scan_file(fd: int, position: int, end: int, *, verify_crc: bool,
@@ -130,20 +112,13 @@ def assign_offsets(buf: bytearray, first_offset: int, leader_epoch: int) -> list
     Per batch, never per record: one header unpack and two small packs."""
     batches = []
     next_offset = first_offset
-    position = 0
-    end = len(buf)
-    while position < end:
-        if position + HEADER_SIZE > end:
-            raise CorruptRecord(f"truncated batch header at byte {position}")
-        _base, length, _epoch, magic, _crc, _attrs, delta, _first_ts, max_ts = _PREFIX.unpack_from(buf, position)
-        size = length + LOG_OVERHEAD
-        if not is_plausible(length, magic, delta) or position + size > end:
-            raise CorruptRecord(f"malformed batch at byte {position}")
-        _INT64.pack_into(buf, position, next_offset)
-        _INT32.pack_into(buf, position + LEADER_EPOCH_OFFSET, leader_epoch)
-        batches.append(BatchInfo(position, size, next_offset, next_offset + delta, max_ts, leader_epoch))
-        next_offset += delta + 1
-        position += size
+    for batch in scan_buffer(buf):  # each header is read before it is patched
+        _INT64.pack_into(buf, batch.position + BASE_OFFSET_OFFSET, next_offset)
+        _INT32.pack_into(buf, batch.position + LEADER_EPOCH_OFFSET, leader_epoch)
+        last_offset = next_offset + batch.last_offset - batch.base_offset
+        batches.append(BatchInfo(batch.position, batch.size, next_offset, last_offset, batch.max_timestamp,
+                                 leader_epoch))
+        next_offset = last_offset + 1
     if not batches:
         raise CorruptRecord("no record batch to append")
     return batches

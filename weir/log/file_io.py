@@ -1,4 +1,4 @@
-"""The two raw-file operations the log repeats: write all bytes, fsync a directory."""
+"""The raw-file operations the log repeats: write all bytes, read whole entries, fsync a directory."""
 
 from __future__ import annotations
 
@@ -20,3 +20,12 @@ def fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_whole_entries(fd: int, entry_size: int) -> bytes:
+    """All complete fixed-size entries of an index file; a torn trailing entry is cut off."""
+    size = os.fstat(fd).st_size
+    whole = size - size % entry_size
+    if whole != size:
+        os.ftruncate(fd, whole)
+    return os.pread(fd, whole, 0)

@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from weir.log.file_io import write_all
+from weir.log.file_io import read_whole_entries, write_all
 
 ENTRY_SIZE = 8
 
@@ -33,11 +33,7 @@ class OffsetIndex:
 
     def load(self) -> None:
         """Read the entries from disk; a torn trailing entry is dropped."""
-        size = os.fstat(self._fd).st_size
-        whole = size - size % ENTRY_SIZE
-        data = os.pread(self._fd, whole, 0)
-        if whole != size:
-            os.ftruncate(self._fd, whole)
+        data = read_whole_entries(self._fd, ENTRY_SIZE)
         flat = array("i")
         flat.frombytes(data)
         if sys.byteorder == "little":

@@ -15,7 +15,7 @@ import struct
 from bisect import bisect_left
 from pathlib import Path
 
-from weir.log.file_io import write_all
+from weir.log.file_io import read_whole_entries, write_all
 
 _ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = _ENTRY.size  # 12
@@ -31,11 +31,7 @@ class TimeIndex:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
     def load(self) -> None:
-        size = os.fstat(self._fd).st_size
-        whole = size - size % ENTRY_SIZE
-        data = os.pread(self._fd, whole, 0)
-        if whole != size:
-            os.ftruncate(self._fd, whole)
+        data = read_whole_entries(self._fd, ENTRY_SIZE)
         self._timestamps = []
         self._offsets = []
         for ts, rel in _ENTRY.iter_unpack(data):

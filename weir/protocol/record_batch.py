@@ -22,9 +22,8 @@ from .errors import ErrorCode, KafkaError
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
 MAGIC = 2
+CRC_START = 21  # the CRC covers attributes to the end
 _HEAD = struct.Struct(">qiibIhiqqqhii")
-_BASE_OFFSET = struct.Struct(">q")
-_LEADER_EPOCH = struct.Struct(">i")
 CODEC_MASK = 0x07
 MAX_CODEC = 4  # none, gzip, snappy, lz4, zstd
 TRANSACTIONAL = 0x10
@@ -78,7 +77,7 @@ def validate_produced_batch(records, max_message_bytes: int) -> BatchHeader:
     if size > max_message_bytes:
         raise KafkaError(ErrorCode.message_too_large,
                          f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
-    if crc32c(memoryview(records)[21:]) != header.crc:
+    if not crc_matches(records, 0, size, header.crc):
         raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
         raise KafkaError(ErrorCode.invalid_record,
@@ -91,14 +90,6 @@ def validate_produced_batch(records, max_message_bytes: int) -> BatchHeader:
     return header
 
 
-def batch_crc_ok(buf, offset: int, length: int) -> bool:
-    header_crc = struct.unpack_from(">I", buf, offset + 17)[0]
-    return crc32c(memoryview(buf)[offset + 21: offset + length]) == header_crc
-
-
-def patch_base_offset(buf: bytearray, offset: int, base_offset: int) -> None:
-    _BASE_OFFSET.pack_into(buf, offset, base_offset)
-
-
-def patch_leader_epoch(buf: bytearray, offset: int, epoch: int) -> None:
-    _LEADER_EPOCH.pack_into(buf, offset + 12, epoch)
+def crc_matches(buf, pos: int, size: int, stored_crc: int) -> bool:
+    """Whether the CRC-32C of the batch at buf[pos:pos+size] equals the one in its header."""
+    return crc32c(memoryview(buf)[pos + CRC_START: pos + size]) == stored_crc

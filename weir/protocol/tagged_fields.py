@@ -45,6 +45,8 @@ from kio.serial._introspect import get_field_tag
 from kio.serial._introspect import get_schema_field_type
 from kio.serial._introspect import is_optional
 
+from .varint import write_uvarint
+
 __all__ = ("MalformedMessage", "strip_unknown_tagged_fields")
 
 
@@ -224,15 +226,6 @@ def _contains_struct(codec: _Codec) -> bool:
 # --------------------------------------------------------------------------
 
 
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 class _Walker:
     """Reads ``buf`` from ``pos`` up to ``end``, appending the stripped copy to
     the ``out`` buffers passed to its methods."""
@@ -376,10 +369,10 @@ class _Walker:
         if not changed:
             out += self.buf[start : self.pos]
             return
-        out += _encode_uvarint(len(kept))
+        out += write_uvarint(len(kept))
         for tag, payload in kept:
-            out += _encode_uvarint(tag)
-            out += _encode_uvarint(len(payload))
+            out += write_uvarint(tag)
+            out += write_uvarint(len(payload))
             out += payload
 
     def _rewrite_payload(self, codec: _Codec, payload_start: int, tag: int) -> bytes:

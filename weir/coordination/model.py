@@ -1,0 +1,61 @@
+"""The cluster metadata that ZooKeeper holds, as plain values shared by controller and brokers.
+
+Paths and JSON formats follow Kafka's ZooKeeper mode:
+
+    /brokers/ids/<id>                              ephemeral broker registration
+    /controller                                    ephemeral {"brokerid": id, ...}
+    /controller_epoch                              persistent, incremented on every election
+    /brokers/topics/<topic>                        {"version":3, "topic_id": ..., "partitions": {"0": [1,2,3]}}
+    /brokers/topics/<topic>/partitions/<p>/state   {"controller_epoch", "leader", "leader_epoch", "isr"}
+    /config/topics/<topic>                         {"version":1, "config": {...}}
+    /config/brokers/<id> (and <default>)           dynamic broker configs
+
+The partition epoch is the state znode's version: every change is a compare-and-set on it.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    leader: int  # NO_LEADER when offline
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int  # the znode version; -1 before the znode exists
+
+    def __post_init__(self) -> None:
+        assert self.leader == NO_LEADER or self.leader in self.isr, "a leader is always in its ISR"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    name: str
+    topic_id: uuid.UUID
+    replicas: dict[int, tuple[int, ...]]  # partition → assigned replicas, preferred leader first
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """Everything a broker or the controller knows of the cluster at one moment."""
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)  # live ones
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    controller_id: int = NO_LEADER
+    controller_epoch: int = 0

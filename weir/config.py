@@ -47,11 +47,31 @@ SETTINGS = {s.name: s for s in [
     Setting("fetch.max.bytes", int, 57671680, "Largest fetch response."),
     Setting("request.timeout.ms", int, 30000, "Default wait for delayed operations."),
     Setting("cluster.id", str, "weir-cluster", "Cluster id reported in metadata."),
+    Setting("broker.rack", str, "", "Rack of this broker, for rack-aware replica assignment."),
+    Setting("zookeeper.connect", str, "127.0.0.1:2181", "ZooKeeper ensemble, host:port[,host:port][/chroot]."),
+    Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout."),
+    Setting("zookeeper.connection.timeout.ms", int, 18000, "Longest wait for the first ZooKeeper connection."),
+    Setting("min.insync.replicas", int, 1, "Replicas that must be in sync for acks=all."),
+    Setting("unclean.leader.election.enable", bool, False, "Elect an out-of-sync replica rather than go offline."),
+    Setting("replica.lag.time.max.ms", int, 30000, "A follower not caught up for this long leaves the ISR."),
+    Setting("replica.fetch.min.bytes", int, 1, "Least data a follower's fetch waits for."),
+    Setting("replica.fetch.max.bytes", int, 1048576, "Per-partition bytes of a follower's fetch."),
+    Setting("replica.fetch.response.max.bytes", int, 10485760, "Bytes of a follower's whole fetch response."),
+    Setting("replica.fetch.backoff.ms", int, 1000, "Wait after a follower's fetch failed."),
+    Setting("auto.leader.rebalance.enable", bool, True, "Move leadership back to preferred replicas."),
+    Setting("leader.imbalance.per.broker.percentage", int, 10, "Imbalance that triggers a rebalance."),
+    Setting("leader.imbalance.check.interval.seconds", int, 300, "How often leader balance is checked."),
+    Setting("controlled.shutdown.enable", bool, True, "Move leadership away before shutting down."),
 ]}
 
 
 class ConfigError(ValueError):
     pass
+
+
+def parse_setting(name: str, raw: str):
+    """A value of broker setting `name` (or of the topic config that overrides it) from text."""
+    return _parse_value(SETTINGS[name], raw)
 
 
 def _parse_value(setting: Setting, raw: str):

@@ -7,6 +7,7 @@ closes only this connection; the broker goes on serving the others.
 """
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
@@ -19,7 +20,7 @@ from ..protocol.header import MalformedHeader, RequestHeader, read_request_heade
 from ..protocol.hot_responses import FileRegion
 from ..protocol.errors import ErrorCode
 from ..protocol.versions import ApiKey, is_supported
-from .apis import CloseConnection, KafkaApis
+from .apis import CloseConnection
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ MAX_QUEUED_FRAMES = 64
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, apis: KafkaApis, max_request_bytes: int) -> None:
+    def __init__(self, apis, max_request_bytes: int) -> None:
+        """`apis`: `.handlers` by api key, and `.api_versions_body(error)` for UNSUPPORTED_VERSION."""
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
@@ -138,8 +140,6 @@ class Connection(asyncio.Protocol):
             self.close(str(e))
             return None
         try:
-            if api_key == ApiKey.FETCH:
-                return self._respond_later(header, self.apis.fetch(header, request))
             body = self.apis.handlers[api_key](header, request)
         except CloseConnection as e:
             self.close(str(e))
@@ -148,22 +148,30 @@ class Connection(asyncio.Protocol):
             log.exception("api %d v%d from %s failed", api_key, version, self.peer)
             self.close("internal error")
             return None
+        if inspect.iscoroutine(body):
+            return self._respond_later(header, body)
+        return self._respond(header, body)  # a coroutine only when sendfile must be awaited
+
+    def _respond(self, header: RequestHeader, body) -> Coroutine | None:
+        """Write a handler's answer: a dict for kio, bytes, a list of buffers, or None (no answer)."""
         if body is None:
-            return None
+            return
         if isinstance(body, dict):
-            self._write_frame([codec.encode_response(api_key, version, header.correlation_id, body)])
+            self._write_frame([codec.encode_response(header.api_key, header.api_version, header.correlation_id,
+                                                     body)])
+        elif isinstance(body, list):
+            items = [self._header(header), *body]
+            regions = sum(i.size for i in items if isinstance(i, FileRegion))
+            if regions >= SENDFILE_MIN_BYTES and hasattr(self.transport, "_sock"):
+                return self._sendfile_frame(items)
+            self._write_frame(items)
         else:
             self._write_frame([self._header(header), body])
-        return None
 
     async def _respond_later(self, header: RequestHeader, pending: Coroutine) -> None:
-        items = await pending
-        items.insert(0, self._header(header))
-        regions = sum(i.size for i in items if isinstance(i, FileRegion))
-        if regions >= SENDFILE_MIN_BYTES and hasattr(self.transport, "_sock"):
-            await self._sendfile_frame(items)
-        else:
-            self._write_frame(items)
+        sending = self._respond(header, await pending)
+        if sending is not None:
+            await sending
 
     @staticmethod
     def _header(header: RequestHeader) -> bytes:

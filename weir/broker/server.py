@@ -1,46 +1,108 @@
-"""The broker process: listens, serves, runs periodic log work, shuts down cleanly."""
+"""The broker process: ZooKeeper session, metadata, controller, listener, and periodic work.
+
+Start-up order matters: logs are opened first, then the ZooKeeper session and the metadata view,
+then the listener (so peers can fetch), then the registration that makes this broker live, and
+only then does it take up its partition roles and run for controller.
+"""
 
 import asyncio
 import logging
 import signal
 import time
 
+from ..client import BrokerConnection
 from ..config import BrokerConfig
-from .apis import KafkaApis
+from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
+from ..coordination.zk_metadata import ZkMetadataStore
+from ..coordination.zk_watcher import MetadataWatcher
+from .admin_apis import AdminApis
+from .apis import DataApis
 from .connection import Connection
+from .controller_service import CONTROLLED_SHUTDOWN_PATH, ControllerService
+from .isr_sender import send_isr_changes
+from .replica_fetcher import ReplicaFetchers
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+PRODUCE_EXPIRY_CHECK_MS = 100
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class BrokerApis:
+    """Every handler this broker serves, by api key."""
+
+    def __init__(self, data: DataApis, admin: AdminApis) -> None:
+        self.handlers = {**data.handlers, **admin.handlers}
+        self.api_versions_body = data.api_versions_body
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.replicas: ReplicaManager | None = None
-        self.server: asyncio.Server | None = None
+        self.broker_id = config["broker.id"]
         self._tasks: list[asyncio.Task] = []
-        self._stopped = asyncio.Event()
+        self._peers: dict[int, BrokerConnection] = {}
+        self._pending_keys: set | None = None
+        self._registered = False
+        self._started = False  # ZooKeeper events before this are for start() alone
+
+    # -- start -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.replicas = ReplicaManager(self.config, _now_ms())
-        apis = KafkaApis(self.replicas)
-        host, port = self.config.listener
-        max_request = self.config["socket.request.max.bytes"]
+        config = self.config
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: Connection(apis, max_request), host, port,
-                                               reuse_address=True, backlog=1024)
-        self._tasks = [
-            loop.create_task(self._every(self.config["log.retention.check.interval.ms"], self.replicas.maintain)),
-            loop.create_task(self._every(1000, self.replicas.flush_due)),
-            loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
-                                         lambda now: self.replicas.checkpoint())),
-        ]
-        log.info("broker %d listening on %s:%d (log.dirs=%s)", self.config["broker.id"], host, port,
-                 self.config["log.dirs"])
+        self.replicas = ReplicaManager(config, _now_ms())
+        self.zk = ZkSession(config["zookeeper.connect"], session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000,
+                            on_state=self._on_zk_state)
+        await self.zk.start(config["zookeeper.connection.timeout.ms"] / 1000)
+        self.store = ZkMetadataStore(self.zk, on_controller_gone=lambda: self.controller.elect())
+        await self.store.ensure_paths()
+        self.watcher = MetadataWatcher(self.zk, on_change=self._on_metadata_change)
+        self.controller = ControllerService(config, self.store, self.watcher)
+        self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
+        self.replicas.on_role_change = self.fetchers.on_role_change
+        self.admin = AdminApis(self.replicas, self.store, self.controller)
+        self._started = True
+        await self.watcher.start()
+        apis = BrokerApis(DataApis(self.replicas), self.admin)
+        host, port = config.listener
+        self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
+                                               host, port, reuse_address=True, backlog=1024)
+        await self._register()
+        self.replicas.can_lead = True
+        self.replicas.apply_view(self.watcher.view, _now_ms())
+        await self.controller.start()
+        self._tasks = [loop.create_task(t) for t in (
+            self._every(config["log.retention.check.interval.ms"], self.replicas.maintain),
+            self._every(1000, self.replicas.flush_due),
+            self._every(config["log.flush.offset.checkpoint.interval.ms"], lambda now: self.replicas.checkpoint()),
+            self._every(config["replica.lag.time.max.ms"] // 2, self.replicas.check_isr),
+            self._every(PRODUCE_EXPIRY_CHECK_MS, self.replicas.expire_produces),
+            send_isr_changes(self.replicas, self._connect_cached),
+        )]
+        log.info("broker %d listening on %s:%d (log.dirs=%s, zookeeper.connect=%s)", self.broker_id, host, port,
+                 config["log.dirs"], config["zookeeper.connect"])
+
+    async def _register(self) -> None:
+        """Make this broker live. After a kill -9 the old session's registration lingers until
+        ZooKeeper expires it; wait for that rather than fail."""
+        host, port = self.config.advertised
+        deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 30
+        while True:
+            try:
+                await self.zk.register_broker(self.broker_id, host, port, rack=self.config["broker.rack"] or None)
+                self._registered = True
+                return
+            except BrokerIdInUse:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker id %d is still held by an old session; waiting for it to expire", self.broker_id)
+                await asyncio.sleep(1)
 
     async def _every(self, interval_ms: int, work) -> None:
         while True:
@@ -50,15 +112,101 @@ class Broker:
             except Exception:
                 log.exception("periodic task failed")
 
+    # -- peers ---------------------------------------------------------------------------
+
+    async def _connect_fresh(self, broker_id: int) -> BrokerConnection:
+        broker = self.replicas.view.brokers.get(broker_id)
+        if broker is None:
+            raise OSError(f"broker {broker_id} is not registered")
+        return await BrokerConnection.open(broker.host, broker.port, client_id=f"weir-broker-{self.broker_id}",
+                                           timeout_s=self.config["request.timeout.ms"] / 1000)
+
+    async def _connect_cached(self, broker_id: int) -> BrokerConnection:
+        conn = self._peers.get(broker_id)
+        if conn is None or conn.closed:
+            conn = self._peers[broker_id] = await self._connect_fresh(broker_id)
+        return conn
+
+    # -- ZooKeeper events ----------------------------------------------------------------
+
+    def _on_zk_state(self, state: str) -> None:
+        if not self._started:
+            return
+        if state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection suspended: no acknowledgements until it is back")
+            self.replicas.lose_leadership_proof()
+        elif state == KazooState.LOST:
+            log.warning("ZooKeeper session lost")
+            self.replicas.lose_leadership_proof()
+            self._registered = False
+            self.controller.core = None
+        elif state == KazooState.CONNECTED and not self.zk.closing:
+            asyncio.get_running_loop().create_task(self._reconnected())
+
+    async def _reconnected(self) -> None:
+        if not self._registered:
+            await self._register()
+            self.controller.elect()
+        await self.watcher.wait_current(60)
+        self.replicas.can_lead = True
+        self.replicas.apply_view(self.watcher.view, _now_ms())
+        log.info("ZooKeeper session is back; leading again where the controller says so")
+
+    def _on_metadata_change(self, kind: str, key) -> None:
+        """Coalesce a burst of watcher events into one pass over the affected partitions."""
+        if kind in ("stale", "current"):
+            if kind == "current":
+                self.controller.on_metadata_change(kind, key)
+            return
+        if self._pending_keys is None:
+            self._pending_keys = set()
+            asyncio.get_running_loop().call_soon(self._apply_pending)
+        self._pending_keys.add(key if kind == "partition" else "all")
+        self.admin.metadata_changed()
+        self.controller.on_metadata_change(kind, key)
+
+    def _apply_pending(self) -> None:
+        keys, self._pending_keys = self._pending_keys, None
+        if not self.replicas.can_lead and not self._registered:
+            return
+        self.replicas.apply_view(self.watcher.view, _now_ms(), None if "all" in keys else keys)
+
+    # -- stop ----------------------------------------------------------------------------
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away, and wait until it has (or cannot)."""
+        path = f"{CONTROLLED_SHUTDOWN_PATH}/{self.broker_id}"
+        try:
+            await self.zk.wait(self.zk.client.create_async(path, b"", ephemeral=True, makepath=True))
+        except Exception as e:
+            log.warning("cannot request controlled shutdown: %r", e)
+            return
+        deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            movable = [p.key for p in self.replicas.partitions.values()
+                       if p.leader is not None and set(p.leader.committed_isr) & set(self.watcher.view.brokers)
+                       - {self.broker_id}]
+            if not movable:
+                log.info("controlled shutdown: leadership moved")
+                return
+            await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - time.monotonic())
+        log.warning("controlled shutdown timed out; stopping anyway")
+
     async def stop(self) -> None:
+        if self.config["controlled.shutdown.enable"]:
+            await self.controlled_shutdown()
+        await self.controller.stop()
         for task in self._tasks:
             task.cancel()
-        if self.server is not None:
-            self.server.close()
-        if self.replicas is not None:
-            self.replicas.close()
-        log.info("broker %d shut down cleanly", self.config["broker.id"])
-        self._stopped.set()
+        await self.fetchers.close()
+        self.server.close()
+        for conn in self._peers.values():
+            await conn.close()
+        await self.watcher.stop()
+        await self.store.close()
+        await self.zk.close()
+        self.replicas.close()
+        log.info("broker %d shut down cleanly", self.broker_id)
 
     async def run_until_signalled(self) -> None:
         await self.start()
@@ -66,7 +214,7 @@ class Broker:
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(f"weir broker {self.config['broker.id']} ready on "
-              f"{self.config.advertised[0]}:{self.config.advertised[1]}", flush=True)
+        print(f"weir broker {self.broker_id} ready on {self.config.advertised[0]}:{self.config.advertised[1]}",
+              flush=True)
         await stop.wait()
         await self.stop()

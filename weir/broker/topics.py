@@ -1,20 +1,11 @@
-"""The topic table of a broker: names, ids, partition counts and topic configs.
+"""Topic names and topic configs: what is legal, and which broker setting each config overrides."""
 
-A single broker keeps it in `<log.dirs>/topics.json` (written atomically);
-the replicated cluster moves it to ZooKeeper. Topic configs use Kafka's topic
-names; each overrides the broker setting it shadows.
-"""
-
-import json
-import os
 import re
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
 
+from ..config import ConfigError, parse_setting
 from ..protocol.errors import ErrorCode, KafkaError
 
-# topic config name → broker setting it overrides
+# topic config name → broker setting it overrides (Kafka's names)
 TOPIC_CONFIGS = {
     "retention.ms": "log.retention.ms",
     "retention.bytes": "log.retention.bytes",
@@ -24,6 +15,8 @@ TOPIC_CONFIGS = {
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
     "cleanup.policy": None,  # only "delete" is implemented
 }
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -40,60 +33,14 @@ def validate_topic_configs(configs: dict[str, str]) -> None:
     for name, value in configs.items():
         if name not in TOPIC_CONFIGS:
             raise KafkaError(ErrorCode.invalid_config, f"unknown topic config {name!r}")
-        if name == "cleanup.policy":
+        broker_name = TOPIC_CONFIGS[name]
+        if broker_name is None:
             if value != "delete":
                 raise KafkaError(ErrorCode.invalid_config, "cleanup.policy: only 'delete' is supported")
             continue
         try:
-            int(value)
-        except (TypeError, ValueError):
-            raise KafkaError(ErrorCode.invalid_config, f"{name}: {value!r} is not an integer") from None
-
-
-@dataclass
-class Topic:
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-class TopicTable:
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self.by_name: dict[str, Topic] = {}
-        self.by_id: dict[uuid.UUID, Topic] = {}
-        if path.exists():
-            for entry in json.loads(path.read_text()):
-                self._add(Topic(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry["configs"]))
-
-    def _add(self, topic: Topic) -> None:
-        self.by_name[topic.name] = topic
-        self.by_id[topic.topic_id] = topic
-
-    def create(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        assert name not in self.by_name
-        topic = Topic(name, uuid.uuid4(), partitions, dict(configs))
-        self._add(topic)
-        self._save()
-        return topic
-
-    def add_partitions(self, topic: Topic, count: int) -> None:
-        assert count > topic.partitions
-        topic.partitions = count
-        self._save()
-
-    def delete(self, topic: Topic) -> None:
-        del self.by_name[topic.name]
-        del self.by_id[topic.topic_id]
-        self._save()
-
-    def _save(self) -> None:
-        entries = [{"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-                   for t in self.by_name.values()]
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(entries, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+            parse_setting(broker_name, value or "")
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.invalid_config, f"{name}: {e}") from None
+        if name == "min.insync.replicas" and int(value) < 1:
+            raise KafkaError(ErrorCode.invalid_config, "min.insync.replicas must be at least 1")

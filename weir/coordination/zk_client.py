@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -102,6 +103,7 @@ class ZkSession:
         self.state: str = KazooState.LOST  # as last delivered on the loop; kazoo starts at LOST
         self.closing = False
         self._on_state = on_state
+        self._state_listeners: list[StateHandler] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
         self.client = KazooClient(hosts=connect_string, timeout=session_timeout_s,
@@ -162,6 +164,16 @@ class ZkSession:
         log.info("ZooKeeper session %s: %s -> %s", self.connect_string, previous, state)
         if self._on_state is not None:
             self._run_handler(self._on_state, state)
+        for listener in list(self._state_listeners):
+            self._run_handler(listener, state)
+
+    def add_state_listener(self, handler: StateHandler) -> None:
+        """Also deliver every later state change to `handler` (on the loop, after `on_state`)."""
+        self._state_listeners.append(handler)
+
+    def remove_state_listener(self, handler: StateHandler) -> None:
+        if handler in self._state_listeners:
+            self._state_listeners.remove(handler)
 
     def _run_handler(self, handler: Callable[..., Any], *args: Any) -> None:
         try:
@@ -202,6 +214,37 @@ class ZkSession:
                 future.set_exception(result.exception)
 
         async_result.rawlink(lambda result: self._call_on_loop(settle, result))
+        return future
+
+    def wait_all(self, async_results) -> asyncio.Future:
+        """One asyncio future for many kazoo IAsyncResults: it resolves, once all have completed,
+        to a list holding each one's value or (not raised) exception, in order.
+
+        Much cheaper than gathering `wait()`s for hundreds of pipelined requests: the loop is woken
+        once for the lot instead of once per request.
+        """
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        results = list(async_results)
+        if not results:
+            future.set_result([])
+            return future
+        remaining = [len(results)]
+        lock = threading.Lock()
+
+        def settle() -> None:  # on the loop
+            if not future.done():
+                future.set_result([r.value if r.successful() else r.exception for r in results])
+
+        def one_done(_result) -> None:  # in a kazoo thread
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                self._call_on_loop(settle)
+
+        for result in results:
+            result.rawlink(one_done)
         return future
 
     # -- broker registration --------------------------------------------------------------------

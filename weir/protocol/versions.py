@@ -14,6 +14,11 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     CREATE_PARTITIONS = 37
     DESCRIBE_CLUSTER = 60
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ALTER_CONFIGS = 33
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION = 56
 
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
@@ -27,6 +32,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION: (2, 2),
 }
 
 

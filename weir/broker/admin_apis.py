@@ -1,0 +1,413 @@
+"""Control-plane request handlers: Metadata, topics, partitions, configs, cluster, elections, ISR changes.
+
+Topic changes are written to ZooKeeper (by any broker, as Kafka's ZooKeeper-mode admin path
+does); the controller notices them and elects leaders, and the handler waits until this broker's
+view shows the new partitions with leaders before it answers. AlterPartition and ElectLeaders are
+answered by the active controller only (NOT_CONTROLLER elsewhere).
+"""
+
+import asyncio
+import logging
+import random
+import uuid
+
+from ..config import SETTINGS
+from ..controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
+                                     validate_manual_assignment)
+from ..controller.partition_change import ElectionType
+from ..coordination.model import NO_LEADER, TopicAssignment
+from ..coordination.zk_metadata import TopicExists, UnknownTopic, ZkMetadataStore
+from ..protocol import codec
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.header import RequestHeader
+from ..protocol.versions import ApiKey
+from .controller_service import ControllerService
+from .replica_manager import ReplicaManager
+from .topics import TOPIC_CONFIGS, validate_topic_configs, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
+OP_SET, OP_DELETE = 0, 1
+NO_OPERATIONS = -2147483648
+ZERO_UUID = uuid.UUID(int=0)
+METADATA_WAIT_S = 10
+
+
+class AdminApis:
+    def __init__(self, replicas: ReplicaManager, store: ZkMetadataStore, controller: ControllerService) -> None:
+        self.replicas = replicas
+        self.config = replicas.config
+        self.broker_id = self.config["broker.id"]
+        self.store = store
+        self.controller = controller
+        self.rng = random.Random()
+        self._metadata_cache: dict[tuple, bytes] = {}
+        self.handlers = {
+            ApiKey.METADATA: self.metadata,
+            ApiKey.CREATE_TOPICS: self.create_topics,
+            ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.ALTER_CONFIGS: self.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
+            ApiKey.ELECT_LEADERS: self.elect_leaders,
+            ApiKey.ALTER_PARTITION: self.alter_partition,
+        }
+
+    @property
+    def view(self):
+        return self.replicas.view
+
+    def metadata_changed(self) -> None:
+        self._metadata_cache.clear()
+
+    # -- Metadata ------------------------------------------------------------------------
+
+    def metadata(self, header: RequestHeader, request):
+        version = header.api_version
+        names = None
+        if request.topics is not None and (request.topics or version > 0):
+            names = tuple(t.name if t.name is not None else t.topic_id for t in request.topics)
+        auto_create = self.config["auto.create.topics.enable"] and getattr(request, "allow_auto_topic_creation", True)
+        missing = [n for n in names or () if isinstance(n, str) and n not in self.view.topics and _legal(n)]
+        if missing and auto_create:
+            return self._metadata_after_create(version, names, missing)
+        return self._metadata_body(version, names)
+
+    async def _metadata_after_create(self, version: int, names, missing: list[str]) -> bytes:
+        for name in missing:
+            try:
+                await self._create_topic(name, self.config["num.partitions"],
+                                         self.config["default.replication.factor"], None, {})
+            except KafkaError as e:
+                log.info("auto-creating topic %s failed: %s", name, e)
+        return self._metadata_body(version, names)
+
+    def _metadata_body(self, version: int, names) -> bytes:
+        key = (version, names)
+        body = self._metadata_cache.get(key)
+        if body is None:
+            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names))
+            self._metadata_cache[key] = body
+        return body
+
+    def _metadata_dict(self, names) -> dict:
+        view = self.view
+        by_id = {a.topic_id: a for a in view.topics.values()}
+        keys = names if names is not None else tuple(sorted(view.topics))
+        topics = []
+        for key in keys:
+            assignment = view.topics.get(key) if isinstance(key, str) else by_id.get(key)
+            if assignment is None:
+                code = ErrorCode.unknown_topic_or_partition
+                if isinstance(key, str) and not _legal(key):
+                    code = ErrorCode.invalid_topic_exception
+                topics.append({"error_code": code, "name": key if isinstance(key, str) else None,
+                               "topic_id": key if isinstance(key, uuid.UUID) else ZERO_UUID,
+                               "is_internal": False, "partitions": []})
+                continue
+            topics.append({"error_code": 0, "name": assignment.name, "topic_id": assignment.topic_id,
+                           "is_internal": False, "topic_authorized_operations": NO_OPERATIONS,
+                           "partitions": [self._partition_metadata(assignment, p) for p in sorted(assignment.replicas)]})
+        return {"throttle_time": 0, "brokers": [self._broker_entry(b, "node_id") for b in view.brokers.values()],
+                "cluster_id": self.config["cluster.id"], "controller_id": view.controller_id,
+                "topics": topics, "cluster_authorized_operations": NO_OPERATIONS, "error_code": 0}
+
+    def _partition_metadata(self, assignment: TopicAssignment, index: int) -> dict:
+        replicas = list(assignment.replicas[index])
+        state = self.view.states.get((assignment.name, index))
+        offline = [r for r in replicas if r not in self.view.brokers]
+        if state is None or state.leader == NO_LEADER:
+            return {"error_code": ErrorCode.leader_not_available, "partition_index": index, "leader_id": NO_LEADER,
+                    "leader_epoch": state.leader_epoch if state else -1, "replica_nodes": replicas,
+                    "isr_nodes": list(state.isr) if state else [], "offline_replicas": offline}
+        return {"error_code": 0, "partition_index": index, "leader_id": state.leader,
+                "leader_epoch": state.leader_epoch, "replica_nodes": replicas, "isr_nodes": list(state.isr),
+                "offline_replicas": offline}
+
+    def _broker_entry(self, broker, id_field: str) -> dict:
+        return {id_field: broker.broker_id, "host": broker.host, "port": broker.port, "rack": broker.rack}
+
+    # -- topics --------------------------------------------------------------------------
+
+    async def _create_topic(self, name: str, partitions: int, factor: int, manual, configs: dict,
+                            validate_only: bool = False) -> TopicAssignment:
+        validate_topic_name(name)
+        if name in self.view.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        validate_topic_configs(configs)
+        brokers = list(self.view.brokers.values())
+        try:
+            if manual:
+                replicas = validate_manual_assignment(manual, set(self.view.brokers))
+            else:
+                replicas = assign_replicas(brokers, partitions, factor, self.rng)
+        except AssignmentError as e:
+            raise KafkaError(e.code, str(e)) from None
+        min_isr = int(configs.get("min.insync.replicas", self.config["min.insync.replicas"]))
+        if min_isr > len(next(iter(replicas.values()))):
+            log.warning("topic %s: min.insync.replicas %d exceeds its replication factor", name, min_isr)
+        assignment = TopicAssignment(name, uuid.uuid4(), replicas)
+        if validate_only:
+            return assignment
+        try:
+            await self.store.create_topic(assignment, configs)
+        except TopicExists:
+            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists") from None
+        log.info("created topic %s: %s", name, replicas)
+        await self._wait_for_leaders(name, len(replicas))
+        return self.view.topics.get(name, assignment)
+
+    async def _wait_for_leaders(self, name: str, partitions: int) -> None:
+        """Until this broker's view shows every partition with a state (the controller wrote it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + METADATA_WAIT_S
+        while loop.time() < deadline:
+            if all((name, p) in self.view.states for p in range(partitions)):
+                return
+            await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - loop.time())
+
+    def create_topics(self, header: RequestHeader, request):
+        return self._create_topics(request)
+
+    async def _create_topics(self, request) -> dict:
+        results = []
+        for t in request.topics:
+            out = {"name": t.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
+                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": []}
+            try:
+                configs = {c.name: c.value for c in t.configs}
+                manual = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} or None
+                if manual and (t.num_partitions != -1 or t.replication_factor != -1):
+                    raise KafkaError(ErrorCode.invalid_request,
+                                     "give either assignments or num_partitions/replication_factor")
+                partitions = t.num_partitions if t.num_partitions != -1 else self.config["num.partitions"]
+                factor = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
+                assignment = await self._create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
+                out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
+                           replication_factor=len(assignment.replicas[0]),
+                           configs=[{"name": n, "value": v, "read_only": False, "config_source": s, "is_sensitive": False}
+                                    for n, v, s in self._topic_config_entries(configs)])
+            except KafkaError as e:
+                out["error_code"], out["error_message"] = e.code, e.message
+            results.append(out)
+        return {"throttle_time": 0, "topics": results}
+
+    def delete_topics(self, header: RequestHeader, request):
+        return self._delete_topics(header.api_version, request)
+
+    async def _delete_topics(self, version: int, request) -> dict:
+        by_id = {a.topic_id: a for a in self.view.topics.values()}
+        wanted = ([(s.name, s.topic_id) for s in request.topics] if version >= 6
+                  else [(n, None) for n in request.topic_names])
+        responses = []
+        for name, topic_id in wanted:
+            assignment = self.view.topics.get(name) if name is not None else by_id.get(topic_id)
+            out = {"name": assignment.name if assignment else name,
+                   "topic_id": assignment.topic_id if assignment else (topic_id or ZERO_UUID),
+                   "error_code": 0, "error_message": None}
+            if assignment is None:
+                out["error_code"] = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
+            elif not self.config["delete.topic.enable"]:
+                out["error_code"] = ErrorCode.topic_deletion_disabled
+            else:
+                try:
+                    await self.store.delete_topic(assignment.name)
+                    log.info("deleted topic %s", assignment.name)
+                except UnknownTopic:
+                    out["error_code"] = ErrorCode.unknown_topic_or_partition
+            responses.append(out)
+        return {"throttle_time": 0, "responses": responses}
+
+    def create_partitions(self, header: RequestHeader, request):
+        return self._create_partitions(request)
+
+    async def _create_partitions(self, request) -> dict:
+        results = []
+        for t in request.topics:
+            out = {"name": t.name, "error_code": 0, "error_message": None}
+            try:
+                assignment = self.view.topics.get(t.name)
+                if assignment is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {t.name!r}")
+                if t.count <= len(assignment.replicas):
+                    raise KafkaError(ErrorCode.invalid_partitions, f"topic has {len(assignment.replicas)} "
+                                                                   f"partitions; {t.count} would not add any")
+                manual = None
+                if t.assignments is not None:
+                    first = len(assignment.replicas)
+                    manual = {first + i: tuple(a.broker_ids) for i, a in enumerate(t.assignments)}
+                try:
+                    added = assign_added_partitions(self.view.brokers.values(), assignment.replicas, t.count, manual)
+                except AssignmentError as e:
+                    raise KafkaError(e.code, str(e)) from None
+                if not request.validate_only:
+                    new = TopicAssignment(t.name, assignment.topic_id, {**assignment.replicas, **added})
+                    await self.store.add_partitions(t.name, new)
+                    await self._wait_for_leaders(t.name, t.count)
+            except KafkaError as e:
+                out["error_code"], out["error_message"] = e.code, e.message
+            results.append(out)
+        return {"throttle_time": 0, "results": results}
+
+    # -- configs ---------------------------------------------------------------------------
+
+    def _topic_config_entries(self, configs: dict[str, str]):
+        for name, broker_name in TOPIC_CONFIGS.items():
+            if name in configs:
+                yield name, configs[name], CONFIG_SOURCE_TOPIC
+            elif broker_name is None:
+                yield name, "delete", CONFIG_SOURCE_DEFAULT
+            else:
+                value = self.config[broker_name]
+                source = CONFIG_SOURCE_DEFAULT if value == SETTINGS[broker_name].default else CONFIG_SOURCE_STATIC_BROKER
+                yield name, _config_str(value), source
+
+    def describe_configs(self, header: RequestHeader, request) -> dict:
+        results = []
+        for r in request.resources:
+            out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                   "resource_name": r.resource_name, "configs": []}
+            try:
+                entries = self._config_entries(r.resource_type, r.resource_name)
+            except KafkaError as e:
+                out["error_code"], out["error_message"] = e.code, e.message
+                results.append(out)
+                continue
+            wanted = set(r.configuration_keys) if r.configuration_keys is not None else None
+            out["configs"] = [{"name": n, "value": v, "read_only": r.resource_type == RESOURCE_BROKER,
+                               "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
+                               "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
+                              for n, v, source in entries if wanted is None or n in wanted]
+            results.append(out)
+        return {"throttle_time": 0, "results": results}
+
+    def _config_entries(self, resource_type: int, name: str) -> list:
+        if resource_type == RESOURCE_TOPIC:
+            if name not in self.view.topics:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+            return list(self._topic_config_entries(self.view.topic_configs.get(name, {})))
+        if resource_type == RESOURCE_BROKER:
+            if name not in ("", str(self.broker_id)):
+                raise KafkaError(ErrorCode.invalid_request, f"this is broker {self.broker_id}, not {name}")
+            return [(n, _config_str(self.config[n]),
+                     CONFIG_SOURCE_DEFAULT if self.config[n] == s.default else CONFIG_SOURCE_STATIC_BROKER)
+                    for n, s in SETTINGS.items()]
+        raise KafkaError(ErrorCode.invalid_request, f"resource type {resource_type} is not supported")
+
+    def alter_configs(self, header: RequestHeader, request):
+        """AlterConfigs replaces a topic's whole set of overrides."""
+        return self._alter_configs(request, lambda current, r: {c.name: c.value for c in r.configs
+                                                                if c.value is not None})
+
+    def incremental_alter_configs(self, header: RequestHeader, request):
+        def apply(current: dict, r) -> dict:
+            updated = dict(current)
+            for c in r.configs:
+                if c.config_operation == OP_SET:
+                    updated[c.name] = c.value
+                elif c.config_operation == OP_DELETE:
+                    updated.pop(c.name, None)
+                else:
+                    raise KafkaError(ErrorCode.invalid_request, f"{c.name}: only SET and DELETE operations")
+            return updated
+        return self._alter_configs(request, apply)
+
+    async def _alter_configs(self, request, apply) -> dict:
+        responses = []
+        for r in request.resources:
+            out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                   "resource_name": r.resource_name}
+            try:
+                if r.resource_type != RESOURCE_TOPIC:
+                    raise KafkaError(ErrorCode.invalid_request, "only topic configs can be altered at run time")
+                if r.resource_name not in self.view.topics:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {r.resource_name!r}")
+                updated = apply(self.view.topic_configs.get(r.resource_name, {}), r)
+                validate_topic_configs(updated)
+                if not request.validate_only:
+                    await self.store.set_topic_config(r.resource_name, updated)
+                    log.info("topic %s configs now %s", r.resource_name, updated)
+            except KafkaError as e:
+                out["error_code"], out["error_message"] = e.code, e.message
+            except UnknownTopic:
+                out["error_code"] = ErrorCode.unknown_topic_or_partition
+            responses.append(out)
+        return {"throttle_time": 0, "responses": responses}
+
+    # -- cluster, elections, ISR -------------------------------------------------------------
+
+    def describe_cluster(self, header: RequestHeader, request) -> dict:
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+                "cluster_id": self.config["cluster.id"], "controller_id": self.view.controller_id,
+                "brokers": [self._broker_entry(b, "broker_id") for b in self.view.brokers.values()],
+                "cluster_authorized_operations": NO_OPERATIONS}
+
+    def elect_leaders(self, header: RequestHeader, request):
+        return self._elect_leaders(header.api_version, request)
+
+    async def _elect_leaders(self, version: int, request) -> dict:
+        election = ElectionType(request.election_type if version >= 1 else 0)
+        partitions = None
+        if request.topic_partitions is not None:
+            partitions = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        if not self.controller.active:
+            return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "replica_election_results": []}
+        results = await self.controller.call("elect_leaders", election, partitions) or {}
+        by_topic: dict[str, list] = {}
+        for (topic, p), code in sorted(results.items()):
+            if partitions is None and code == ErrorCode.election_not_needed:
+                continue  # "all partitions": report only those that moved or failed
+            by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
+                                                   "error_message": None if not code else code.name})
+        return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
+            {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
+
+    def alter_partition(self, header: RequestHeader, request):
+        return self._alter_partition(request)
+
+    async def _alter_partition(self, request) -> dict:
+        if not self.controller.active:
+            return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}
+        by_id = {a.topic_id: a.name for a in self.controller.core.view.topics.values()}
+        topics = []
+        for t in request.topics:
+            partitions = []
+            name = by_id.get(t.topic_id)
+            for p in t.partitions:
+                out = {"partition_index": p.partition_index, "error_code": 0, "leader_id": NO_LEADER,
+                       "leader_epoch": -1, "isr": [], "leader_recovery_state": 0, "partition_epoch": -1}
+                if name is None:
+                    out["error_code"] = ErrorCode.unknown_topic_id
+                else:
+                    result = await self.controller.call("alter_partition", name, p.partition_index, request.broker_id,
+                                                        p.leader_epoch, p.partition_epoch, tuple(p.new_isr))
+                    error, state = result if result is not None else (ErrorCode.not_controller, None)
+                    out["error_code"] = error
+                    if state is not None:
+                        out.update(leader_id=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
+                                   partition_epoch=state.partition_epoch)
+                partitions.append(out)
+            topics.append({"topic_id": t.topic_id, "partitions": partitions})
+        return {"throttle_time": 0, "error_code": 0, "topics": topics}
+
+
+def _legal(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+        return True
+    except KafkaError:
+        return False
+
+
+def _config_str(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _encode_body(api_key: int, version: int, body: dict) -> bytes:
+    """The body alone (cached Metadata answers any correlation id)."""
+    encoded = codec.encode_response(api_key, version, 0, body)
+    return encoded[5 if codec.response_schema(api_key, version).__flexible__ else 4:]

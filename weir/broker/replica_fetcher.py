@@ -1,0 +1,187 @@
+"""Followers fetch from their leaders: one task per leader broker, fetching all its partitions.
+
+The decisions (truncate where, append what, back off when) are `FollowerPartition`'s; this
+shell sends the requests it asks for - OffsetForLeaderEpoch while truncating (KIP-101/279),
+Fetch with our replica id while fetching - and applies the results to the log.
+"""
+
+import asyncio
+import logging
+import struct
+import time
+
+from ..client import BrokerConnection, ClientError
+from ..protocol.errors import ErrorCode
+from ..protocol.versions import ApiKey
+from ..replication.follower import AppendRecords, Backoff, SendFetch, SendOffsetForLeaderEpoch
+from ..replication.truncation import EpochEndOffset, Truncation
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # by topic name, replica_id in the body, flexible
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+_BASE_OFFSET = struct.Struct(">q")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(self, leader_id: int, manager: "ReplicaFetchers") -> None:
+        self.leader_id = leader_id
+        self.manager = manager
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.changed = asyncio.Event()
+        self._backoff_until: dict[tuple[str, int], float] = {}
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
+
+    async def _run(self) -> None:
+        conn: BrokerConnection | None = None
+        config = self.manager.config
+        while True:
+            try:
+                if conn is None or conn.closed:
+                    conn = await self.manager.connect(self.leader_id)
+                await self._round(conn)
+            except asyncio.CancelledError:
+                if conn is not None:
+                    await conn.close()
+                raise
+            except (ClientError, OSError) as e:
+                log.info("fetching from broker %d failed: %s", self.leader_id, e)
+                if conn is not None:
+                    await conn.close()
+                    conn = None
+                await self._wait(config["replica.fetch.backoff.ms"] / 1000)
+
+    async def _wait(self, seconds: float) -> None:
+        self.changed.clear()
+        try:
+            await asyncio.wait_for(self.changed.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def _round(self, conn: BrokerConnection) -> None:
+        now = time.monotonic()
+        ready = [p for key, p in self.partitions.items()
+                 if p.follower is not None and self._backoff_until.get(key, 0) <= now]
+        if not ready:
+            waits = [t - now for t in self._backoff_until.values() if t > now]
+            await self._wait(min(waits, default=1.0))
+            return
+        asks = {p.key: p.follower.next_request() for p in ready}
+        truncating = [p for p in ready if isinstance(asks[p.key], SendOffsetForLeaderEpoch)]
+        if truncating:
+            await self._truncate(conn, truncating, asks)
+        fetching = [p for p in ready if isinstance(asks[p.key], SendFetch)]
+        if fetching:
+            await self._fetch(conn, fetching, asks)
+
+    async def _truncate(self, conn: BrokerConnection, partitions: list[Partition], asks) -> None:
+        topics: dict[str, list] = {}
+        for p in partitions:
+            ask = asks[p.key]
+            topics.setdefault(p.topic, []).append({"partition": p.index, "current_leader_epoch": ask.current_leader_epoch,
+                                                   "leader_epoch": ask.leader_epoch})
+        response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": self.manager.broker_id,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()]})
+        for topic in response.topics:
+            for r in topic.partitions:
+                p = self.partitions.get((topic.topic, r.partition))
+                if p is None or p.follower is None or asks.get(p.key) is None:
+                    continue
+                decision = p.follower.on_offset_for_leader_epoch_response(
+                    asks[p.key].leader_epoch, EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch, r.end_offset))
+                if isinstance(decision, Truncation):
+                    if decision.offset < p.log.log_end_offset:
+                        log.info("%s-%d: truncating to %d by leader epoch (LEO was %d)", *p.key, decision.offset,
+                                 p.log.log_end_offset)
+                        p.log.truncate_to(decision.offset)
+                    p.follower.on_truncated(p.log.log_end_offset)
+                elif isinstance(decision, Backoff):
+                    self._back_off(p, decision.error)
+
+    async def _fetch(self, conn: BrokerConnection, partitions: list[Partition], asks) -> None:
+        config = self.manager.config
+        topics: dict[str, list] = {}
+        for p in partitions:
+            ask = asks[p.key]
+            topics.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": ask.current_leader_epoch,
+                "fetch_offset": ask.fetch_offset, "last_fetched_epoch": -1,
+                "log_start_offset": p.log.log_start_offset,
+                "partition_max_bytes": config["replica.fetch.max.bytes"]})
+        wait_ms = config["replica.fetch.wait.max.ms"]
+        response = await conn.request(ApiKey.FETCH, FETCH_VERSION, {
+            "replica_id": self.manager.broker_id, "max_wait": wait_ms,
+            "min_bytes": config["replica.fetch.min.bytes"], "max_bytes": config["replica.fetch.response.max.bytes"],
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""}, timeout_s=wait_ms / 1000 + 30)
+        now_ms = _now_ms()
+        for topic in response.responses:
+            for r in topic.partitions:
+                p = self.partitions.get((topic.topic, r.partition_index))
+                ask = asks.get((topic.topic, r.partition_index))
+                if p is None or p.follower is None or not isinstance(ask, SendFetch):
+                    continue
+                records = r.records or None
+                base = _BASE_OFFSET.unpack_from(records)[0] if records else None
+                decision = p.follower.on_fetch_response(ask.fetch_offset, ErrorCode(r.error_code), r.high_watermark,
+                                                        base)
+                if isinstance(decision, AppendRecords):
+                    p.log.append_as_follower(records, now_ms)
+                    p.follower.on_appended(p.log.log_end_offset, decision.leader_high_watermark)
+                    self.manager.replicas.follower_advanced(p)
+                elif isinstance(decision, Backoff):
+                    self._back_off(p, decision.error)
+
+    def _back_off(self, partition: Partition, error: ErrorCode) -> None:
+        log.info("%s-%d: leader %d answered %s; backing off", *partition.key, self.leader_id, error.name)
+        self._backoff_until[partition.key] = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[partition.key] = partition
+        self._backoff_until.pop(partition.key, None)
+        self.changed.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+        self._backoff_until.pop(key, None)
+
+
+class ReplicaFetchers:
+    """The fetcher tasks of this broker, one per leader it follows; they follow partition roles."""
+
+    def __init__(self, replicas, config, connect) -> None:
+        self.replicas = replicas
+        self.config = config
+        self.broker_id = config["broker.id"]
+        self.connect = connect  # async (broker id) -> BrokerConnection
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._following: dict[tuple[str, int], int] = {}
+
+    def on_role_change(self, partition: Partition) -> None:
+        previous = self._following.pop(partition.key, None)
+        if previous is not None and previous in self.fetchers:
+            self.fetchers[previous].remove(partition.key)
+        if partition.follower is not None and partition.key in self.replicas.partitions:
+            leader = partition.follower.leader_id
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = self.fetchers[leader] = ReplicaFetcher(leader, self)
+            fetcher.add(partition)
+            self._following[partition.key] = leader
+        for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
+            self.fetchers.pop(leader_id).task.cancel()
+
+    async def close(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.task.cancel()
+        await asyncio.gather(*(f.task for f in self.fetchers.values()), return_exceptions=True)
+        self.fetchers.clear()

@@ -1,0 +1,486 @@
+"""A broker's always-current view of the cluster metadata in ZooKeeper, kept by watches.
+
+`MetadataWatcher` maintains a `ClusterView`: live brokers (/brokers/ids children and their
+registrations), topics (/brokers/topics children and their assignments), every partition state,
+topic configs, and the controller id and epoch. After each change it has applied it calls the
+asyncio-side `on_change(kind, key)`:
+
+    ("brokers", None)             a broker registered, re-registered or went away
+    ("controller", None)          /controller or /controller_epoch changed
+    ("topic", name)               a topic appeared (its states and config are in the view already)
+                                  or its assignment changed (e.g. partitions added)
+    ("topic_deleted", name)       a topic is gone (with its states and config)
+    ("partition", (topic, p))     a partition state was created, changed or removed
+    ("config", name)              a topic's config overrides changed
+    ("stale", None)               the session is suspended/lost: the view may be outdated
+    ("current", None)             the view has been fully re-read after (re)connecting
+
+How: every watch event (a kazoo thread) is turned, on the loop, into a mark on a set of dirty
+items, and wakes a single reconcile task. That task takes all marks at once and re-reads them in
+stages, each stage's reads pipelined (children listings and the controller; then broker
+registrations, topic assignments and configs; then partition states), every read re-arming its
+watch; then it applies the results to the view and emits the callbacks. One task applying
+batches means no stale read can overwrite a newer one (a session's reads are answered in order),
+and a burst of 1000 state changes costs one pipelined round of 1000 reads. Watch callbacks are the
+same two callables for every path, so kazoo (which keeps a set of watchers per path) never piles
+up duplicates.
+
+kazoo drops every watch when the connection is suspended. So on SUSPENDED/LOST the view is kept
+but `is_current` turns False, and on CONNECTED everything is re-read (a full reconcile that
+re-arms every watch and emits callbacks for whatever differs); `is_current` turns True again once
+that has completed without another disconnection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.states import EventType
+
+from .model import NO_LEADER, ClusterView, PartitionState, TopicAssignment
+from .zk_client import KazooState, ZkSession
+from .zk_formats import (BROKER_IDS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, TOPICS_PATH,
+                         FormatError, broker_path, decode_broker_endpoints,
+                         decode_broker_registration, decode_controller, decode_controller_epoch,
+                         decode_partition_state, decode_topic_assignment, decode_topic_config,
+                         parse_path, partition_state_path, topic_config_path, topic_path)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MetadataWatcher"]
+
+ChangeHandler = Callable[[str, Any], Awaitable[None] | None]
+Key = tuple[str, int]
+
+
+@dataclasses.dataclass
+class _Dirty:
+    full: bool = False
+    broker_ids: bool = False     # the children of /brokers/ids
+    topic_names: bool = False    # the children of /brokers/topics
+    controller: bool = False
+    brokers: set[int] = dataclasses.field(default_factory=set)
+    topics: set[str] = dataclasses.field(default_factory=set)
+    configs: set[str] = dataclasses.field(default_factory=set)
+    states: set[Key] = dataclasses.field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.full or self.broker_ids or self.topic_names or self.controller
+                    or self.brokers or self.topics or self.configs or self.states)
+
+    def merge(self, other: "_Dirty") -> None:
+        self.full |= other.full
+        self.broker_ids |= other.broker_ids
+        self.topic_names |= other.topic_names
+        self.controller |= other.controller
+        self.brokers |= other.brokers
+        self.topics |= other.topics
+        self.configs |= other.configs
+        self.states |= other.states
+
+
+class MetadataWatcher:
+    """The watched ClusterView of one ZkSession. `await start()` returns once it is loaded."""
+
+    def __init__(self, session: ZkSession, on_change: ChangeHandler | None = None) -> None:
+        self.session = session
+        self.client = session.client
+        self.on_change = on_change
+        self.view = ClusterView()
+        self.endpoints: dict[int, list[tuple[str, str, int]]] = {}  # broker → (listener, host, port)
+        self.is_current = False
+        self._current = asyncio.Event()
+        self._dirty = _Dirty()
+        self._wake = asyncio.Event()
+        self._connection_gen = 0    # bumped on every state change
+        self._connected = False
+        self._task: asyncio.Task | None = None
+        self._callback_tasks: set[asyncio.Task] = set()
+        self._data_watch = session.on_loop(self._on_data_event)
+        self._child_watch = session.on_loop(self._on_child_event)
+        self.reconciles = 0  # batches processed (for tests and metrics)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self, timeout_s: float | None = 30.0) -> "MetadataWatcher":
+        self.session.add_state_listener(self._on_state)
+        self._connected = self.session.state == KazooState.CONNECTED
+        self._dirty.full = True
+        self._task = asyncio.ensure_future(self._run())
+        self._wake.set()
+        await self.wait_current(timeout_s)
+        return self
+
+    async def stop(self) -> None:
+        self.session.remove_state_listener(self._on_state)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await asyncio.gather(*self._callback_tasks, return_exceptions=True)
+
+    async def wait_current(self, timeout_s: float | None = None) -> None:
+        await asyncio.wait_for(self._current.wait(), timeout_s)
+
+    def snapshot(self) -> ClusterView:
+        """A copy of the view that later changes will not touch."""
+        v = self.view
+        return ClusterView(brokers=dict(v.brokers), topics=dict(v.topics), states=dict(v.states),
+                           topic_configs={t: dict(c) for t, c in v.topic_configs.items()},
+                           controller_id=v.controller_id, controller_epoch=v.controller_epoch)
+
+    # -- events from kazoo (already on the loop) ---------------------------------------------------
+
+    def _mark(self) -> None:
+        self._wake.set()
+
+    def _on_state(self, state: str) -> None:
+        self._connection_gen += 1
+        if state == KazooState.CONNECTED:
+            self._connected = True
+            self._dirty.full = True  # every watch was dropped: re-read everything
+            self._mark()
+        else:
+            self._connected = False
+            if self.is_current:
+                self.is_current = False
+                self._current.clear()
+                self._emit([("stale", None)])
+
+    def _on_child_event(self, event) -> None:
+        if event.type == EventType.NONE:
+            return
+        if event.path == BROKER_IDS_PATH:
+            self._dirty.broker_ids = True
+        elif event.path == TOPICS_PATH:
+            self._dirty.topic_names = True
+        else:
+            return
+        self._mark()
+
+    def _on_data_event(self, event) -> None:
+        if event.type == EventType.NONE:
+            return
+        parsed = parse_path(event.path)
+        if parsed is None:
+            return
+        kind, key = parsed
+        d = self._dirty
+        if kind == "controller":
+            d.controller = True
+        elif kind == "broker":
+            d.brokers.add(key)
+        elif kind == "topic":
+            d.topics.add(key)
+        elif kind == "state":
+            d.states.add(key)
+        elif kind == "config":
+            d.configs.add(key)
+        elif kind == "broker_ids":
+            d.broker_ids = True
+        elif kind == "topics":
+            d.topic_names = True
+        self._mark()
+
+    # -- the reconcile task ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._connected or not self._dirty:
+                continue
+            await asyncio.sleep(0)  # let the rest of an event burst land in this batch
+            dirty, self._dirty = self._dirty, _Dirty()
+            gen = self._connection_gen
+            try:
+                events = await self._reconcile(dirty)
+            except KazooException as e:  # connection loss etc.: CONNECTED will bring a full re-read
+                log.info("metadata reconcile interrupted (%r); retrying after reconnect", e)
+                dirty.full = True
+                self._dirty.merge(dirty)
+                if self._connected:
+                    self._mark()
+                continue
+            except Exception:
+                log.exception("metadata reconcile failed; re-reading everything")
+                self._dirty.full = True
+                self._mark()
+                continue
+            self.reconciles += 1
+            if dirty.full and gen == self._connection_gen and self._connected and not self.is_current:
+                self.is_current = True
+                self._current.set()
+                events.append(("current", None))
+            self._emit(events)
+
+    def _emit(self, events: list[tuple[str, Any]]) -> None:
+        if self.on_change is None:
+            return
+        for kind, key in events:
+            try:
+                result = self.on_change(kind, key)
+            except Exception:
+                log.exception("metadata on_change(%r, %r) failed", kind, key)
+                continue
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._callback_tasks.add(task)
+                task.add_done_callback(self._callback_done)
+
+    def _callback_done(self, task: asyncio.Task) -> None:
+        self._callback_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("metadata on_change callback failed", exc_info=task.exception())
+
+    # -- reads (each re-arms its watch) ------------------------------------------------------------
+
+    async def _get(self, path: str) -> tuple[bytes, Any] | None:
+        """Data and stat with a data watch; None (with an exists watch) if there is no znode."""
+        while True:
+            try:
+                return await self.session.wait(self.client.get_async(path, watch=self._data_watch))
+            except NoNodeError:
+                stat = await self.session.wait(self.client.exists_async(path, watch=self._data_watch))
+                if stat is None:
+                    return None
+                # created between the two reads: read it again
+
+    async def _get_many(self, paths: list[str]) -> list[tuple[bytes, Any] | None]:
+        """`_get` for many paths, pipelined, with one loop wake-up per round."""
+        client, wait_all, watch = self.client, self.session.wait_all, self._data_watch
+        out: list[tuple[bytes, Any] | None] = [None] * len(paths)
+        todo = list(range(len(paths)))
+        while todo:
+            got = await wait_all([client.get_async(paths[i], watch=watch) for i in todo])
+            missing = []
+            for i, result in zip(todo, got):
+                if isinstance(result, NoNodeError):
+                    missing.append(i)
+                elif isinstance(result, Exception):
+                    raise result
+                else:
+                    out[i] = result
+            if not missing:
+                break
+            stats = await wait_all([client.exists_async(paths[i], watch=watch) for i in missing])
+            todo = []
+            for i, stat in zip(missing, stats):
+                if isinstance(stat, Exception):
+                    raise stat
+                if stat is not None:  # created between the two reads: read it again
+                    todo.append(i)
+        return out
+
+    async def _get_unwatched(self, path: str) -> tuple[bytes, Any] | None:
+        try:
+            return await self.session.wait(self.client.get_async(path))
+        except NoNodeError:
+            return None
+
+    async def _children(self, path: str) -> list[str]:
+        while True:
+            try:
+                return await self.session.wait(self.client.get_children_async(path, watch=self._child_watch))
+            except NoNodeError:
+                stat = await self.session.wait(self.client.exists_async(path, watch=self._data_watch))
+                if stat is None:
+                    return []
+
+    async def _none(self) -> None:
+        return None
+
+    # -- one batch -----------------------------------------------------------------------------------
+
+    async def _reconcile(self, d: _Dirty) -> list[tuple[str, Any]]:
+        view = self.view
+        if d.full:
+            d.broker_ids = d.topic_names = d.controller = True
+            d.brokers |= set(view.brokers)
+            d.topics |= set(view.topics)
+            d.configs |= set(view.topics)
+        events: list[tuple[str, Any]] = []
+        brokers_changed = False
+
+        # Stage 1: children and the controller.
+        ids, names, controller, epoch = await asyncio.gather(
+            self._children(BROKER_IDS_PATH) if d.broker_ids else self._none(),
+            self._children(TOPICS_PATH) if d.topic_names else self._none(),
+            self._get(CONTROLLER_PATH) if d.controller else self._none(),
+            self._get(CONTROLLER_EPOCH_PATH) if d.controller else self._none())
+        if d.controller:
+            controller_id = NO_LEADER
+            controller_epoch = 0
+            try:
+                controller_id = decode_controller(controller[0]) if controller else NO_LEADER
+                controller_epoch = decode_controller_epoch(epoch[0]) if epoch else 0
+            except FormatError as e:
+                log.warning("unreadable controller znode: %s", e)
+            if (controller_id, controller_epoch) != (view.controller_id, view.controller_epoch):
+                view.controller_id, view.controller_epoch = controller_id, controller_epoch
+                events.append(("controller", None))
+        if ids is not None:
+            live = set()
+            for child in ids:
+                try:
+                    live.add(int(child))
+                except ValueError:
+                    continue
+            for gone in set(view.brokers) - live:
+                del view.brokers[gone]
+                self.endpoints.pop(gone, None)
+                brokers_changed = True
+            d.brokers = {b for b in d.brokers if b in live}
+            d.brokers |= live if d.full else live - set(view.brokers)
+        deleted: set[str] = set()
+        if names is not None:
+            present = set(names)
+            for gone in set(view.topics) - present:
+                self._drop_topic(gone, events)
+                deleted.add(gone)
+            new = present - set(view.topics)
+            d.topics |= new
+            d.configs |= new
+        d.topics -= deleted
+        d.configs -= deleted
+
+        # Stage 2: broker registrations, topic assignments, topic configs.
+        broker_ids = sorted(d.brokers)
+        topics = sorted(d.topics)
+        configs = sorted(d.configs)
+        results = await self._get_many([*(broker_path(b) for b in broker_ids),
+                                        *(topic_path(t) for t in topics),
+                                        *(topic_config_path(t) for t in configs)])
+        broker_results = results[:len(broker_ids)]
+        topic_results = results[len(broker_ids):len(broker_ids) + len(topics)]
+        config_results = results[len(broker_ids) + len(topics):]
+
+        for b, got in zip(broker_ids, broker_results):
+            if got is None:
+                if b in view.brokers:
+                    del view.brokers[b]
+                    self.endpoints.pop(b, None)
+                    brokers_changed = True
+                continue
+            try:
+                info = decode_broker_registration(b, got[0])
+                endpoints = decode_broker_endpoints(got[0])
+            except FormatError as e:
+                log.warning("unreadable registration of broker %d: %s", b, e)
+                continue
+            if view.brokers.get(b) != info or self.endpoints.get(b) != endpoints:
+                view.brokers[b] = info
+                self.endpoints[b] = endpoints
+                brokers_changed = True
+        if brokers_changed:
+            events.insert(0, ("brokers", None))
+
+        new_topics: dict[str, TopicAssignment] = {}
+        changed_topics: dict[str, TopicAssignment] = {}
+        state_reads: set[Key] = set(d.states)
+        for t, got in zip(topics, topic_results):
+            if got is None:
+                if t in view.topics:
+                    self._drop_topic(t, events)
+                deleted.add(t)
+                continue
+            try:
+                assignment = decode_topic_assignment(t, got[0])
+            except FormatError as e:
+                log.warning("unreadable assignment of topic %s: %s", t, e)
+                continue
+            old = view.topics.get(t)
+            if old is None:
+                new_topics[t] = assignment
+                state_reads |= {(t, p) for p in assignment.replicas}
+            else:
+                if old != assignment:
+                    changed_topics[t] = assignment
+                added = set(assignment.replicas) - set(old.replicas)
+                state_reads |= {(t, p) for p in (assignment.replicas if d.full else added)}
+
+        def assignment_of(topic: str) -> TopicAssignment | None:
+            return new_topics.get(topic) or changed_topics.get(topic) or (
+                None if topic in deleted else view.topics.get(topic))
+
+        configs_read: dict[str, dict[str, str]] = {}
+        for t, got in zip(configs, config_results):
+            try:
+                configs_read[t] = decode_topic_config(got[0]) if got else {}
+            except FormatError as e:
+                log.warning("unreadable config of topic %s: %s", t, e)
+
+        # Stage 3: partition states (only of partitions that exist in a live topic).
+        keys = sorted(k for k in state_reads
+                      if (a := assignment_of(k[0])) is not None and k[1] in a.replicas)
+        states = await self._get_many([partition_state_path(t, p) for t, p in keys])
+        read: dict[Key, PartitionState | None] = {}
+        for key, got in zip(keys, states):
+            if got is None:
+                read[key] = None
+                continue
+            try:
+                read[key] = decode_partition_state(got[0], got[1].version)
+            except FormatError as e:
+                log.warning("unreadable state of %s-%d: %s", key[0], key[1], e)
+
+        # A state znode gone from a topic we believe alive: is the whole topic going (a delete by
+        # several multis, or not yet noticed)? One unwatched read per such topic tells.
+        vanished = sorted({key[0] for key, state in read.items()
+                           if state is None and key[0] not in new_topics and key in view.states})
+        if vanished:
+            alive = await asyncio.gather(*(self._get_unwatched(topic_path(t)) for t in vanished))
+            for t, got in zip(vanished, alive):
+                if got is None:
+                    self._drop_topic(t, events)
+                    deleted.add(t)
+
+        # Apply: new topics whole, then changes to existing ones.
+        for t, assignment in new_topics.items():
+            view.topics[t] = assignment
+            view.topic_configs[t] = configs_read.get(t, {})
+            for p in assignment.replicas:
+                state = read.get((t, p))
+                if state is not None:
+                    view.states[(t, p)] = state
+            events.append(("topic", t))
+        for t, assignment in changed_topics.items():
+            if t in deleted:
+                continue
+            for p in set(view.topics[t].replicas) - set(assignment.replicas):
+                if view.states.pop((t, p), None) is not None:
+                    events.append(("partition", (t, p)))
+            view.topics[t] = assignment
+            events.append(("topic", t))
+        for t, config in configs_read.items():
+            if t in new_topics or t in deleted or t not in view.topics:
+                continue
+            if view.topic_configs.get(t) != config:
+                view.topic_configs[t] = config
+                events.append(("config", t))
+        for key, state in sorted(read.items()):
+            t = key[0]
+            if t in new_topics or t in deleted or t not in view.topics:
+                continue
+            if state is None:
+                if view.states.pop(key, None) is not None:
+                    events.append(("partition", key))
+            elif view.states.get(key) != state:
+                view.states[key] = state
+                events.append(("partition", key))
+        return events
+
+    def _drop_topic(self, topic: str, events: list[tuple[str, Any]]) -> None:
+        assignment = self.view.topics.pop(topic, None)
+        if assignment is None:
+            return
+        for p in assignment.replicas:
+            self.view.states.pop((topic, p), None)
+        self.view.topic_configs.pop(topic, None)
+        events.append(("topic_deleted", topic))

@@ -1,12 +1,57 @@
+"""Fixtures: one real ZooKeeper for the session; real broker processes per test, each test in its
+own ZooKeeper chroot so clusters never see each other."""
+
+import itertools
+
 import pytest
 
-from broker_process import BrokerProcess
+from weir.coordination.zookeeper_server import ZooKeeperServer
+from weir.local_cluster import BrokerProcess, LocalCluster
+
+# Short timeouts so failures are detected in seconds, not Kafka's production minutes.
+FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture
-def broker(tmp_path):
-    """A fresh broker process; tests may stop/kill and start it again."""
-    process = BrokerProcess(tmp_path / "logs").start()
-    yield process
-    process.kill()
-    print(process.output())  # shown by pytest when the test fails
+def zookeeper_connect(zookeeper):
+    return f"{zookeeper.connect_string}/test-{next(_chroots)}"
+
+
+@pytest.fixture
+def start_broker(tmp_path, zookeeper_connect):
+    """Start brokers of one cluster: `start_broker(broker_id=0, **overrides)`."""
+    started = []
+
+    def start(broker_id: int = 0, **overrides) -> BrokerProcess:
+        process = BrokerProcess(broker_id, tmp_path / f"broker-{broker_id}", zookeeper_connect,
+                                overrides={**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}})
+        started.append(process)
+        return process.start()
+
+    yield start
+    for process in started:
+        process.kill()
+        print(process.output())  # shown by pytest when the test fails
+
+
+@pytest.fixture
+def broker(start_broker):
+    """A fresh single-broker cluster; tests may stop/kill and start it again."""
+    return start_broker(0)
+
+
+@pytest.fixture
+def cluster(tmp_path, zookeeper_connect):
+    """Three brokers (ids 0, 1, 2) sharing one ZooKeeper chroot."""
+    local = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, overrides=dict(FAST)).start()
+    yield local
+    local.kill()
+    print(local.output())

@@ -26,7 +26,6 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.serial import entity_reader, entity_writer
 
-from broker_process import BrokerProcess
 from clients import confluent_consume, confluent_produce, make_messages
 from log.batches import make_batch, record_values
 from weir.protocol.versions import SUPPORTED_VERSIONS
@@ -378,60 +377,58 @@ def test_api_versions_with_unsupported_version_lists_what_is_supported(broker):
     assert_healthy(broker)
 
 
-def test_frames_beyond_socket_request_max_bytes_close_the_connection(tmp_path):
+def test_frames_beyond_socket_request_max_bytes_close_the_connection(start_broker):
     limit = 1000
-    broker = BrokerProcess(tmp_path / "logs", {"socket.request.max.bytes": str(limit)}).start()
-    try:
-        with RawClient(broker.port) as bystander:
-            # only the size prefix is sent: the broker must not wait for the payload
-            for size in (limit + 1, 2**31 - 1):
-                with RawClient(broker.port) as client:
-                    client.send(struct.pack(">i", size))
-                    client.assert_closed_by_broker()
-                    wait_for_log(broker, client.log_name,
-                                 f"frame of {size} bytes exceeds socket.request.max.bytes {limit}")
-            # ... and sending the payload anyway does not keep the connection open
+    broker = start_broker(socket_request_max_bytes=str(limit))
+    with RawClient(broker.port) as bystander:
+        # only the size prefix is sent: the broker must not wait for the payload
+        for size in (limit + 1, 2**31 - 1):
             with RawClient(broker.port) as client:
-                try:
-                    client.send(struct.pack(">i", 50_000) + b"\x00" * 50_000)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                client.send(struct.pack(">i", size))
                 client.assert_closed_by_broker()
-            # requests pipelined ahead of the bad frame are answered first, as Kafka does
+                wait_for_log(broker, client.log_name,
+                             f"frame of {size} bytes exceeds socket.request.max.bytes {limit}")
+        # ... and sending the payload anyway does not keep the connection open
+        with RawClient(broker.port) as client:
+            try:
+                client.send(struct.pack(">i", 50_000) + b"\x00" * 50_000)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            client.assert_closed_by_broker()
+        # requests pipelined ahead of the bad frame are answered first, as Kafka does
+        with RawClient(broker.port) as client:
+            ahead = b"".join(sized(request_payload(API_VERSIONS, 3, ApiVersionsRequest(
+                client_software_name="x", client_software_version="1"), i)) for i in (1, 2))
+            client.send(ahead + struct.pack(">i", limit + 1) + b"\x00" * 64)
+            assert client.read_response(API_VERSIONS, 3, 1).error_code == NONE
+            assert client.read_response(API_VERSIONS, 3, 2).error_code == NONE
+            client.assert_closed_by_broker()
+            wait_for_log(broker, client.log_name, f"frame of {limit + 1} bytes exceeds")
+        for size in (-1, -2**31):
             with RawClient(broker.port) as client:
-                ahead = b"".join(sized(request_payload(API_VERSIONS, 3, ApiVersionsRequest(
-                    client_software_name="x", client_software_version="1"), i)) for i in (1, 2))
-                client.send(ahead + struct.pack(">i", limit + 1) + b"\x00" * 64)
-                assert client.read_response(API_VERSIONS, 3, 1).error_code == NONE
-                assert client.read_response(API_VERSIONS, 3, 2).error_code == NONE
+                client.send(struct.pack(">i", size) + b"\x00" * 16)
                 client.assert_closed_by_broker()
-                wait_for_log(broker, client.log_name, f"frame of {limit + 1} bytes exceeds")
-            for size in (-1, -2**31):
-                with RawClient(broker.port) as client:
-                    client.send(struct.pack(">i", size) + b"\x00" * 16)
-                    client.assert_closed_by_broker()
-                    wait_for_log(broker, client.log_name, f"negative frame size {size}")
+                wait_for_log(broker, client.log_name, f"negative frame size {size}")
 
-            # a request of exactly the limit is fine
-            with RawClient(broker.port) as client:
-                def request(names):
-                    return MetadataRequest(topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names),
-                                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        # a request of exactly the limit is fine
+        with RawClient(broker.port) as client:
+            def request(names):
+                return MetadataRequest(topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names),
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
 
-                def names(last: int) -> list[str]:
-                    return ["a" * 240, "b" * 240, "c" * 240, "d" * last]
+            def names(last: int) -> list[str]:
+                return ["a" * 240, "b" * 240, "c" * 240, "d" * last]
 
-                last = 150  # names of 128-249 bytes all take a 2-byte length: size grows 1:1
-                last += limit - len(request_payload(METADATA, METADATA_V, request(names(last))))
-                assert 128 <= last <= 249
-                entity = request(names(last))
-                assert len(request_payload(METADATA, METADATA_V, entity)) == limit
-                response = client.call(METADATA, METADATA_V, entity)
-                assert [t.error_code for t in response.topics] == [UNKNOWN_TOPIC_OR_PARTITION] * 4
-            assert bystander.api_versions_ok()
-        assert_healthy(broker)
-    finally:
-        broker.kill()
+            last = 150  # names of 128-249 bytes all take a 2-byte length: size grows 1:1
+            last += limit - len(request_payload(METADATA, METADATA_V, request(names(last))))
+            assert 128 <= last <= 249
+            entity = request(names(last))
+            assert len(request_payload(METADATA, METADATA_V, entity)) == limit
+            response = client.call(METADATA, METADATA_V, entity)
+            assert [t.error_code for t in response.topics] == [UNKNOWN_TOPIC_OR_PARTITION] * 4
+        assert bystander.api_versions_ok()
+    assert_healthy(broker)
+
 
 
 @pytest.mark.parametrize("case", BAD_BATCHES)

@@ -359,8 +359,6 @@ class AdminApis:
         results = await self.controller.call("elect_leaders", election, partitions) or {}
         by_topic: dict[str, list] = {}
         for (topic, p), code in sorted(results.items()):
-            if partitions is None and code == ErrorCode.election_not_needed:
-                continue  # "all partitions": report only those that moved or failed
             by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
                                                    "error_message": None if not code else code.name})
         return {"throttle_time": 0, "error_code": 0, "replica_election_results": [

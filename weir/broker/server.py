@@ -77,6 +77,7 @@ class Broker:
         self.replicas.can_lead = True
         self.replicas.apply_view(self.watcher.view, _now_ms())
         await self.controller.start()
+        await self._wait_for_controller()
         self._tasks = [loop.create_task(t) for t in (
             self._every(config["log.retention.check.interval.ms"], self.replicas.maintain),
             self._every(1000, self.replicas.flush_due),
@@ -87,6 +88,13 @@ class Broker:
         )]
         log.info("broker %d listening on %s:%d (log.dirs=%s, zookeeper.connect=%s)", self.broker_id, host, port,
                  config["log.dirs"], config["zookeeper.connect"])
+
+    async def _wait_for_controller(self) -> None:
+        """Clients look for the controller in Metadata (CreateTopics goes there): be ready only
+        once the cluster has one."""
+        deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 30
+        while self.watcher.view.controller_id < 0 and time.monotonic() < deadline:
+            await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - time.monotonic())
 
     async def _register(self) -> None:
         """Make this broker live. After a kill -9 the old session's registration lingers until

@@ -262,10 +262,6 @@ def garbage_frames() -> dict[str, bytes]:
         "frame shorter than a header": sized(b"\x00\x03\x00"),
         "client id past the end": sized(struct.pack(">hhih", METADATA, 1, 1, 50) + b"short"),
         "negative client id length": sized(struct.pack(">hhih", METADATA, 1, 1, -7)),
-        "trailing bytes after a valid body":
-            sized(request_payload(API_VERSIONS, 3, ApiVersionsRequest(client_software_name="x",
-                                                                      client_software_version="1"))
-                  + b"\x01\x02"),
     }
     # garbage body for every api and version range end the broker supports
     for api_key, (low, high) in SUPPORTED_VERSIONS.items():
@@ -281,7 +277,6 @@ GARBAGE_REASONS = {  # what the broker's log line says, for the frames not named
     "frame shorter than a header": "shorter than a header",
     "client id past the end": "client id runs past the end",
     "negative client id length": "negative client id length",
-    "trailing bytes after a valid body": "trailing bytes",
 }
 
 

@@ -137,7 +137,7 @@ class Connection(asyncio.Protocol):
         try:
             request = codec.decode_request(header, frame)
         except codec.MalformedRequest as e:
-            self.close(str(e))
+            self.close(f"{e} (request starts {bytes(frame[:48]).hex()})")
             return None
         try:
             body = self.apis.handlers[api_key](header, request)

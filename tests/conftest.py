@@ -49,9 +49,22 @@ def broker(start_broker):
 
 
 @pytest.fixture
-def cluster(tmp_path, zookeeper_connect):
-    """Three brokers (ids 0, 1, 2) sharing one ZooKeeper chroot."""
-    local = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, overrides=dict(FAST)).start()
-    yield local
-    local.kill()
-    print(local.output())
+def start_cluster(tmp_path, zookeeper_connect):
+    """Start a three-broker cluster (ids 0, 1, 2) with broker settings: `start_cluster(**overrides)`."""
+    started = []
+
+    def start(**overrides) -> LocalCluster:
+        settings = {**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}}
+        local = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, overrides=settings)
+        started.append(local)
+        return local.start()
+
+    yield start
+    for local in started:
+        local.kill()
+        print(local.output())  # shown by pytest when the test fails
+
+
+@pytest.fixture
+def cluster(start_cluster):
+    return start_cluster()

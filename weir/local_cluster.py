@@ -118,7 +118,32 @@ class LocalCluster:
             broker.start(wait=False)
         for broker in self.brokers:
             broker.wait_ready()
+        self.wait_until_all_see_each_other()
         return self
+
+    def wait_until_all_see_each_other(self, timeout_s: float = 30) -> None:
+        """Every broker's metadata lists every broker (each learns of the others from ZooKeeper)."""
+        import asyncio
+
+        from .client import BrokerConnection
+        from .protocol.versions import ApiKey
+
+        async def brokers_seen_by(broker: BrokerProcess) -> int:
+            async with await BrokerConnection.open("127.0.0.1", broker.port, timeout_s=10) as conn:
+                response = await conn.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                                                    "include_topic_authorized_operations": False})
+                return len(response.brokers)
+
+        async def wait() -> None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            for broker in self.brokers:
+                while await brokers_seen_by(broker) < len(self.brokers):
+                    if loop.time() > deadline:
+                        raise RuntimeError(f"broker {broker.broker_id} does not see every broker")
+                    await asyncio.sleep(0.05)
+
+        asyncio.run(wait())
 
     def stop(self) -> None:
         for broker in self.brokers:

@@ -37,8 +37,8 @@ def test_kill_leader_mid_stream_elects_from_isr_and_loses_nothing(cluster):
     assert_all_acked_readable(cluster.bootstrap, producer)
 
 
-def test_paused_follower_leaves_isr_and_rejoins_after_catching_up(start_broker):
-    brokers = [start_broker(i, replica_lag_time_max_ms="3000") for i in range(3)]
+def test_paused_follower_leaves_isr_and_rejoins_after_catching_up(start_cluster):
+    brokers = start_cluster(replica_lag_time_max_ms="3000").brokers
     bootstrap = brokers[0].bootstrap
     create_topic(bootstrap, "paused", 1, 3, **{"min.insync.replicas": "2"})
     leader, replicas, _ = partition_metadata(bootstrap, "paused")[0]

@@ -1,20 +1,24 @@
-"""`weir bench produce|consume`: confluent-kafka against Weir, and against a no-op sink.
+"""`weir bench produce|consume|replication`: confluent-kafka against real Weir clusters.
 
-The sink is a tiny server built from the same protocol and connection code as
-the broker whose Produce handler stores nothing, so the ratio Weir/sink tells
-what the log and the broker's bookkeeping cost. Results are printed, never
-asserted: speed is measured here, not in tests.
+- produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
+  connection code whose Produce handler stores nothing - so the ratio says what the log costs.
+- consume: the consume rate against the produce rate.
+- replication: three brokers; RF=3 acks=all against RF=1 acks=1; acks=all latency at a steady
+  1,000 msg/s; and the time from kill -9 of a broker leading 1,000 partitions until every one of
+  them takes writes again.
+Results are printed, never asserted: speed is measured here, not in tests.
 """
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from .protocol.hot_responses import ProducePartitionResult, encode_produce_response
+from .coordination.zookeeper_server import free_port
 from .protocol.versions import ApiKey
 
 BENCH_TOPIC = "bench"
@@ -25,9 +29,9 @@ class SinkApis:
     """Answers ApiVersions, Metadata and Produce; Produce stores nothing."""
 
     def __init__(self, port: int) -> None:
-        from .broker.apis import KafkaApis
+        from .broker.apis import DataApis
         self.port = port
-        self.api_versions_body = KafkaApis.api_versions_body
+        self.api_versions_body = DataApis.api_versions_body
         self.next_offset = 0
         self.handlers = {
             ApiKey.API_VERSIONS: lambda h, r: self.api_versions_body(0),
@@ -69,22 +73,18 @@ def serve_sink(port: int) -> None:
     asyncio.run(main())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args: list[str]) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, stdin=subprocess.DEVNULL)
+def _start_sink(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     for line in proc.stdout:
         if "ready on" in line:
             return proc
-    raise RuntimeError(f"{args} did not start")
+    raise RuntimeError("the no-op sink did not start")
 
 
-def _produce(bootstrap: str, records: int, size: int) -> dict:
+def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, acks: str = "all",
+             partitions: int = 1, rate: float | None = None) -> dict:
+    """Produce `records` records as fast as possible, or at `rate` per second for latency."""
     from confluent_kafka import Producer
     latencies = []
     errors = []
@@ -95,28 +95,33 @@ def _produce(bootstrap: str, records: int, size: int) -> dict:
         else:
             latencies.append(msg.latency())
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0 if rate else 5,
                          "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
     payload = os.urandom(size)
-    producer.produce(BENCH_TOPIC, payload, partition=0)  # metadata and connection warm-up
+    for p in range(partitions):  # metadata and connection warm-up
+        producer.produce(topic, payload, partition=p)
     producer.flush(30)
     latencies.clear()
     start = time.perf_counter()
-    for _ in range(records):
+    for i in range(records):
+        if rate:
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                producer.poll(delay)
         while True:
             try:
-                producer.produce(BENCH_TOPIC, payload, partition=0, on_delivery=delivered)
+                producer.produce(topic, payload, partition=i % partitions, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.05)
+        producer.poll(0)
     producer.flush(120)
     elapsed = time.perf_counter() - start
     if errors:
         raise RuntimeError(f"{len(errors)} produce errors, first: {errors[0]}")
     latencies.sort()
     return {"records/s": records / elapsed, "MB/s": records * size / elapsed / 1e6,
-            "p50 ms": latencies[len(latencies) // 2] * 1000, "p99 ms": latencies[int(len(latencies) * 0.99)] * 1000,
-            "seconds": elapsed}
+            "p50 ms": latencies[len(latencies) // 2] * 1000, "p99 ms": latencies[int(len(latencies) * 0.99)] * 1000}
 
 
 def _consume(bootstrap: str, records: int, record_size: int, skip: int) -> dict:
@@ -134,11 +139,32 @@ def _consume(bootstrap: str, records: int, record_size: int, skip: int) -> dict:
         seen += len(batch)
     elapsed = time.perf_counter() - start
     consumer.close()
-    return {"records/s": seen / elapsed, "MB/s": seen * record_size / elapsed / 1e6, "seconds": elapsed}
+    return {"records/s": seen / elapsed, "MB/s": seen * record_size / elapsed / 1e6}
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
+                  assignment: list | None = None, **config) -> None:
+    """CreateTopics over Weir's own client (confluent-kafka 2.16 refuses a replica assignment)."""
+    import asyncio
+
+    from .client import BrokerConnection, check_error
+    from .protocol.versions import ApiKey
+
+    async def create() -> None:
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        async with await BrokerConnection.open(host, int(port), timeout_s=60) as conn:
+            response = await conn.request(ApiKey.CREATE_TOPICS, 7, {"timeout": 60_000, "validate_only": False, "topics": [{
+                "name": name, "num_partitions": -1 if assignment else partitions,
+                "replication_factor": -1 if assignment else replication,
+                "assignments": [{"partition_index": i, "broker_ids": r} for i, r in enumerate(assignment or [])],
+                "configs": [{"name": k, "value": v} for k, v in config.items()]}]})
+            check_error(response.topics[0].error_code, response.topics[0].error_message)
+
+    asyncio.run(create())
 
 
 def _row(name: str, figures: dict) -> str:
-    return f"{name:<22}" + "  ".join(f"{k} {v:>12,.2f}" for k, v in figures.items())
+    return f"{name:<26}" + "  ".join(f"{k} {v:>12,.2f}" for k, v in figures.items())
 
 
 def _median(runs: list[dict]) -> dict:
@@ -146,44 +172,95 @@ def _median(runs: list[dict]) -> dict:
     return {k: sorted(r[k] for r in runs)[len(runs) // 2] for k in runs[0]}
 
 
-def run_bench(args) -> int:
-    procs = []
+def _bench_produce(bootstrap: str, args) -> None:
+    sink_port = free_port()
+    sink = _start_sink(sink_port)
     try:
-        if args.bootstrap:
-            bootstrap = args.bootstrap
-        else:
-            port = _free_port()
-            data = tempfile.mkdtemp(prefix="weir-bench-")
-            procs.append(_start(["weir.cli", "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                                 "--override", f"log.dirs={data}", "--override", "num.partitions=1"]))
-            bootstrap = f"127.0.0.1:{port}"
-        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, acks=all, one partition, "
-              f"median of {args.rounds} rounds")
-        if args.workload == "produce":
-            sink_port = _free_port()
-            procs.append(_start(["weir.bench", str(sink_port)]))
-            weir_runs, sink_runs = [], []
-            for _ in range(args.rounds):  # alternate, so both see the same machine
-                weir_runs.append(_produce(bootstrap, args.records, args.record_size))
-                sink_runs.append(_produce(f"127.0.0.1:{sink_port}", args.records, args.record_size))
-            weir, sink = _median(weir_runs), _median(sink_runs)
-            print(_row("weir produce", weir))
-            print(_row("no-op sink produce", sink))
-            print(f"ratio weir/sink records/s: {weir['records/s'] / sink['records/s']:.2f} (target >= 0.8)")
-        else:
-            produced, consumed = [], []
-            for _ in range(args.rounds):
-                produced.append(_produce(bootstrap, args.records, args.record_size))
-                consumed.append(_consume(bootstrap, args.records, args.record_size, skip=args.records * len(consumed)))
-            produce, consume = _median(produced), _median(consumed)
-            print(_row("weir produce", produce))
-            print(_row("weir consume", consume))
-            print(f"ratio consume/produce records/s: {consume['records/s'] / produce['records/s']:.2f}"
-                  " (target >= 1.0)")
+        weir_runs, sink_runs = [], []
+        for _ in range(args.rounds):  # alternate, so both see the same machine
+            weir_runs.append(_produce(bootstrap, args.records, args.record_size))
+            sink_runs.append(_produce(f"127.0.0.1:{sink_port}", args.records, args.record_size))
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(30)
+        sink.terminate()
+        sink.wait(30)
+    weir, nothing = _median(weir_runs), _median(sink_runs)
+    print(_row("weir produce", weir))
+    print(_row("no-op sink produce", nothing))
+    print(f"ratio weir/sink records/s: {weir['records/s'] / nothing['records/s']:.2f} (target >= 0.8)")
+
+
+def _bench_consume(bootstrap: str, args) -> None:
+    produced, consumed = [], []
+    for _ in range(args.rounds):
+        produced.append(_produce(bootstrap, args.records, args.record_size))
+        consumed.append(_consume(bootstrap, args.records, args.record_size,
+                                 skip=(args.records + 1) * len(consumed)))
+    produce, consume = _median(produced), _median(consumed)
+    print(_row("weir produce", produce))
+    print(_row("weir consume", consume))
+    print(f"ratio consume/produce records/s: {consume['records/s'] / produce['records/s']:.2f} (target >= 1.0)")
+
+
+def _bench_replication(cluster, args) -> None:
+    bootstrap = cluster.bootstrap
+    _create_topic(bootstrap, "rf1", 1, 1)
+    _create_topic(bootstrap, "rf3", 1, 3, **{"min.insync.replicas": "2"})
+    rf3_runs, rf1_runs = [], []
+    for _ in range(args.rounds):
+        rf3_runs.append(_produce(bootstrap, args.records, args.record_size, "rf3", "all"))
+        rf1_runs.append(_produce(bootstrap, args.records, args.record_size, "rf1", "1"))
+    rf3, rf1 = _median(rf3_runs), _median(rf1_runs)
+    print(_row("RF=3 acks=all", rf3))
+    print(_row("RF=1 acks=1", rf1))
+    print(f"ratio RF=3 acks=all / RF=1 acks=1 records/s: {rf3['records/s'] / rf1['records/s']:.2f} (target >= 0.5)")
+    steady = _produce(bootstrap, 10_000, args.record_size, "rf3", "all", rate=1000)
+    print(_row("RF=3 acks=all @1000/s", steady) + "  (target p99 < 5 ms)")
+    print(f"failover: {_failover_seconds(cluster, args):.2f} s from kill -9 of the leader of 1,000 partitions until "
+          f"all take acks=all writes (zookeeper.session.timeout.ms {cluster.brokers[0].overrides.get('zookeeper.session.timeout.ms')}; "
+          f"target <= session timeout + 1 s)")
+
+
+def _failover_seconds(cluster, args) -> float:
+    from confluent_kafka import Producer
+    partitions = 1000
+    _create_topic(cluster.bootstrap, "failover", assignment=[[0, 1, 2]] * partitions)  # broker 0 leads all
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": 120_000, "retry.backoff.ms": 20, "retry.backoff.max.ms": 50,
+                         "topic.metadata.refresh.interval.ms": 200})
+    for p in range(partitions):
+        producer.produce("failover", b"before", partition=p)
+    producer.flush(60)
+    cluster.brokers[0].kill()
+    killed = time.perf_counter()
+    pending = {p for p in range(partitions)}
+    delivered_at = {}
+
+    def delivered(err, msg):
+        if err is None:
+            delivered_at[msg.partition()] = time.perf_counter()
+
+    for p in pending:
+        producer.produce("failover", b"after", partition=p, on_delivery=delivered)
+    producer.flush(120)
+    if len(delivered_at) < partitions:
+        raise RuntimeError(f"only {len(delivered_at)} of {partitions} partitions took writes again")
+    return max(delivered_at.values()) - killed
+
+
+def run_bench(args) -> int:
+    from .local_cluster import LocalCluster
+    size = 3 if args.workload == "replication" else 1
+    print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, median of {args.rounds} rounds, "
+          f"{size} broker(s) on 127.0.0.1")
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), size,
+                           overrides={"zookeeper.session.timeout.ms": "6000", "num.partitions": "1"})
+    try:
+        cluster.start()
+        {"produce": lambda: _bench_produce(cluster.bootstrap, args),
+         "consume": lambda: _bench_consume(cluster.bootstrap, args),
+         "replication": lambda: _bench_replication(cluster, args)}[args.workload]()
+    finally:
+        cluster.kill()
     return 0
 
 

@@ -68,17 +68,26 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=_up)
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
-    bench.add_argument("workload", choices=["produce", "consume"])
+    bench.add_argument("workload", choices=["produce", "consume", "replication"])
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)
-    bench.add_argument("--bootstrap", help="bench an already running broker instead of starting one")
     bench.set_defaults(func=_bench)
 
     # -- admin tools: topics, configs, elect-leaders, cluster (weir/admin_cli.py) --
     from .admin_cli import register as register_admin_commands
     register_admin_commands(sub)
     # -- end admin tools --
+
+    # -- deterministic simulator: weir sim (weir/sim/command.py) --
+    from .sim.command import register as register_sim_command
+    register_sim_command(sub)
+    # -- end simulator --
+
+    # -- verify: the Jepsen-style harness (weir/verify/) --
+    from .verify.cli import register as register_verify_command
+    register_verify_command(sub)
+    # -- end verify --
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -32,6 +32,14 @@ class CloseConnection(Exception):
     """The client must learn of an error it gets no response for (acks=0)."""
 
 
+class InOrder:
+    """An answer that is decided later but must not hold back the requests behind it (acks=all
+    Produce: the append is done; only the answer waits for the ISR)."""
+
+    def __init__(self, awaitable) -> None:
+        self.awaitable = awaitable
+
+
 class DataApis:
     def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
@@ -92,7 +100,7 @@ class DataApis:
         if not waiting or all(f.done() for _, f in waiting):
             self._settle(waiting)
             return encode_produce_response(header.api_version, topics_out)
-        return self._produce_replicated(header.api_version, topics_out, waiting)
+        return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
 
     async def _produce_replicated(self, version: int, topics_out, waiting) -> bytes:
         await asyncio.gather(*(f for _, f in waiting))

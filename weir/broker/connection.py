@@ -1,9 +1,12 @@
 """One client connection: framing, in-order dispatch, and response writing.
 
-Requests on a connection are handled one at a time and answered in order, as
-Kafka does: while a request waits (a long-polling fetch, a large sendfile), the
-frames behind it queue up, and reading pauses once the queue is long. Bad input
-closes only this connection; the broker goes on serving the others.
+Requests on a connection are handled in order and answered in order, as Kafka
+does. A request that waits (a long-polling fetch, a large sendfile, an admin
+change) holds back the frames behind it, and reading pauses once they are many.
+One exception: an acks=all Produce is appended at once and only its answer
+waits for the ISR (`InOrder`), so pipelined produce requests replicate
+together instead of one round trip each; answers still leave in request order.
+Bad input closes only this connection; the broker goes on serving the others.
 """
 
 import asyncio
@@ -20,7 +23,7 @@ from ..protocol.header import MalformedHeader, RequestHeader, read_request_heade
 from ..protocol.hot_responses import FileRegion
 from ..protocol.errors import ErrorCode
 from ..protocol.versions import ApiKey, is_supported
-from .apis import CloseConnection
+from .apis import CloseConnection, InOrder
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,9 @@ class Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._frames: deque[bytes] = deque()
         self._busy = False
+        self._in_order: deque[list] = deque()  # [header, task or None, body]: answers not yet written
+        self._in_order_drained = asyncio.Event()
+        self._in_order_drained.set()
         self._reading_paused = False
         self._closed = False
         self._close_reason: str | None = None  # set by a bad frame size: close when the queue drains
@@ -91,7 +97,7 @@ class Connection(asyncio.Protocol):
                 self._busy = True
                 asyncio.get_running_loop().create_task(self._finish(pending))
         if self._close_reason is not None:
-            if not self._frames and not self._busy:
+            if not self._frames and not self._busy and not self._in_order:
                 self.close(self._close_reason)
             return
         self._throttle_reading()
@@ -104,6 +110,9 @@ class Connection(asyncio.Protocol):
             self.close("internal error")
         finally:
             self._busy = False
+        self._in_order: deque[list] = deque()  # [header, task or None, body]: answers not yet written
+        self._in_order_drained = asyncio.Event()
+        self._in_order_drained.set()
         self._process()
 
     def _throttle_reading(self) -> None:
@@ -148,9 +157,39 @@ class Connection(asyncio.Protocol):
             log.exception("api %d v%d from %s failed", api_key, version, self.peer)
             self.close("internal error")
             return None
+        if isinstance(body, InOrder):
+            self._queue_answer(header, asyncio.ensure_future(body.awaitable))
+            return None
         if inspect.iscoroutine(body):
             return self._respond_later(header, body)
+        if self._in_order:
+            self._queue_answer(header, None, body)
+            return None
         return self._respond(header, body)  # a coroutine only when sendfile must be awaited
+
+    def _queue_answer(self, header: RequestHeader, task: asyncio.Future | None, body=None) -> None:
+        """Answer after the answers queued before it (a task's result, or `body` when ready)."""
+        self._in_order.append([header, task, body])
+        self._in_order_drained.clear()
+        if task is not None:
+            task.add_done_callback(lambda _: self._write_in_order())
+
+    def _write_in_order(self) -> None:
+        while self._in_order and (self._in_order[0][1] is None or self._in_order[0][1].done()):
+            header, task, body = self._in_order.popleft()
+            if task is not None:
+                try:
+                    body = task.result()
+                except Exception:
+                    log.exception("request from %s failed", self.peer)
+                    self.close("internal error")
+                    return
+            sending = self._respond(header, body)
+            assert sending is None, "in-order answers are never sendfile responses"
+        if not self._in_order:
+            self._in_order_drained.set()
+            if self._close_reason is not None:
+                self._process()
 
     def _respond(self, header: RequestHeader, body) -> Coroutine | None:
         """Write a handler's answer: a dict for kio, bytes, a list of buffers, or None (no answer)."""
@@ -169,6 +208,7 @@ class Connection(asyncio.Protocol):
             self._write_frame([self._header(header), body])
 
     async def _respond_later(self, header: RequestHeader, pending: Coroutine) -> None:
+        await self._in_order_drained.wait()  # answers owed before this one go first
         sending = self._respond(header, await pending)
         if sending is not None:
             await sending

@@ -1,0 +1,74 @@
+"""A short matrix with real processes: both sides of the expectation of `weir verify --matrix`.
+
+- The Jepsen configuration (unclean election on, min ISR 1, acks=all) under the Jepsen schedule
+  (leader cut from its followers, then from ZooKeeper, then healed) loses acknowledged writes.
+- Unclean election off, min ISR 2, acks=all loses none: under the same schedule, and under a mix
+  of kills, pauses, partitions, isolation and ZooKeeper restarts.
+
+Each run takes about half a minute (one fault cycle); the file, about two minutes.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from weir.cli import main
+from weir.verify.runner import RunOptions, expectation, expectation_failures, run_test
+
+SHORT = {"quiet_s": 3, "fault_s": 6, "recovery_s": 4, "rate": 150, "seed": 7}
+
+
+def processes_mentioning(path: Path) -> list[str]:
+    """Command lines of live processes naming `path` (brokers name their log.dirs, ZooKeeper its zoo.cfg)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(path) in cmdline:
+                found.append(cmdline)
+    return found
+
+
+def run(tmp_path, **options) -> dict:
+    opts = RunOptions(out=tmp_path, **{**SHORT, **options})
+    results = run_test(opts)
+    assert processes_mentioning(tmp_path) == [], "the run left processes behind"
+    assert (Path(results["run_dir"]) / "report.html").stat().st_size > 0
+    assert (Path(results["run_dir"]) / "history.jsonl").stat().st_size > 0
+    return results
+
+
+def describe(results) -> str:
+    r = results["result"]
+    return f"{results['name']}: counts {r['counts']}, stats {r['stats']}, faults {results['faults']}"
+
+
+def test_jepsen_configuration_loses_acknowledged_writes(tmp_path):
+    results = run(tmp_path, nemesis="jepsen", unclean=True, min_isr=1, acks="all", time_s=17)
+    assert expectation(results["cell"]) == "loses"
+    assert results["result"]["stats"]["final_read_complete"], describe(results)
+    assert results["result"]["counts"]["lost-write"] > 0, describe(results)
+    assert expectation_failures([results]) == []
+
+
+@pytest.mark.parametrize("nemesis, time_s", [("jepsen", 17), ("mixed", 30)])
+def test_unclean_off_min_isr_2_acks_all_loses_nothing(tmp_path, nemesis, time_s):
+    results = run(tmp_path, nemesis=nemesis, unclean=False, min_isr=2, acks="all", time_s=time_s)
+    assert expectation(results["cell"]) == "safe"
+    assert results["faults"] >= 1
+    assert results["result"]["stats"]["final_read_complete"], describe(results)
+    assert results["result"]["stats"]["ok"] > 0, describe(results)
+    assert results["result"]["counts"]["lost-write"] == 0, describe(results)
+    assert results["result"]["counts"]["inconsistent-offsets"] == 0, describe(results)
+    assert expectation_failures([results]) == []
+
+
+def test_idempotent_is_refused_with_a_reason_while_brokers_lack_init_producer_id(tmp_path, capsys):
+    status = main(["verify", "--idempotent", "--time", "1", "--out", str(tmp_path), "--name", "idem"])
+    assert status == 2
+    assert "InitProducerId" in capsys.readouterr().err
+    assert processes_mentioning(tmp_path) == []

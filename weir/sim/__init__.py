@@ -1,0 +1,12 @@
+"""The deterministic simulator (`weir sim`): the pure cores of `weir.replication` and
+`weir.controller` driven through seeded fault schedules, FoundationDB/TigerBeetle style.
+
+One seed is one reproducible run: the simulated clock and event queue (events.py), in-memory logs
+that lose their unflushed tail on a crash (memlog.py), a network that delays, drops, duplicates and
+partitions (network.py), a model of ZooKeeper with sessions, ephemerals, versions and one-shot
+watches (zookeeper.py), brokers (broker.py) and the controller (controller.py) built as thin shells
+around the very cores the real broker runs, producers and readers (clients.py), the fault schedule
+(nemesis.py), the invariants checked after every step (checker.py), and the runner that ties them
+together, shrinks failing schedules and runs many seeds in parallel (runner.py). Named scenarios
+are in scenarios.py, deliberately broken rules in mutants.py.
+"""

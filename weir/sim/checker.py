@@ -1,0 +1,237 @@
+"""The invariants, checked after every step of a simulation.
+
+The checker keeps a ledger per partition: the committed log, i.e. the values below the highest HW
+any leader has reached, extended each time a leader's HW moves. Every rule is checked against it:
+
+- COMMITTED-STABLE (log matching below the HW; KafkaReplication.tla's consistency): whenever a
+  replica's HW moves (a leader, or a follower once it has truncated and fetches), its records
+  below the new HW equal the ledger's. So a
+  record below a reader's HW is never later different at any replica that counts it committed.
+- ONE-LEADER-PER-EPOCH: every HW advance names (leader epoch, leader); two brokers committing
+  under the same leader epoch is a violation.
+- LEADER-COMPLETENESS (KafkaReplication.tla's LeaderCompleteness): a broker taking a leadership
+  (a new LeaderPartition, or a new epoch of one) holds the whole ledger.
+- CLEAN-ELECTION: a partition state written with a leader outside the previous ISR, while the
+  controller did not allow unclean election, is a violation by itself.
+- ACKED-DURABLE: an acks=all success names an offset whose value is committed at that moment; it
+  is protected if the topic had min.insync.replicas >= 2 and unclean election off when it was
+  acknowledged, and a protected write must be in every later leader's log and at the end.
+- READ-CONSISTENT and READER-HW-MONOTONIC: what a reader reads below the HW is the ledger's, and
+  the HW a reader is told never goes back.
+- CORE-ASSERTIONS: LeaderPartition.check_invariants() on every leader, and any AssertionError a
+  core raises, are violations.
+
+An unclean election that the controller was allowed to make voids the guarantees for what was
+committed before it: the ledger is cut back to what the new leader holds, protected writes beyond
+are released, and readers' HW history is forgotten. That is what the setting accepts; the
+Jepsen scenario counts those lost writes instead of failing on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from weir.coordination.model import NO_LEADER
+from weir.replication.follower import FollowerState
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    detail: str
+    at_ms: int
+
+
+@dataclass
+class _Watched:
+    leader: object = None
+    leader_epoch: int = -1
+    leader_hw: int = 0
+    follower: object = None
+    follower_hw: int = 0
+
+
+@dataclass
+class PartitionLedger:
+    committed: list = field(default_factory=list)
+    acked: dict = field(default_factory=dict)  # offset -> (value, protected)
+    commit_leaders: dict = field(default_factory=dict)  # leader epoch -> broker
+    unclean_epochs: set = field(default_factory=set)
+    reader_hw: int = -1
+    lost: list = field(default_factory=list)  # acknowledged acks=all writes voided by unclean elections
+
+
+class Checker:
+    def __init__(self, world) -> None:
+        self.world = world
+        self.ledgers = {key: PartitionLedger() for key in world.keys}
+        self.watched: dict = {}
+        self.violations: list[Violation] = []
+        self.acked_total = 0
+
+    def fail(self, rule: str, detail: str) -> None:
+        violation = Violation(rule, detail, self.world.events.now)
+        self.violations.append(violation)
+        self.world.trace(f"VIOLATION {rule}: {detail}")
+
+    # ----- after every step
+
+    def after_step(self) -> None:
+        for broker in self.world.brokers:
+            if not broker.up:
+                continue
+            for key, partition in broker.partitions.items():
+                w = self.watched.get((broker.id, key))
+                if w is None:
+                    w = self.watched[(broker.id, key)] = _Watched()
+                leader = partition.leader
+                if leader is not None:
+                    if leader is not w.leader or leader.leader_epoch != w.leader_epoch:
+                        w.leader, w.leader_epoch, w.leader_hw = leader, leader.leader_epoch, 0
+                        self._new_leadership(broker, key, leader.leader_epoch, partition.log)
+                    if leader.high_watermark != w.leader_hw:
+                        self._leader_hw(broker, key, leader.leader_epoch, partition.log, w.leader_hw,
+                                        leader.high_watermark)
+                        w.leader_hw = leader.high_watermark
+                    try:
+                        leader.check_invariants()
+                    except AssertionError as e:
+                        self.fail("core-assertion", f"b{broker.id} {key}: LeaderPartition.check_invariants: {e!r}")
+                else:
+                    w.leader = None
+                follower = partition.follower
+                if follower is not None and follower.state is FollowerState.FETCHING:
+                    if follower is not w.follower:
+                        w.follower, w.follower_hw = follower, 0
+                    if follower.high_watermark > w.follower_hw:
+                        self._check_prefix(broker, key, partition.log, w.follower_hw, follower.high_watermark,
+                                           "follower")
+                        w.follower_hw = follower.high_watermark
+                    elif follower.high_watermark < w.follower_hw:
+                        w.follower_hw = follower.high_watermark
+                else:
+                    w.follower = None
+
+    def _leader_hw(self, broker, key, epoch, log, old, new) -> None:
+        ledger = self.ledgers[key]
+        if new < old:
+            self.fail("hw-monotonic", f"b{broker.id} {key} epoch {epoch}: leader HW went from {old} to {new}")
+            return
+        holder = ledger.commit_leaders.setdefault(epoch, broker.id)
+        if holder != broker.id:
+            self.fail("one-leader-per-epoch", f"{key}: b{holder} and b{broker.id} both committed in leader epoch "
+                                              f"{epoch}")
+        committed = ledger.committed
+        if new > log.log_end_offset:
+            self.fail("core-assertion", f"b{broker.id} {key}: HW {new} beyond LEO {log.log_end_offset}")
+            return
+        values = log.values
+        for offset in range(min(old, len(committed)), new):
+            if offset < len(committed):
+                if committed[offset] != values[offset]:
+                    self.fail("committed-stable", f"{key} offset {offset}: committed {committed[offset]!r}, leader "
+                                                  f"b{broker.id} (epoch {epoch}) has {values[offset]!r} below its HW "
+                                                  f"{new}")
+                    return
+            else:
+                committed.append(values[offset])
+
+    def _check_prefix(self, broker, key, log, old, new, role) -> None:
+        committed = self.ledgers[key].committed
+        if new > len(committed):
+            self.fail("committed-stable", f"b{broker.id} {key}: {role} HW {new} beyond anything committed "
+                                          f"({len(committed)})")
+            return
+        if log.values[old:new] != committed[old:new]:
+            offset = next(o for o in range(old, new) if log.values[o] != committed[o])
+            self.fail("committed-stable", f"{key} offset {offset}: committed {committed[offset]!r}, {role} "
+                                          f"b{broker.id} has {log.values[offset]!r} below its HW {new}")
+
+    def _new_leadership(self, broker, key, epoch, log) -> None:
+        ledger = self.ledgers[key]
+        committed = ledger.committed
+        if epoch in ledger.unclean_epochs:
+            keep = 0
+            limit = min(len(committed), log.log_end_offset)
+            while keep < limit and committed[keep] == log.values[keep]:
+                keep += 1
+            if keep < len(committed):
+                self.world.trace(f"checker: unclean leader b{broker.id} of {key} epoch {epoch} drops committed "
+                                 f"offsets {keep}..{len(committed) - 1}")
+                del committed[keep:]
+            for offset, (value, protected) in sorted(ledger.acked.items()):
+                if offset >= keep:
+                    ledger.lost.append((offset, value))
+                    del ledger.acked[offset]
+            ledger.reader_hw = -1
+            return
+        if log.values[:len(committed)] != committed:
+            if log.log_end_offset < len(committed):
+                detail = f"LEO {log.log_end_offset} < committed {len(committed)}"
+            else:
+                offset = next(o for o in range(len(committed)) if log.values[o] != committed[o])
+                detail = f"offset {offset}: committed {committed[offset]!r}, has {log.values[offset]!r}"
+            self.fail("leader-completeness", f"b{broker.id} leads {key} in epoch {epoch} without every committed "
+                                             f"record: {detail}")
+            return
+        self._check_acked(key, log, f"new leader b{broker.id} epoch {epoch}")
+
+    def _check_acked(self, key, log, who) -> None:
+        for offset, (value, protected) in self.ledgers[key].acked.items():
+            if protected and (offset >= log.log_end_offset or log.values[offset] != value):
+                self.fail("acked-durable", f"{key}: acknowledged acks=all write {value!r} at offset {offset} is "
+                                           f"missing at {who}")
+                return
+
+    # ----- reports from the clients and the controller
+
+    def on_acked(self, key, offset, value, leader_id) -> None:
+        ledger = self.ledgers[key]
+        self.acked_total += 1
+        committed = ledger.committed
+        if offset >= len(committed) or committed[offset] != value:
+            have = committed[offset] if offset < len(committed) else None
+            self.fail("acked-durable", f"{key}: b{leader_id} acknowledged acks=all write {value!r} at offset {offset}, "
+                                       f"but the committed log has {have!r} there")
+            return
+        ledger.acked[offset] = (value, self.world.durable_config(key[0]))
+
+    def on_read(self, key, leader_id, hw, offset, values) -> None:
+        ledger = self.ledgers[key]
+        if hw < ledger.reader_hw:
+            self.fail("reader-hw-monotonic", f"{key}: a reader was told HW {hw} by b{leader_id} after HW "
+                                             f"{ledger.reader_hw}")
+            return
+        ledger.reader_hw = hw
+        committed = ledger.committed
+        for i, value in enumerate(values):
+            o = offset + i
+            if o >= len(committed) or committed[o] != value:
+                self.fail("read-consistent", f"{key}: a reader read {value!r} at offset {o} below HW {hw} from "
+                                             f"b{leader_id}; committed: {committed[o] if o < len(committed) else None!r}")
+                return
+
+    def on_state_written(self, change, unclean_allowed: bool) -> None:
+        old, new = change.old, change.new
+        if old is None or new.leader in (NO_LEADER, old.leader) or new.leader in old.isr:
+            return
+        ledger = self.ledgers[change.key]
+        if unclean_allowed:
+            ledger.unclean_epochs.add(new.leader_epoch)
+            self.world.trace(f"checker: unclean election of b{new.leader} for {change.key} (epoch "
+                             f"{new.leader_epoch}, old ISR {list(old.isr)})")
+        else:
+            self.fail("clean-election", f"{change.key}: b{new.leader} elected in epoch {new.leader_epoch} outside the "
+                                        f"ISR {list(old.isr)} with unclean election off")
+
+    # ----- at the end
+
+    def final_check(self) -> None:
+        for key in self.world.keys:
+            state = self.world.zk.partition_state(*key)
+            broker = self.world.brokers_by_id[state.leader]
+            self._check_acked(key, broker.logs[key], f"the final leader b{state.leader}")
+
+    @property
+    def lost_writes(self) -> int:
+        return sum(len(ledger.lost) for ledger in self.ledgers.values())

@@ -1,0 +1,96 @@
+"""Mutants: one replication or controller rule broken at a time, to prove the checker can fail.
+
+Each mutant replaces one behaviour of a core *from the simulator's side* (an attribute of a core
+class or module swapped for the duration of one run, then restored), never by editing the core:
+
+- hw-max: the leader's HW is the max, not the min, of the ISR's LEOs.
+- elect-outside-isr: the controller elects the first acceptable replica in assignment order,
+  whether or not it is in the ISR.
+- no-truncation: a follower never truncates on a new leadership (it skips the leader-epoch answer).
+- isr-shrink-without-controller: the leader drops lagging followers from its ISR by itself,
+  without an AlterPartition accepted by the controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from weir.controller import partition_change
+from weir.replication.follower import FollowerPartition
+from weir.replication.leader import LeaderPartition
+from weir.replication.truncation import Truncation
+
+MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller")
+
+
+def _hw_max(self) -> bool:
+    if self.is_under_min_isr:
+        return False
+    new_hw = self.log_end_offset
+    for replica_id in self.maximal_isr:
+        if replica_id != self.broker_id:
+            new_hw = max(new_hw, self.followers[replica_id].log_end_offset)
+    new_hw = min(new_hw, self.log_end_offset)  # even a mutant cannot commit what the leader lacks
+    if new_hw <= self.high_watermark:
+        return False
+    self.high_watermark = new_hw
+    return True
+
+
+def _elect_ignoring_isr(replicas, target_isr, current_leader, live, shutting_down, unclean_allowed):
+    target_isr = tuple(target_isr)
+    if current_leader in target_isr and partition_change.is_acceptable_leader(current_leader, live, shutting_down):
+        return current_leader, target_isr
+    for r in replicas:
+        if partition_change.is_acceptable_leader(r, live, shutting_down):
+            return r, target_isr if r in target_isr else target_isr + (r,)
+    return partition_change.NO_LEADER, target_isr
+
+
+_original_ofle_response = FollowerPartition.on_offset_for_leader_epoch_response
+
+
+def _no_truncation(self, requested_epoch, answer):
+    decision = _original_ofle_response(self, requested_epoch, answer)
+    if isinstance(decision, Truncation):
+        decision = Truncation(self.log_end_offset, completed=True)
+        self._pending_truncation = decision
+    return decision
+
+
+def _shrink_locally(self, now_ms):
+    if self.pending is not None or self.awaiting_metadata:
+        return None
+    out_of_sync = frozenset(
+        r for r in self.committed_isr
+        if r != self.broker_id and not self.followers[r].is_caught_up(
+            self.log_end_offset, now_ms, self.config.replica_lag_time_max_ms))
+    if out_of_sync:
+        self.committed_isr = self.committed_isr - out_of_sync
+        self.maybe_increment_high_watermark()
+    return None
+
+
+_PATCHES = {
+    "hw-max": (LeaderPartition, "maybe_increment_high_watermark", _hw_max),
+    "elect-outside-isr": (partition_change, "elect_leader", _elect_ignoring_isr),
+    "no-truncation": (FollowerPartition, "on_offset_for_leader_epoch_response", _no_truncation),
+    "isr-shrink-without-controller": (LeaderPartition, "maybe_shrink_isr", _shrink_locally),
+}
+
+
+@contextlib.contextmanager
+def applied(name: str | None):
+    """Apply mutant `name` (None: none) for the duration of the block."""
+    if name is None:
+        yield
+        return
+    if name not in _PATCHES:
+        raise ValueError(f"unknown mutant {name!r}; known: {', '.join(MUTANTS)}")
+    owner, attribute, replacement = _PATCHES[name]
+    original = owner.__dict__[attribute]
+    setattr(owner, attribute, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, original)

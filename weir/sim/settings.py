@@ -1,0 +1,47 @@
+"""The knobs of one simulated cluster, in simulated milliseconds. Kafka's names where Kafka has
+one; the values are Kafka's defaults scaled down so that one run covers many failovers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    brokers: int = 3
+    partitions: int = 2
+    replication_factor: int = 3
+    topic: str = "t"
+    min_insync_replicas: int = 2  # min.insync.replicas (topic config)
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable (topic config)
+    zookeeper_session_timeout_ms: int = 1500  # zookeeper.session.timeout.ms
+    replica_lag_time_max_ms: int = 600  # replica.lag.time.max.ms
+    replica_fetch_backoff_ms: int = 60  # replica.fetch.backoff.ms
+    replica_fetch_wait_ms: int = 40  # an idle follower's wait before its next fetch (replica.fetch.wait.max.ms)
+    replica_fetch_max_records: int = 20
+    fetch_timeout_ms: int = 250  # a fetch or OffsetForLeaderEpoch without an answer is retried
+    alter_partition_timeout_ms: int = 250
+    request_timeout_ms: int = 500  # produce: acks=all waits this long in purgatory
+    flush_interval_ms: int = 400  # the OS writes dirty pages back at least this often
+    leader_imbalance_check_interval_ms: int = 2500  # leader.imbalance.check.interval.seconds
+    auto_leader_rebalance_enable: bool = True
+    max_delay_ms: int = 8
+    drop_rate: float = 0.01
+    duplicate_rate: float = 0.01
+    fence_stale_states: bool = True  # a restarted broker ignores pre-registration states naming it in the ISR
+    fence_regressed_followers: bool = True  # the leader refuses an ISR member's fetch below its known LEO
+    kip207_reads: bool = True  # a new leader answers reads only once its HW reached its epoch start
+    fault_window_ms: tuple[int, int] = (400, 7000)  # faults start within this window
+    heal_at_ms: int = 8000  # every fault is healed by then
+    liveness_bound_ms: int = 6000  # after healing, every partition has a leader and a full ISR within this
+    produce_gap_ms: tuple[int, int] = (8, 40)
+    read_interval_ms: int = 70
+    controller_outside_replicas: bool = False  # start a broker hosting no replica first, so it wins /controller
+
+    @property
+    def zk_request_timeout_ms(self) -> int:
+        return self.zookeeper_session_timeout_ms // 3
+
+    @property
+    def zk_heartbeat_ms(self) -> int:
+        return self.zookeeper_session_timeout_ms // 3

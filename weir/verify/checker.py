@@ -1,0 +1,173 @@
+"""The checker: anomalies of a recorded history, in the terms of Jepsen's `kafka` workload.
+
+Pure: a list of operations in (as `history.History` records them), a result out. No cluster, no
+clock, no files; the tests feed it hand-written histories.
+
+What counts as known:
+
+- A value is *committed* when its send completed "ok" (the broker acknowledged it, with an offset)
+  or when a consumer polled it (consumers read only below the high watermark, so what they see was
+  committed by the leader that served it).
+- A send is *definitely failed* only when it completed "fail". Timeouts and errors that leave the
+  write's fate open complete "info": such a value may or may not be in the log, and neither is an
+  anomaly.
+- The *final read* (one "final-read" op, made after the faults healed, from every partition's start
+  to its high watermark) is the log as it finally is. Lost writes and skips are judged only against
+  a complete one.
+
+Anomalies (safety violations unless noted):
+
+- lost-write: a committed value absent from the final read.
+- duplicate: one value at two or more offsets of the final read. A retried write without
+  idempotence may legitimately land twice, so this is a violation only in an idempotent run.
+- inconsistent-offsets: one (partition, offset) seen holding two different values, by any mix of
+  acknowledgements, polls and the final read.
+- nonmonotonic-poll: a consumer (with `assign`, no rebalancing) polls offset o of a partition after
+  having polled o' >= o there.
+- poll-skip: a consumer polls o after o' in a partition while the final read has records strictly
+  between them: it jumped over records that exist.
+- failed-write-read: a value whose send definitely failed, seen by a poll or the final read.
+- unseen (informational): acknowledged values no consumer polled during the run; consumers may
+  simply lag, so this is not a violation.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+
+from .history import FAIL, INFO, INVOKE, OK
+
+LOST_WRITE = "lost-write"
+DUPLICATE = "duplicate"
+INCONSISTENT_OFFSETS = "inconsistent-offsets"
+NONMONOTONIC_POLL = "nonmonotonic-poll"
+POLL_SKIP = "poll-skip"
+FAILED_WRITE_READ = "failed-write-read"
+UNSEEN = "unseen"
+ANOMALIES = (LOST_WRITE, DUPLICATE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ, UNSEEN)
+EXAMPLES_KEPT = 20
+
+
+def safety_anomalies(idempotent: bool) -> tuple[str, ...]:
+    always = (LOST_WRITE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ)
+    return always + ((DUPLICATE,) if idempotent else ())
+
+
+def check(ops: list[dict], idempotent: bool = False) -> dict:
+    """Every anomaly of the history, with counts, examples and statistics.
+
+    `valid` is True or False; None when there is no complete final read to judge lost writes and
+    skips against.
+    """
+    fate: dict = {}        # value → "ok" | "fail" | "info" | "invoke" (never completed)
+    acked: dict = {}       # value → (partition, offset, time)
+    sent_to: dict = {}     # value → partition
+    seen_at = defaultdict(set)     # (partition, offset) → values seen there
+    polled: dict = {}      # value → (partition, offset, process) of the first poll that saw it
+    polls_by_process = defaultdict(list)  # process → [(partition, offset, value)] in poll order
+    final_ops = []
+
+    for op in ops:
+        f, type_, value = op.get("f"), op["type"], op.get("value")
+        if f == "send":
+            v = value["value"]
+            if type_ == INVOKE:
+                fate.setdefault(v, INVOKE)
+                sent_to[v] = value["partition"]
+            else:
+                fate[v] = type_
+                if type_ == OK:
+                    acked[v] = (value["partition"], value["offset"], op["time"])
+                    seen_at[(value["partition"], value["offset"])].add(v)
+        elif f == "poll" and type_ == OK:
+            for p, o, v in value["reads"]:
+                seen_at[(p, o)].add(v)
+                polled.setdefault(v, (p, o, op["process"]))
+                polls_by_process[op["process"]].append((p, o, v))
+        elif f == "final-read" and type_ == OK:
+            final_ops.append(op)
+
+    anomalies: dict[str, list] = {name: [] for name in ANOMALIES}
+    final = final_ops[-1]["value"] if final_ops else None
+    complete = bool(final and final.get("complete", True))
+
+    final_offsets: dict[int, list[int]] = defaultdict(list)   # partition → sorted offsets
+    final_places = defaultdict(list)                          # value → [(partition, offset)]
+    if final is not None:
+        for p, o, v in final["reads"]:
+            seen_at[(p, o)].add(v)
+            final_offsets[p].append(o)
+            final_places[v].append((p, o))
+        for offsets in final_offsets.values():
+            offsets.sort()
+
+    if complete:  # an incomplete final read cannot tell a lost value from one not read yet
+        committed = {v: ("ack", p, o) for v, (p, o, _) in acked.items()}
+        for v, (p, o, process) in polled.items():
+            committed.setdefault(v, ("read", p, o))
+        for v, (how, p, o) in sorted(committed.items(), key=lambda item: (item[1][1], item[1][2], str(item[0]))):
+            if v not in final_places:
+                anomalies[LOST_WRITE].append({"value": v, "partition": p, "offset": o, "known_by": how,
+                                              "acked_at": acked[v][2] if v in acked else None})
+    if final is not None:
+        for v, places in final_places.items():
+            if len(places) > 1:
+                anomalies[DUPLICATE].append({"value": v, "partition": places[0][0],
+                                             "offsets": sorted(o for _, o in places)})
+
+    for (p, o), values in sorted(seen_at.items()):
+        if len(values) > 1:
+            anomalies[INCONSISTENT_OFFSETS].append({"partition": p, "offset": o, "values": sorted(values, key=str)})
+
+    for process, reads in polls_by_process.items():
+        last: dict[int, tuple[int, object]] = {}
+        for p, o, v in reads:
+            if p in last:
+                previous, previous_value = last[p]
+                if o <= previous:
+                    anomalies[NONMONOTONIC_POLL].append({"process": process, "partition": p, "offset": o,
+                                                         "value": v, "previous_offset": previous,
+                                                         "previous_value": previous_value})
+                elif complete:
+                    offsets = final_offsets.get(p, [])
+                    skipped = bisect_left(offsets, o) - bisect_right(offsets, previous)
+                    if skipped > 0:
+                        anomalies[POLL_SKIP].append({"process": process, "partition": p, "from_offset": previous,
+                                                     "to_offset": o, "skipped": skipped})
+            last[p] = (o, v)
+
+    for v, how in fate.items():
+        if how != FAIL:
+            continue
+        if v in polled:
+            p, o, process = polled[v]
+            anomalies[FAILED_WRITE_READ].append({"value": v, "partition": p, "offset": o, "seen_by": process})
+        elif v in final_places:
+            p, o = final_places[v][0]
+            anomalies[FAILED_WRITE_READ].append({"value": v, "partition": p, "offset": o, "seen_by": "final-read"})
+
+    for v, (p, o, t) in sorted(acked.items(), key=lambda item: item[1][2]):
+        if v not in polled:
+            anomalies[UNSEEN].append({"value": v, "partition": p, "offset": o, "acked_at": t})
+
+    indefinite = [v for v, how in fate.items() if how in (INFO, INVOKE)]
+    stats = {
+        "sends": len(fate),
+        "ok": sum(1 for how in fate.values() if how == OK),
+        "fail": sum(1 for how in fate.values() if how == FAIL),
+        "info": len(indefinite),
+        "indefinite_in_final_read": sum(1 for v in indefinite if v in final_places),
+        "polled_values": len(polled),
+        "final_read_records": len(final["reads"]) if final else 0,
+        "final_read_complete": complete,
+    }
+    violations = [name for name in safety_anomalies(idempotent) if anomalies[name]]
+    return {
+        "valid": False if violations else (True if complete else None),
+        "violations": violations,
+        "counts": {name: len(found) for name, found in anomalies.items()},
+        "anomalies": {name: found[:EXAMPLES_KEPT] for name, found in anomalies.items()},
+        "stats": stats,
+        "idempotent": idempotent,
+    }

@@ -1,0 +1,197 @@
+"""The cluster under test: one real ZooKeeper, N real broker processes, and the proxies between them.
+
+Every broker listens on its own 127.0.0.1 port and *advertises* its inbound proxy, so clients and
+other brokers reach it only through the network of `network.py`; its `zookeeper.connect` names its
+own ZooKeeper proxy. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
+reaches the harness alone, which then tears everything down itself), and `teardown()` kills every
+group and is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from ..coordination.zookeeper_server import ZooKeeperServer, free_port
+from ..local_cluster import BrokerProcess
+from .network import LOOPBACK, ZOOKEEPER, Network, broker_node
+
+log = logging.getLogger(__name__)
+
+# Faults should be noticed within seconds, not production minutes.
+DEFAULT_BROKER_SETTINGS = {
+    "zookeeper.session.timeout.ms": "4000",
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.backoff.ms": "200",
+    "replica.fetch.wait.max.ms": "200",
+    "auto.create.topics.enable": "false",
+    "leader.imbalance.check.interval.seconds": "3600",
+}
+
+
+class IsolatedBroker(BrokerProcess):
+    """A broker process in its own process group, so the harness alone decides when it ends."""
+
+    def start(self, wait: bool = True) -> "IsolatedBroker":
+        args = [sys.executable, "-m", "weir.cli", "broker"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self._ready = threading.Event()
+        threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def kill(self) -> None:
+        if self.running:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.running else None
+
+
+class Cluster:
+    def __init__(self, run_dir: Path, size: int, settings: dict[str, str]) -> None:
+        assert size >= 1
+        self.run_dir = Path(run_dir)
+        self.size = size
+        self.settings = {**DEFAULT_BROKER_SETTINGS, **settings}
+        self.network = Network()
+        self.zookeeper = ZooKeeperServer(self.run_dir / "zookeeper")
+        self.brokers: list[IsolatedBroker] = []
+        self.proxy_ports: dict[int, int] = {}
+        self.zookeeper_proxy_ports: dict[int, int] = {}
+        self.paused: set[int] = set()
+        self._torn_down = False
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{LOOPBACK}:{port}" for port in self.proxy_ports.values())
+
+    @property
+    def session_timeout_s(self) -> float:
+        return int(self.settings["zookeeper.session.timeout.ms"]) / 1000
+
+    @property
+    def lag_time_s(self) -> float:
+        return int(self.settings["replica.lag.time.max.ms"]) / 1000
+
+    def start(self) -> "Cluster":
+        self.zookeeper.start()
+        for i in range(self.size):
+            port = free_port()
+            self.proxy_ports[i] = self.network.add_inbound_proxy(broker_node(i), port)
+            self.zookeeper_proxy_ports[i] = self.network.add_link_proxy(broker_node(i), ZOOKEEPER,
+                                                                        self.zookeeper.port)
+            broker = IsolatedBroker(i, self.run_dir / "data" / f"broker-{i}", "", port, {
+                **self.settings,
+                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.proxy_ports[i]}",
+                "zookeeper.connect": f"{LOOPBACK}:{self.zookeeper_proxy_ports[i]}",
+            })
+            self.brokers.append(broker)
+            self.network.register_process(broker_node(i), broker.pid)
+        for broker in self.brokers:
+            broker.start(wait=False)
+        for broker in self.brokers:
+            broker.wait_ready()
+        self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
+        return self
+
+    # -- looking at it (through the proxies, as a client) -----------------------------------
+
+    def admin(self) -> AdminClient:
+        from .workload import rdkafka_log
+        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 3000, "logger": rdkafka_log})
+
+    def metadata(self, topic: str | None = None, timeout_s: float = 5):
+        return self.admin().list_topics(topic, timeout=timeout_s)
+
+    def wait_until(self, condition, what: str, timeout_s: float = 60):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                result = condition(self.metadata())
+                if result:
+                    return result
+            except Exception as e:  # a metadata request may fail mid-fault; ask again
+                log.debug("metadata: %r", e)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what}")
+            time.sleep(0.2)
+
+    # -- faults and healing -----------------------------------------------------------------
+
+    def kill(self, broker_id: int) -> None:
+        self.paused.discard(broker_id)
+        self.brokers[broker_id].kill()
+
+    def restart(self, broker_id: int) -> None:
+        if not self.brokers[broker_id].running:
+            self.brokers[broker_id].start()
+
+    def pause(self, broker_id: int) -> None:
+        if self.brokers[broker_id].running:
+            self.brokers[broker_id].pause()
+            self.paused.add(broker_id)
+
+    def resume(self, broker_id: int) -> None:
+        if broker_id in self.paused and self.brokers[broker_id].running:
+            self.brokers[broker_id].resume()
+        self.paused.discard(broker_id)
+
+    def heal(self) -> None:
+        """Every link whole, every process running and resumed."""
+        self.network.heal()
+        if not self.zookeeper.running:
+            self.zookeeper.start()
+        elif self.zookeeper.paused:
+            self.zookeeper.resume()
+        for i in list(self.paused):
+            self.resume(i)
+        for i, broker in enumerate(self.brokers):
+            if not broker.running:
+                broker.start()
+
+    def teardown(self) -> None:
+        """Kill every process (even paused ones) and stop the proxies. Idempotent."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        # A second Ctrl-C must not cut the teardown short: hold signals until it is done.
+        in_main = threading.current_thread() is threading.main_thread()
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) if in_main else None
+        try:
+            self._kill_everything()
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+    def _kill_everything(self) -> None:
+        for broker in self.brokers:
+            try:
+                broker.kill()
+            except Exception:
+                log.exception("killing broker %d", broker.broker_id)
+        try:
+            self.zookeeper.kill()
+        except Exception:
+            log.exception("killing ZooKeeper")
+        self.network.close()
+
+    def save_logs(self) -> None:
+        for broker in self.brokers:
+            (self.run_dir / f"broker-{broker.broker_id}.log").write_text(broker.output())

@@ -1,0 +1,160 @@
+"""The nemesis: faults injected into the running cluster, on a schedule, each recorded in the history.
+
+Faults, by kind:
+
+- kill: kill -9 a partition leader; restart it when the fault ends.
+- pause: SIGSTOP a partition leader; SIGCONT it.
+- partition-leader: cut a partition leader from its followers (both ways); heal.
+- partition-zk: cut a broker from ZooKeeper; heal.
+- isolate: cut a broker from every other broker and from ZooKeeper (the harness's clients still
+  reach it, as Jepsen's control node does); heal.
+- zk-restart: kill -9 ZooKeeper; start it again (its data survives).
+- jepsen: the schedule of Jepsen's 2013 Kafka analysis. Isolate a leader from its followers, so
+  its ISR shrinks to itself and it acknowledges writes alone; then cut it from ZooKeeper too, so
+  its session expires and the controller elects one of the stale followers (uncleanly, if allowed);
+  then heal. The leader chosen is the controller's: since KIP-497 an ISR change is committed by the
+  controller, so a leader cut from a controller that is one of its followers could never shrink
+  its ISR (Jepsen's 2013 leader wrote the ISR to ZooKeeper itself).
+- mixed: one of the first six at random, each time.
+
+A fault is a window: its "start" op (the invocation's time) to its "stop" op (the completion's
+time); every op's value says {"fault": kind, "phase": "start" | "step" | "stop", ...}.
+Only one fault is active at a time, and every fault is over before `run` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+from .cluster import Cluster
+from .history import INFO, History
+from .network import ZOOKEEPER, broker_node
+
+log = logging.getLogger(__name__)
+
+SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart")
+KINDS = SIMPLE_KINDS + ("jepsen", "mixed", "none")
+PROCESS = "nemesis"
+
+
+class Nemesis:
+    def __init__(self, cluster: Cluster, history: History, topic: str, kind: str, rng: random.Random,
+                 quiet_s: float = 5.0, fault_s: float = 8.0) -> None:
+        assert kind in KINDS, kind
+        self.cluster = cluster
+        self.history = history
+        self.topic = topic
+        self.kind = kind
+        self.rng = rng
+        self.quiet_s = quiet_s
+        self.fault_s = fault_s
+        self.faults = 0
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def _do(self, fault: str, phase: str, f: str, action, **value) -> None:
+        """Invoke, act, complete: the op's value says what was done (or why not)."""
+        value = {"fault": fault, "phase": phase, **value}
+        op_id = self.history.invoke(PROCESS, f, value)
+        error = None
+        try:
+            action()
+        except Exception as e:  # a fault that could not be applied is noted, and the run goes on
+            log.warning("nemesis %s failed: %r", f, e)
+            error = repr(e)
+        self.history.complete(op_id, PROCESS, INFO, f, value, error=error)
+
+    # -- choosing targets --------------------------------------------------------------------
+
+    def _partitions(self):
+        try:
+            md = self.cluster.metadata(self.topic, timeout_s=3)
+            return md.controller_id, {p.id: (p.leader, list(p.replicas)) for p in md.topics[self.topic].partitions.values()}
+        except Exception as e:
+            log.info("nemesis could not read metadata: %r", e)
+            return -1, {}
+
+    def _a_leader(self) -> tuple[int, list[int]]:
+        """(leader, its followers) of a random partition with a leader, else a random broker."""
+        _, partitions = self._partitions()
+        led = [(leader, [r for r in replicas if r != leader]) for leader, replicas in partitions.values() if leader >= 0]
+        if led:
+            return self.rng.choice(sorted(led))
+        broker = self.rng.randrange(self.cluster.size)
+        return broker, [b for b in range(self.cluster.size) if b != broker]
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Faults until `stop` is set; returns with the last one healed."""
+        while not stop.wait(self.quiet_s):
+            kind = self.rng.choice(SIMPLE_KINDS) if self.kind == "mixed" else self.kind
+            if kind == "none":
+                continue
+            self.faults += 1
+            getattr(self, "_" + kind.replace("-", "_"))(kind, stop)
+
+    def _kill(self, kind, stop):
+        target, _ = self._a_leader()
+        self._do(kind, "start", "kill", lambda: self.cluster.kill(target), broker=target)
+        stop.wait(self.fault_s)
+        self._do(kind, "stop", "restart", lambda: self.cluster.restart(target), broker=target)
+
+    def _pause(self, kind, stop):
+        target, _ = self._a_leader()
+        self._do(kind, "start", "pause", lambda: self.cluster.pause(target), broker=target)
+        stop.wait(self.fault_s)
+        self._do(kind, "stop", "resume", lambda: self.cluster.resume(target), broker=target)
+
+    def _cut(self, kind, stop, group_a, group_b, **value):
+        net = self.cluster.network
+        self._do(kind, "start", "cut", lambda: net.cut(group_a, group_b), a=group_a, b=group_b, **value)
+        stop.wait(self.fault_s)
+        self._do(kind, "stop", "heal", net.heal)
+
+    def _partition_leader(self, kind, stop):
+        leader, followers = self._a_leader()
+        self._cut(kind, stop, [broker_node(leader)], [broker_node(f) for f in followers], leader=leader)
+
+    def _partition_zk(self, kind, stop):
+        target, _ = self._a_leader()
+        self._cut(kind, stop, [broker_node(target)], [ZOOKEEPER], broker=target)
+
+    def _isolate(self, kind, stop):
+        target, _ = self._a_leader()
+        others = [broker_node(b) for b in range(self.cluster.size) if b != target]
+        self._cut(kind, stop, [broker_node(target)], others + [ZOOKEEPER], broker=target)
+
+    def _zk_restart(self, kind, stop):
+        zk = self.cluster.zookeeper
+        self._do(kind, "start", "kill-zookeeper", zk.kill)
+        stop.wait(self.fault_s)
+        self._do(kind, "stop", "restart-zookeeper", lambda: zk.running or zk.start())
+
+    def _jepsen(self, kind, stop):
+        controller, partitions = self._partitions()
+        led_by_controller = sorted(p for p, (leader, _) in partitions.items() if leader == controller >= 0)
+        if led_by_controller:
+            partition = led_by_controller[0]
+            leader, replicas = partitions[partition]
+        else:  # noted in the history: the ISR shrink may then never be committed
+            leader, followers = self._a_leader()
+            partition, replicas = None, [leader, *followers]
+        followers = [broker_node(r) for r in replicas if r != leader]
+        net = self.cluster.network
+        self._do(kind, "start", "cut", lambda: net.cut([broker_node(leader)], followers), leader=leader,
+                 partition=partition, controller=controller, a=[broker_node(leader)], b=followers)
+        # The ISR shrinks after replica.lag.time.max.ms (checked every half of it); then the leader
+        # acknowledges alone for a while.
+        stop.wait(1.5 * self.cluster.lag_time_s + max(self.fault_s / 2, 2))
+        self._do(kind, "step", "cut", lambda: net.cut([broker_node(leader)], [ZOOKEEPER]), leader=leader,
+                 a=[broker_node(leader)], b=[ZOOKEEPER])
+        # Its session expires, a new controller elects another leader, which takes writes.
+        stop.wait(self.cluster.session_timeout_s + max(self.fault_s / 2, 3))
+        self._do(kind, "stop", "heal", net.heal)
+
+    def heal_everything(self) -> None:
+        """The final heal: every link, every process (recorded as one more fault-free op)."""
+        self._do("all", "heal", "heal-all", self.cluster.heal)

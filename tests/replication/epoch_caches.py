@@ -13,5 +13,5 @@ class MemoryEpochCache(LeaderEpochCache):
         for epoch, offset in entries:
             self._add(epoch, offset)
 
-    def _persist(self) -> None:
+    def _persist(self, durable: bool = True) -> None:
         pass

@@ -28,16 +28,19 @@ PARTITION_METADATA_VERSION = 0
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, durable: bool = True) -> None:
+    """Replace `path` by `text` all at once (write a temporary file, rename); `durable` fsyncs."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         write_all(fd, text.encode())
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_directory(path.parent)
+    if durable:
+        fsync_directory(path.parent)
 
 
 def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:

@@ -63,7 +63,10 @@ class LeaderEpochCache:
         if self._epochs and self._epochs[-1] == epoch and self._start_offsets[-1] <= start_offset:
             return  # already known: later offsets of the same epoch are not a new start
         self._add(epoch, start_offset)
-        self._persist()
+        # Not fsynced here (a leadership change may touch thousands of partitions): the log's
+        # flush makes it durable, and recovery re-learns the epochs of the unflushed tail from
+        # the batches themselves. Kafka flushes this file asynchronously for the same reason.
+        self._persist(durable=False)
 
     def _add(self, epoch: int, start_offset: int) -> None:
         while self._epochs and (self._epochs[-1] >= epoch or self._start_offsets[-1] >= start_offset):
@@ -111,6 +114,10 @@ class LeaderEpochCache:
         self._epochs, self._start_offsets = [], []
         self._persist()
 
-    def _persist(self) -> None:
+    def flush(self) -> None:
+        """Make the file durable (the log calls this when it flushes)."""
+        self._persist()
+
+    def _persist(self, durable: bool = True) -> None:
         lines = ["0", str(len(self._epochs))] + [f"{e} {o}" for e, o in zip(self._epochs, self._start_offsets)]
-        write_atomically(self.path, "\n".join(lines) + "\n")
+        write_atomically(self.path, "\n".join(lines) + "\n", durable=durable)

@@ -143,7 +143,6 @@ class LogDirectory:
         write_partition_metadata(log_path, topic_id)
         fsync_directory(self.path)
         self._adopt(tp, log, topic_id)
-        self.write_checkpoints()
         return log
 
     def delete_partition(self, topic: str, partition: int) -> None:

@@ -389,6 +389,7 @@ class PartitionLog:
         if self._directory_dirty:
             fsync_directory(self.directory)
             self._directory_dirty = False
+        self.leader_epochs.flush()
         self.recovery_point = self.log_end_offset
         if now_ms is not None:
             self.last_flush_ms = now_ms

@@ -24,7 +24,7 @@ class SimEpochCache(LeaderEpochCache):
     def __init__(self) -> None:
         super().__init__(Path("/nonexistent/leader-epoch-checkpoint"), [])
 
-    def _persist(self) -> None:
+    def _persist(self, *args, **kwargs) -> None:
         pass
 
 

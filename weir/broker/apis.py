@@ -188,6 +188,11 @@ class DataApis:
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
         if timestamp == LATEST:
+            leader = partition.leader
+            if leader.high_watermark < leader.leader_epoch_start_offset:
+                # KIP-207: a new leader's HW may lag what its predecessor exposed; answering
+                # it would move a consumer's end offset backwards.
+                raise KafkaError(ErrorCode.offset_not_available, "the new leader's high watermark is catching up")
             return partition.high_watermark, -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()

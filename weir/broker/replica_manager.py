@@ -24,7 +24,7 @@ from ..replication.epoch_fencing import check_current_leader_epoch
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from ..replication.produce_purgatory import ProduceCompletion, PurgatoryFull
 from .fetch_waiters import FetchWaiters
-from .partition import Partition
+from .partition import OFFLINE, Partition
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,18 @@ class ReplicaManager:
             assignment = view.topics.get(topic)
             state = view.states.get((topic, index))
             if assignment is not None and state is not None and self.broker_id in assignment.replicas.get(index, ()):
-                self._apply_state(assignment, index, state, now_ms)
+                self._apply_state(assignment, index, state, now_ms, view.state_zxids.get((topic, index)))
         self.waiters.notify(self.VIEW_CHANGED)
 
-    def _apply_state(self, assignment: TopicAssignment, index: int, state, now_ms: int) -> None:
-        partition = self.partitions.get((assignment.name, index)) or self._host(assignment, index, now_ms)
+    def _apply_state(self, assignment: TopicAssignment, index: int, state, now_ms: int,
+                     state_zxid: int | None = None) -> None:
+        partition = self.partitions.get((assignment.name, index))
+        hosted = partition is not None
+        if not hosted:
+            partition = self._host(assignment, index, now_ms)
+        if state.leader == self.broker_id and not self._may_lead_from(state_zxid):
+            self._fence_stale_leadership(partition, state, hosted)
+            return
         changed, done = partition.apply_state(state, assignment.replicas[index],
                                               self.replication_config(assignment.name), now_ms)
         if changed:
@@ -105,6 +112,29 @@ class ReplicaManager:
             self.isr_outbox.pop(partition.key, None)
             self.on_role_change(partition)
         self._complete(done)
+        self.waiters.notify(partition.key)
+
+    def _may_lead_from(self, state_zxid: int | None) -> bool:
+        """Broker epochs (KIP-380): a state naming us leader may be acted on only if it was written
+        after our own current registration. An older one describes a previous incarnation of this
+        broker (we restarted, or our session expired, before the controller noticed), which may have
+        held records we lost; leading from it would let followers truncate committed records away.
+        The controller rewrites every such state once it sees our registration (a bounce, a
+        return, or a new controller's start-up), and we take that one."""
+        own_epoch = self.view.own_broker_epoch(self.broker_id)
+        return own_epoch is not None and state_zxid is not None and state_zxid > own_epoch
+
+    def _fence_stale_leadership(self, partition: Partition, state, hosted: bool) -> None:
+        """Stay offline for `partition` until a state newer than our registration arrives."""
+        active = partition.role != OFFLINE or partition.state is not None
+        if active or not hosted:
+            log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
+                     "isr %s); offline until the controller rewrites it", *partition.key, state.leader_epoch,
+                     list(state.isr))
+        if active:
+            self._complete(partition.become_offline())
+            self.isr_outbox.pop(partition.key, None)
+            self.on_role_change(partition)
         self.waiters.notify(partition.key)
 
     def _host(self, assignment: TopicAssignment, index: int, now_ms: int) -> Partition:
@@ -221,10 +251,12 @@ class ReplicaManager:
         hw = leader.high_watermark
         limit = plog.log_end_offset if replica_id >= 0 else hw
         result = FetchPartitionResult(index, 0, hw, hw, plog.log_start_offset)
-        if offset > limit or offset < plog.log_start_offset:
+        # Out of range means outside the log, as in Kafka: a consumer ahead of a new leader's
+        # lagging HW (but within its log) gets an empty answer, not a reason to reset.
+        if offset > plog.log_end_offset or offset < plog.log_start_offset:
             result.error_code = ErrorCode.offset_out_of_range
             return result
-        if offset == limit or max_bytes <= 0:
+        if offset >= limit or max_bytes <= 0:
             return result
         try:
             fetched = plog.read(offset, max_bytes, limit)
@@ -239,6 +271,12 @@ class ReplicaManager:
         if partition is None or partition.leader is None:
             raise KafkaError(ErrorCode.not_leader_or_follower)
         return partition
+
+    def on_topic_config_changed(self, topic: str) -> None:
+        """min.insync.replicas is read at every produce in Kafka: hand the new value to our leaders."""
+        for partition in self.partitions.values():
+            if partition.topic == topic and partition.leader is not None:
+                partition.leader.config = self.replication_config(topic)
 
     def follower_advanced(self, partition: Partition) -> None:
         """A follower appended or learned a new HW: wake consumers reading from it (none today)."""

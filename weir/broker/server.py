@@ -170,6 +170,8 @@ class Broker:
             self._pending_keys = set()
             asyncio.get_running_loop().call_soon(self._apply_pending)
         self._pending_keys.add(key if kind == "partition" else "all")
+        if kind == "config":
+            self.replicas.on_topic_config_changed(key)
         self.admin.metadata_changed()
         self.controller.on_metadata_change(kind, key)
 

@@ -42,17 +42,21 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         conn: BrokerConnection | None = None
         config = self.manager.config
+        failing = False  # log the first failure of an outage, not every retry
         while True:
             try:
                 if conn is None or conn.closed:
                     conn = await self.manager.connect(self.leader_id)
                 await self._round(conn)
+                failing = False
             except asyncio.CancelledError:
                 if conn is not None:
                     await conn.close()
                 raise
             except (ClientError, OSError) as e:
-                log.info("fetching from broker %d failed: %s", self.leader_id, e)
+                log.log(logging.DEBUG if failing else logging.INFO, "fetching from broker %d failed: %s",
+                        self.leader_id, e)
+                failing = True
                 if conn is not None:
                     await conn.close()
                     conn = None

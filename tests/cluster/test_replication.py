@@ -136,3 +136,15 @@ def test_preferred_election_restores_balance_after_a_broker_returns(cluster):
     assert out.returncode == 0, out.stderr
     leaders = {p: m[0] for p, m in partition_metadata(cluster.bootstrap, "balanced").items()}
     assert leaders == preferred
+
+
+def test_auto_leader_rebalance_moves_leadership_back(start_cluster):
+    cluster = start_cluster(leader_imbalance_check_interval_seconds="2")
+    create_topic(cluster.bootstrap, "rebalanced", 6, 3)
+    preferred = {p: replicas[0] for p, (_, replicas, _) in partition_metadata(cluster.bootstrap, "rebalanced").items()}
+    cluster.brokers[2].stop()
+    wait_until(lambda: all(m[0] != 2 for m in partition_metadata(cluster.bootstrap, "rebalanced").values()),
+               "leadership moved off broker 2")
+    cluster.brokers[2].start()
+    wait_until(lambda: {p: m[0] for p, m in partition_metadata(cluster.bootstrap, "rebalanced").items()} == preferred,
+               "the controller's balance check to restore preferred leaders")

@@ -70,8 +70,7 @@ def confluent_consume(bootstrap, topic, partitions, expected):
 def kafka_python_produce(bootstrap, topic, messages, compression="none", acks="all"):
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if compression == "none" else compression,
-                             acks=acks, linger_ms=5, batch_size=64 * 1024,
-                             enable_idempotence=False)  # InitProducerId arrives with issue 5
+                             acks=acks, linger_ms=5, batch_size=64 * 1024)  # idempotence on, kafka-python's default
     futures = [producer.send(topic, value=value, key=key, partition=partition, headers=list(headers),
                              timestamp_ms=ts) for partition, key, value, headers, ts in messages]
     producer.flush(60)

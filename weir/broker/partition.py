@@ -10,12 +10,20 @@ this class only holds them together with the log and turns controller states int
 Stale states (older leader epoch, or same leader epoch and older partition epoch) are ignored.
 """
 
+import json
+import logging
+
 from ..coordination.model import NO_LEADER, PartitionState
 from ..log import PartitionLog
+from ..log.checkpoint_file import write_atomically
 from ..protocol.errors import ErrorCode
 from ..replication.follower import FollowerPartition
 from ..replication.leader import LeaderPartition, ReplicationConfig, ReplicationStatus
 from ..replication.produce_purgatory import ProduceCompletion, ProducePurgatory
+from ..replication.producer_state import ProducerStateTable
+
+log = logging.getLogger(__name__)
+PRODUCER_SNAPSHOT = "producer-state.json"
 
 LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
 
@@ -32,6 +40,8 @@ class Partition:
         self.follower: FollowerPartition | None = None
         self.purgatory = ProducePurgatory()
         self._high_watermark = min(high_watermark, log.log_end_offset)
+        self.producers = ProducerStateTable()
+        self.load_producer_state()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -89,6 +99,32 @@ class Partition:
         self._high_watermark = self.high_watermark
         self.leader = None
         self.follower = None
+
+    # -- idempotent producers ----------------------------------------------------------
+
+    def record_batches(self, headers) -> None:
+        """Batches now in the log (appended as leader or replicated as follower)."""
+        for h in headers:
+            self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
+                                  h.base_offset, h.last_offset)
+
+    def load_producer_state(self) -> None:
+        """Rebuild the producer table: from the snapshot if it is still valid, then the log after it."""
+        snapshot_path = self.log.directory / PRODUCER_SNAPSHOT
+        self.producers, start = ProducerStateTable(), self.log.log_start_offset
+        if snapshot_path.exists():
+            try:
+                saved = json.loads(snapshot_path.read_text())
+                if saved["offset"] <= self.log.log_end_offset:
+                    self.producers, start = ProducerStateTable.from_json(saved["state"]), saved["offset"]
+            except (ValueError, KeyError, OSError) as e:
+                log.warning("%s-%d: ignoring a damaged producer snapshot: %r", self.topic, self.index, e)
+        self.record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
+
+    def save_producer_state(self) -> None:
+        write_atomically(self.log.directory / PRODUCER_SNAPSHOT,
+                         json.dumps({"offset": self.log.log_end_offset, "state": self.producers.to_json()}),
+                         durable=False)
 
     def become_offline(self) -> list[ProduceCompletion]:
         """The topic is gone, or this broker can no longer prove its leadership."""

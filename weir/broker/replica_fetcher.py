@@ -12,6 +12,7 @@ import time
 
 from ..client import BrokerConnection, ClientError
 from ..protocol.errors import ErrorCode
+from ..protocol.record_batch import batch_headers
 from ..protocol.versions import ApiKey
 from ..replication.follower import AppendRecords, Backoff, SendFetch, SendOffsetForLeaderEpoch
 from ..replication.truncation import EpochEndOffset, Truncation
@@ -106,6 +107,8 @@ class ReplicaFetcher:
                         log.info("%s-%d: truncating to %d by leader epoch (LEO was %d)", *p.key, decision.offset,
                                  p.log.log_end_offset)
                         p.log.truncate_to(decision.offset)
+                        p.load_producer_state()  # the cut batches' producers are forgotten
+                        p.save_producer_state()
                     p.follower.on_truncated(p.log.log_end_offset)
                 elif isinstance(decision, Backoff):
                     self._back_off(p, decision.error)
@@ -140,6 +143,7 @@ class ReplicaFetcher:
                                                         base)
                 if isinstance(decision, AppendRecords):
                     p.log.append_as_follower(records, now_ms)
+                    p.record_batches(batch_headers(records))
                     p.follower.on_appended(p.log.log_end_offset, decision.leader_high_watermark)
                     self.manager.replicas.follower_advanced(p)
                 elif isinstance(decision, Backoff):

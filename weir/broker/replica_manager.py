@@ -23,6 +23,7 @@ from ..protocol.record_batch import validate_produced_batch
 from ..replication.epoch_fencing import check_current_leader_epoch
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from ..replication.produce_purgatory import ProduceCompletion, PurgatoryFull
+from ..replication.producer_state import Duplicate
 from .fetch_waiters import FetchWaiters
 from .partition import OFFLINE, Partition
 
@@ -188,11 +189,20 @@ class ReplicaManager:
             if error:
                 raise KafkaError(error, f"{topic}-{index}: ISR {sorted(partition.leader.committed_isr)} is below "
                                         f"min.insync.replicas {partition.leader.effective_min_isr}")
+        seen = partition.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                         header.record_count)
+        if isinstance(seen, Duplicate):
+            return partition, seen.first_offset, seen.last_offset  # a retry: appended before, not again
+        if seen is not None:
+            raise KafkaError(seen, f"{topic}-{index}: producer {header.producer_id} epoch {header.producer_epoch} "
+                                   f"sequence {header.base_sequence}")
         try:
             info = partition.log.append(bytearray(records), partition.leader.leader_epoch, now_ms)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         assert info.last_offset - info.first_offset == header.last_offset_delta
+        partition.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                                   header.record_count, info.first_offset, info.last_offset)
         if partition.leader.on_leader_append(partition.log.log_end_offset):
             self._high_watermark_advanced(partition, now_ms)
         self.waiters.notify(partition.key)  # followers long-polling for new data
@@ -330,6 +340,8 @@ class ReplicaManager:
         self.logs.flush_if_due(now_ms)
 
     def checkpoint(self) -> None:
+        for partition in self.partitions.values():
+            partition.save_producer_state()
         self.logs.write_checkpoints()
         write_offset_checkpoint(self.root / HW_CHECKPOINT,
                                 {key: p.high_watermark for key, p in self.partitions.items()})

@@ -13,6 +13,7 @@ import time
 from ..client import BrokerConnection
 from ..config import BrokerConfig
 from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
+from ..coordination.producer_ids import ProducerIdAllocator
 from ..coordination.zk_metadata import ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
 from .admin_apis import AdminApis
@@ -66,7 +67,8 @@ class Broker:
         self.controller = ControllerService(config, self.store, self.watcher)
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
-        self.admin = AdminApis(self.replicas, self.store, self.controller)
+        self.admin = AdminApis(self.replicas, self.store, self.controller,
+                               ProducerIdAllocator(self.zk, self.broker_id))
         self._started = True
         await self.watcher.start()
         apis = BrokerApis(DataApis(self.replicas), self.admin)

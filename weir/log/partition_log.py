@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from weir.log.batch_header import BatchInfo, assign_offsets, crc_matches, read_prefix, scan_buffer
+from weir.log.batch_header import BatchInfo, assign_offsets, crc_matches, read_prefix, scan_buffer, scan_file
+from weir.protocol.record_batch import HEADER_SIZE, read_batch_header
 from weir.log.errors import CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, UnexpectedAppendOffset
 from weir.log.fetch_slice import FetchSlice
 from weir.log.file_io import fsync_directory
@@ -260,6 +261,16 @@ class PartitionLog:
             if batch is not None:
                 return max(batch.base_offset, self.log_start_offset), batch.max_timestamp
         return None
+
+    def batch_headers(self, from_offset: int = 0):
+        """The full headers of the batches from the one holding `from_offset` to the end (for
+        rebuilding per-producer state: one small read per batch, never the records)."""
+        for segment in self._segments:
+            if segment.next_offset <= from_offset:
+                continue
+            for batch in scan_file(segment.fd, 0, segment.size, verify_crc=False):
+                if batch.last_offset >= from_offset:
+                    yield read_batch_header(os.pread(segment.fd, HEADER_SIZE, batch.position))
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the batch with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""

@@ -57,6 +57,19 @@ def read_batch_header(buf, offset: int = 0) -> BatchHeader:
                        base_ts, max_ts, pid, pepoch, seq, count)
 
 
+def batch_headers(buf) -> list[BatchHeader]:
+    """The headers of the whole batches in `buf` (a fetch response's records, say)."""
+    headers = []
+    position = 0
+    while position + HEADER_SIZE <= len(buf):
+        header = read_batch_header(buf, position)
+        if header.length < HEADER_SIZE or position + header.length > len(buf):
+            break
+        headers.append(header)
+        position += header.length
+    return headers
+
+
 def validate_produced_batch(records, max_message_bytes: int) -> BatchHeader:
     """Check what a client produced to one partition: exactly one valid v2 batch.
 

@@ -1,0 +1,74 @@
+"""The idempotent producer's rules, one test per rule."""
+
+from kio.schema.errors import ErrorCode
+
+from weir.replication.producer_state import MAX_SEQUENCE, Duplicate, ProducerStateTable
+
+
+def table_with(*batches) -> ProducerStateTable:
+    """Batches as (first sequence, count, first offset), all from producer 7, epoch 0."""
+    table = ProducerStateTable()
+    for first, count, offset in batches:
+        assert table.check(7, 0, first, count) is None
+        table.record(7, 0, first, count, offset, offset + count - 1)
+    return table
+
+
+def test_new_producer_must_start_at_sequence_zero():
+    table = ProducerStateTable()
+    assert table.check(7, 0, 0, 10) is None
+    assert table.check(7, 0, 5, 10) == ErrorCode.out_of_order_sequence_number
+
+
+def test_next_batch_continues_the_sequence():
+    table = table_with((0, 10, 100))
+    assert table.check(7, 0, 10, 5) is None
+
+
+def test_gap_in_sequence_is_out_of_order():
+    table = table_with((0, 10, 100))
+    assert table.check(7, 0, 11, 5) == ErrorCode.out_of_order_sequence_number
+
+
+def test_retry_of_one_of_last_five_batches_is_a_duplicate_with_original_offsets():
+    table = table_with((0, 10, 100), (10, 10, 110), (20, 10, 120), (30, 10, 130), (40, 10, 140))
+    assert table.check(7, 0, 10, 10) == Duplicate(110, 119)
+    assert table.check(7, 0, 40, 10) == Duplicate(140, 149)
+
+
+def test_only_five_batches_are_remembered():
+    table = table_with(*[(i * 10, 10, 100 + i * 10) for i in range(6)])
+    assert table.check(7, 0, 0, 10) == ErrorCode.out_of_order_sequence_number  # the sixth pushed it out
+    assert table.check(7, 0, 10, 10) == Duplicate(110, 119)
+
+
+def test_older_epoch_is_fenced():
+    table = ProducerStateTable()
+    table.record(7, 3, 0, 1, 0, 0)
+    assert table.check(7, 2, 1, 1) == ErrorCode.invalid_producer_epoch
+
+
+def test_new_epoch_starts_again_at_zero():
+    table = table_with((0, 10, 100))
+    assert table.check(7, 1, 0, 3) is None
+    assert table.check(7, 1, 10, 3) == ErrorCode.out_of_order_sequence_number
+    table.record(7, 1, 0, 3, 110, 112)
+    assert table.check(7, 1, 3, 1) is None
+
+
+def test_sequence_wraps_at_int32_max():
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 1, 0, 0)
+    table.producers[7].batches[-1] = type(table.producers[7].batches[-1])(MAX_SEQUENCE - 1, MAX_SEQUENCE, 5, 5)
+    assert table.check(7, 0, 0, 4) is None
+
+
+def test_batches_without_producer_id_are_not_checked():
+    assert ProducerStateTable().check(-1, -1, -1, 10) is None
+
+
+def test_snapshot_round_trip():
+    table = table_with((0, 10, 100), (10, 10, 110))
+    again = ProducerStateTable.from_json(table.to_json())
+    assert again.check(7, 0, 10, 10) == Duplicate(110, 119)
+    assert again.check(7, 0, 20, 1) is None

@@ -1,0 +1,113 @@
+"""Idempotent producers: which batches a partition has seen from each producer.
+
+Rules owned here (Kafka's ProducerStateManager / ProducerAppendInfo, KIP-98 idempotence):
+
+- A batch from producer id P carries P's epoch and the sequence numbers of its records
+  (first = baseSequence, last = first + count - 1, wrapping at 2**31 - 1).
+- OLDER EPOCH: a batch whose epoch is below P's current epoch is from a fenced producer:
+  INVALID_PRODUCER_EPOCH.
+- NEW EPOCH (or a producer never seen): its first batch must start at sequence 0; anything else
+  is OUT_OF_ORDER_SEQUENCE_NUMBER.
+- DUPLICATE: a batch whose (first, last) sequence equals one of the last five batches of P is a
+  retry of a batch already appended: answered with that batch's original offsets and NOT
+  appended again (the client retried because an answer was lost).
+- NEXT: otherwise the batch must start right after P's last sequence, else
+  OUT_OF_ORDER_SEQUENCE_NUMBER (a gap: something in between was lost).
+- Five is the most in-flight requests a client may have with idempotence on
+  (max.in.flight.requests.per.connection <= 5), so five remembered batches catch every retry.
+
+Theory of operation: one table per partition, on leaders and followers alike. The leader calls
+`check` before appending a produced batch and `record` after; followers `record` every batch
+they replicate, so a follower that becomes leader already knows every producer. The table is
+rebuilt from the log's batch headers at start-up (from a snapshot when there is one) and after a
+truncation. It never reads a clock or a file; `to_json` / `from_json` are the snapshot format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+NO_PRODUCER_ID = -1
+BATCHES_REMEMBERED = 5
+MAX_SEQUENCE = 2**31 - 1
+
+
+def last_sequence(first_sequence: int, record_count: int) -> int:
+    return (first_sequence + record_count - 1) % (MAX_SEQUENCE + 1)
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else -1
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A retry of a batch already in the log: answer with its offsets, append nothing."""
+    first_offset: int
+    last_offset: int
+
+
+class ProducerStateTable:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, producer_id: int, epoch: int, first_sequence: int,
+              record_count: int) -> ErrorCode | Duplicate | None:
+        """None: append it. Duplicate: answer with the original offsets. ErrorCode: refuse."""
+        if producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return ErrorCode.invalid_producer_epoch
+        if entry is None or epoch > entry.epoch or not entry.batches:
+            return None if first_sequence == 0 else ErrorCode.out_of_order_sequence_number
+        last = last_sequence(first_sequence, record_count)
+        for batch in entry.batches:
+            if batch.first_sequence == first_sequence and batch.last_sequence == last:
+                return Duplicate(batch.first_offset, batch.last_offset)
+        if first_sequence != (entry.last_sequence + 1) % (MAX_SEQUENCE + 1):
+            return ErrorCode.out_of_order_sequence_number
+        return None
+
+    def record(self, producer_id: int, epoch: int, first_sequence: int, record_count: int,
+               first_offset: int, last_offset: int) -> None:
+        """A batch of this producer is in the log now (as leader or follower)."""
+        if producer_id == NO_PRODUCER_ID:
+            return
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        assert epoch == entry.epoch, "a batch from a fenced epoch reached the log"
+        entry.batches.append(BatchMetadata(first_sequence, last_sequence(first_sequence, record_count),
+                                           first_offset, last_offset))
+
+    def to_json(self) -> str:
+        return json.dumps({str(pid): {"epoch": e.epoch, "batches": [
+            [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches]}
+            for pid, e in self.producers.items()})
+
+    @classmethod
+    def from_json(cls, text: str) -> "ProducerStateTable":
+        table = cls()
+        for pid, entry in json.loads(text).items():
+            table.producers[int(pid)] = ProducerEntry(entry["epoch"], deque(
+                (BatchMetadata(*b) for b in entry["batches"]), maxlen=BATCHES_REMEMBERED))
+        return table

@@ -13,6 +13,17 @@ FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200
 _chroots = itertools.count()
 
 
+def settings(overrides: dict) -> dict:
+    """Broker settings for a test: FAST plus keyword overrides (replica_lag_time_max_ms=...)."""
+    return {**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}}
+
+
+def stop_all(started: list) -> None:
+    for process in started:
+        process.kill()
+        print(process.output())  # shown by pytest when the test fails
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
@@ -32,14 +43,12 @@ def start_broker(tmp_path, zookeeper_connect):
 
     def start(broker_id: int = 0, **overrides) -> BrokerProcess:
         process = BrokerProcess(broker_id, tmp_path / f"broker-{broker_id}", zookeeper_connect,
-                                overrides={**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}})
+                                overrides=settings(overrides))
         started.append(process)
         return process.start()
 
     yield start
-    for process in started:
-        process.kill()
-        print(process.output())  # shown by pytest when the test fails
+    stop_all(started)
 
 
 @pytest.fixture
@@ -54,15 +63,12 @@ def start_cluster(tmp_path, zookeeper_connect):
     started = []
 
     def start(**overrides) -> LocalCluster:
-        settings = {**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}}
-        local = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, overrides=settings)
+        local = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, overrides=settings(overrides))
         started.append(local)
         return local.start()
 
     yield start
-    for local in started:
-        local.kill()
-        print(local.output())  # shown by pytest when the test fails
+    stop_all(started)
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ from kio.serial._introspect import get_field_tag
 from kio.serial._introspect import is_optional
 from kio.serial._serialize import get_field_writer
 
+from weir.protocol.varint import write_uvarint
 from weir.protocol.tagged_fields import MalformedMessage
 from weir.protocol.tagged_fields import strip_unknown_tagged_fields
 
@@ -57,15 +58,6 @@ Injector = Callable[[object, frozenset[int]], list[tuple[int, int, bytes]]]
 
 def no_injection(entity: object, known: frozenset[int]) -> list:
     return []
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def write(entity: object) -> bytes:
@@ -105,9 +97,9 @@ def _encode_entity(buffer: io.BytesIO, entity: object, inject: Injector) -> None
     extras = inject(entity, frozenset(tag for tag, _ in tagged))
     for position, tag, payload in sorted(extras, key=lambda e: -e[0]):
         entries.insert(min(position, len(entries)), (tag, payload))
-    buffer.write(uvarint(len(entries)))
+    buffer.write(write_uvarint(len(entries)))
     for tag, payload in entries:
-        buffer.write(uvarint(tag) + uvarint(len(payload)) + payload)
+        buffer.write(write_uvarint(tag) + write_uvarint(len(payload)) + payload)
 
 
 def _encode_field(buffer, entity_type, field, value, is_tag, inject) -> None:
@@ -125,7 +117,7 @@ def _encode_field(buffer, entity_type, field, value, is_tag, inject) -> None:
                 buffer.write(b"\x00" if flexible else b"\xff\xff\xff\xff")
                 return
             if flexible:
-                buffer.write(uvarint(len(value) + 1))
+                buffer.write(write_uvarint(len(value) + 1))
             else:
                 buffer.write(len(value).to_bytes(4, "big"))
             for item in value:
@@ -403,9 +395,9 @@ def test_known_struct_tag_with_wrong_size() -> None:
     original = _fetch_v18_request()
     data = write(original)
     state = encode(fetch_v18.ReplicaState(replica_id=3, replica_epoch=17))
-    entry = b"\x01" + uvarint(len(state)) + state
+    entry = b"\x01" + write_uvarint(len(state)) + state
     assert entry in data
-    too_long = data.replace(entry, b"\x01" + uvarint(len(state) + 1) + state + b"\x00")
+    too_long = data.replace(entry, b"\x01" + write_uvarint(len(state) + 1) + state + b"\x00")
     with pytest.raises(MalformedMessage, match="tagged field 1 declares"):
         strip_unknown_tagged_fields(fetch_v18.FetchRequest, too_long)
 

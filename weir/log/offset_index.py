@@ -17,23 +17,23 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from weir.log.file_io import read_whole_entries, write_all
+from weir.log.file_io import write_all
+from weir.log.index_file import IndexFile
 
 ENTRY_SIZE = 8
 
 
-class OffsetIndex:
+class OffsetIndex(IndexFile):
+    ENTRY_SIZE = ENTRY_SIZE
+
     def __init__(self, path: Path, base_offset: int, max_entries: int):
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max(1, max_entries)
+        super().__init__(path, base_offset, max_entries)
         self._relative_offsets = array("i")
         self._positions = array("i")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
     def load(self) -> None:
         """Read the entries from disk; a torn trailing entry is dropped."""
-        data = read_whole_entries(self._fd, ENTRY_SIZE)
+        data = self._read_entries()
         flat = array("i")
         flat.frombytes(data)
         if sys.byteorder == "little":
@@ -93,15 +93,8 @@ class OffsetIndex:
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
         """Replace the whole index (after rebuilding it from the log)."""
-        os.ftruncate(self._fd, 0)
+        self._truncate_file()
         self._relative_offsets = array("i")
         self._positions = array("i")
         self.append(entries)
 
-    def flush(self) -> None:
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1

@@ -15,23 +15,23 @@ import struct
 from bisect import bisect_left
 from pathlib import Path
 
-from weir.log.file_io import read_whole_entries, write_all
+from weir.log.file_io import write_all
+from weir.log.index_file import IndexFile
 
 _ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = _ENTRY.size  # 12
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
+    ENTRY_SIZE = ENTRY_SIZE
+
     def __init__(self, path: Path, base_offset: int, max_entries: int):
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max(1, max_entries)
+        super().__init__(path, base_offset, max_entries)
         self._timestamps: list[int] = []
         self._offsets: list[int] = []  # absolute
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
     def load(self) -> None:
-        data = read_whole_entries(self._fd, ENTRY_SIZE)
+        data = self._read_entries()
         self._timestamps = []
         self._offsets = []
         for ts, rel in _ENTRY.iter_unpack(data):
@@ -91,15 +91,8 @@ class TimeIndex:
             os.ftruncate(self._fd, keep * ENTRY_SIZE)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        os.ftruncate(self._fd, 0)
+        self._truncate_file()
         self._timestamps = []
         self._offsets = []
         self.append(entries)
 
-    def flush(self) -> None:
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1

@@ -19,7 +19,8 @@ Anomalies (safety violations unless noted):
 
 - lost-write: a committed value absent from the final read.
 - duplicate: one value at two or more offsets of the final read. A retried write without
-  idempotence may legitimately land twice, so this is a violation only in an idempotent run.
+  idempotence may legitimately land twice, so this is a violation only in an idempotent run or
+  one whose producers never retry (retries=0).
 - inconsistent-offsets: one (partition, offset) seen holding two different values, by any mix of
   acknowledgements, polls and the final read.
 - nonmonotonic-poll: a consumer (with `assign`, no rebalancing) polls offset o of a partition after
@@ -49,13 +50,16 @@ ANOMALIES = (LOST_WRITE, DUPLICATE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POL
 EXAMPLES_KEPT = 20
 
 
-def safety_anomalies(idempotent: bool) -> tuple[str, ...]:
+def safety_anomalies(duplicates_allowed: bool) -> tuple[str, ...]:
     always = (LOST_WRITE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ)
-    return always + ((DUPLICATE,) if idempotent else ())
+    return always + (() if duplicates_allowed else (DUPLICATE,))
 
 
-def check(ops: list[dict], idempotent: bool = False) -> dict:
+def check(ops: list[dict], idempotent: bool = False, retries: int = 1) -> dict:
     """Every anomaly of the history, with counts, examples and statistics.
+
+    Duplicates are violations when the producer was idempotent, or made one attempt per value
+    (`retries` 0): then nothing but the broker can have written a value twice.
 
     `valid` is True or False; None when there is no complete final read to judge lost writes and
     skips against.
@@ -162,7 +166,8 @@ def check(ops: list[dict], idempotent: bool = False) -> dict:
         "final_read_records": len(final["reads"]) if final else 0,
         "final_read_complete": complete,
     }
-    violations = [name for name in safety_anomalies(idempotent) if anomalies[name]]
+    duplicates_allowed = not idempotent and retries > 0
+    violations = [name for name in safety_anomalies(duplicates_allowed) if anomalies[name]]
     return {
         "valid": False if violations else (True if complete else None),
         "violations": violations,
@@ -170,4 +175,5 @@ def check(ops: list[dict], idempotent: bool = False) -> dict:
         "anomalies": {name: found[:EXAMPLES_KEPT] for name, found in anomalies.items()},
         "stats": stats,
         "idempotent": idempotent,
+        "duplicates_allowed": duplicates_allowed,
     }

@@ -24,7 +24,7 @@ MAX_POINTS = 20000
 
 def summary_table(results: dict) -> str:
     result = results["result"]
-    safety = safety_anomalies(result["idempotent"])
+    safety = safety_anomalies(result["duplicates_allowed"])
     lines = [f"{results['name']}  ({results['faults']} faults, {results['duration_s']}s)",
              f"  {'anomaly':<22}{'count':>8}  kind"]
     for name in ANOMALIES:
@@ -242,7 +242,7 @@ def write_run_report(path, results: dict, ops: list[dict]) -> None:
     result = results["result"]
     windows, steps = fault_windows(ops)
     t_end = max((op["time"] for op in ops), default=1.0)
-    safety = safety_anomalies(result["idempotent"])
+    safety = safety_anomalies(result["duplicates_allowed"])
     rows = "".join(
         f'<tr class="{"bad" if result["counts"][n] and n in safety else ""}"><td>{n}</td>'
         f'<td>{result["counts"][n]}</td><td>{"safety violation" if n in safety else "informational"}</td></tr>'

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 TOPIC = "weir-verify"
 INIT_PRODUCER_ID = 22
 RECOVERY_WAIT_S = 60
+IDEMPOTENT_RETRIES = 2147483647  # librdkafka's default
 
 
 class VerifyError(RuntimeError):
@@ -119,6 +120,10 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
     """One run; returns its results (also in results.json). Raises VerifyError if it cannot run."""
     if opts.replication > opts.brokers:
         raise VerifyError(f"replication factor {opts.replication} needs at least as many brokers ({opts.brokers})")
+    if opts.idempotent and opts.retries == 0:
+        # An idempotent producer retries by design (librdkafka refuses retries=0 with it); no
+        # send failure is then definite but a local refusal.
+        opts = dataclasses.replace(opts, retries=IDEMPOTENT_RETRIES)
     seed = opts.seed if opts.seed is not None else random.randrange(2**32)
     name = opts.name or opts.default_name()
     run_dir = Path(opts.out) / name
@@ -138,7 +143,10 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
     recovered = False
     started = time.monotonic()
     try:
-        cluster.start()
+        try:
+            cluster.start()
+        except (RuntimeError, TimeoutError, OSError) as e:  # ZooKeeper missing, a broker that would not start
+            raise VerifyError(f"the cluster did not start: {e} (logs in {run_dir})") from e
         timings["cluster_started"] = history.now()
         if opts.idempotent and not _broker_supports(cluster.bootstrap, INIT_PRODUCER_ID):
             raise VerifyError("--idempotent: the brokers do not implement InitProducerId (api key 22) yet, "
@@ -177,7 +185,7 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
         client_log.close()
         if not opts.keep_data:
             shutil.rmtree(run_dir / "data", ignore_errors=True)
-    result = check(history.ops, opts.idempotent)
+    result = check(history.ops, opts.idempotent, opts.retries)
     results = {
         "name": name, "options": {**dataclasses.asdict(opts), "out": str(opts.out), "seed": seed},
         "settings": cluster.settings, "cell": opts.cell(), "result": result, "timings": timings,

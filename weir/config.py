@@ -62,6 +62,19 @@ SETTINGS = {s.name: s for s in [
     Setting("leader.imbalance.per.broker.percentage", int, 10, "Imbalance that triggers a rebalance."),
     Setting("leader.imbalance.check.interval.seconds", int, 300, "How often leader balance is checked."),
     Setting("controlled.shutdown.enable", bool, True, "Move leadership away before shutting down."),
+    # consumer groups (weir.groups)
+    Setting("offsets.topic.num.partitions", int, 50, "Partitions of the internal __consumer_offsets topic."),
+    Setting("offsets.topic.replication.factor", int, 3,
+            "Replication factor of __consumer_offsets (lowered to the live brokers at creation, with a warning)."),
+    Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of __consumer_offsets."),
+    Setting("offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this."),
+    Setting("offsets.retention.check.interval.ms", int, 600000, "How often expired offsets are removed."),
+    Setting("offsets.commit.timeout.ms", int, 5000, "Longest wait for a commit to reach the ISR of __consumer_offsets."),
+    Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string of a committed offset."),
+    Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before an empty group's first rebalance."),
+    Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for."),
+    Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
+    Setting("group.max.size", int, 2147483647, "Most members of one consumer group."),
 ]}
 
 

@@ -24,7 +24,7 @@ from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
-from .topics import TOPIC_CONFIGS, validate_topic_configs, validate_topic_name
+from .topics import INTERNAL_TOPICS, TOPIC_CONFIGS, validate_topic_configs, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class AdminApis:
     async def _metadata_after_create(self, version: int, names, missing: list[str]) -> bytes:
         for name in missing:
             try:
-                await self._create_topic(name, self.config["num.partitions"],
+                await self.create_topic(name, self.config["num.partitions"],
                                          self.config["default.replication.factor"], None, {})
             except KafkaError as e:
                 log.info("auto-creating topic %s failed: %s", name, e)
@@ -114,7 +114,7 @@ class AdminApis:
                                "is_internal": False, "partitions": []})
                 continue
             topics.append({"error_code": 0, "name": assignment.name, "topic_id": assignment.topic_id,
-                           "is_internal": False, "topic_authorized_operations": NO_OPERATIONS,
+                           "is_internal": assignment.name in INTERNAL_TOPICS, "topic_authorized_operations": NO_OPERATIONS,
                            "partitions": [self._partition_metadata(assignment, p) for p in sorted(assignment.replicas)]})
         return {"throttle_time": 0, "brokers": [self._broker_entry(b, "node_id") for b in view.brokers.values()],
                 "cluster_id": self.config["cluster.id"], "controller_id": view.controller_id,
@@ -137,7 +137,7 @@ class AdminApis:
 
     # -- topics --------------------------------------------------------------------------
 
-    async def _create_topic(self, name: str, partitions: int, factor: int, manual, configs: dict,
+    async def create_topic(self, name: str, partitions: int, factor: int, manual, configs: dict,
                             validate_only: bool = False) -> TopicAssignment:
         validate_topic_name(name)
         if name in self.view.topics:
@@ -190,7 +190,7 @@ class AdminApis:
                                      "give either assignments or num_partitions/replication_factor")
                 partitions = t.num_partitions if t.num_partitions != -1 else self.config["num.partitions"]
                 factor = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
-                assignment = await self._create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
+                assignment = await self.create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
                 out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
                            replication_factor=len(assignment.replicas[0]),
                            configs=[{"name": n, "value": v, "read_only": False, "config_source": s, "is_sensitive": False}
@@ -215,6 +215,8 @@ class AdminApis:
                    "error_code": 0, "error_message": None}
             if assignment is None:
                 out["error_code"] = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
+            elif assignment.name in INTERNAL_TOPICS:
+                out["error_code"], out["error_message"] = ErrorCode.invalid_topic_exception, "internal topic"
             elif not self.config["delete.topic.enable"]:
                 out["error_code"] = ErrorCode.topic_deletion_disabled
             else:

@@ -18,6 +18,7 @@ from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from ..replication.truncation import answer_offset_for_leader_epoch
 from ..replication.epoch_fencing import check_current_leader_epoch
 from .replica_manager import ReplicaManager
+from .topics import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class DataApis:
                 try:
                     if name is None:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
+                    if name in INTERNAL_TOPICS:
+                        raise KafkaError(ErrorCode.invalid_topic_exception, f"{name} is written by the broker only")
                     partition, result.base_offset, last = self.replicas.append(name, data.index, data.records,
                                                                                request.acks, now)
                     result.log_start_offset = partition.log.log_start_offset

@@ -16,6 +16,8 @@ from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
 from ..coordination.producer_ids import ProducerIdAllocator
 from ..coordination.zk_metadata import ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
+from ..groups.apis import GroupApis
+from ..groups.coordinator import GroupCoordinator
 from .admin_apis import AdminApis
 from .apis import DataApis
 from .connection import Connection
@@ -37,8 +39,8 @@ def _now_ms() -> int:
 class BrokerApis:
     """Every handler this broker serves, by api key."""
 
-    def __init__(self, data: DataApis, admin: AdminApis) -> None:
-        self.handlers = {**data.handlers, **admin.handlers}
+    def __init__(self, data: DataApis, admin: AdminApis, groups: GroupApis) -> None:
+        self.handlers = {**data.handlers, **admin.handlers, **groups.handlers}
         self.api_versions_body = data.api_versions_body
 
 
@@ -69,9 +71,14 @@ class Broker:
         self.replicas.on_role_change = self.fetchers.on_role_change
         self.admin = AdminApis(self.replicas, self.store, self.controller,
                                ProducerIdAllocator(self.zk, self.broker_id))
+        # consumer groups: the coordinator follows the roles of the __consumer_offsets partitions
+        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic)
+        follow_fetchers = self.replicas.on_role_change
+        self.replicas.on_role_change = lambda p: (follow_fetchers(p), self.groups.on_role_change(p))
+        self.groups.start()
         self._started = True
         await self.watcher.start()
-        apis = BrokerApis(DataApis(self.replicas), self.admin)
+        apis = BrokerApis(DataApis(self.replicas), self.admin, GroupApis(self.groups))
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
                                                host, port, reuse_address=True, backlog=1024)
@@ -208,6 +215,7 @@ class Broker:
         if self.config["controlled.shutdown.enable"]:
             await self.controlled_shutdown()
         await self.controller.stop()
+        self.groups.stop()
         for task in self._tasks:
             task.cancel()
         await self.fetchers.close()

@@ -19,6 +19,7 @@ TOPIC_CONFIGS = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "cleanup.policy": None,  # only "delete" is implemented
 }
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})  # written by the group coordinator alone
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
 

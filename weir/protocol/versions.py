@@ -19,6 +19,17 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION = 56
+    # consumer groups, classic protocol (weir.groups)
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    DELETE_GROUPS = 42
     INIT_PRODUCER_ID = 22
 
 
@@ -38,6 +49,17 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION: (2, 2),
+    # consumer groups, classic protocol (weir.groups); the KIP-848 versions are left out
+    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_FETCH: (1, 8),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
 }
 

@@ -1,0 +1,315 @@
+"""Request handlers of the classic consumer group protocol, over every version we advertise.
+
+FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+ListGroups, DescribeGroups, DeleteGroups. Each handler turns a kio request into calls on the
+coordinator (`GroupCoordinator`, the shell) and the group (`Group`, the pure core), and returns a
+dict for kio to encode - or a coroutine when the answer must wait: a JoinGroup parked until the
+rebalance's join phase ends, a SyncGroup until the leader's assignment is stored, a commit until
+the ISR of `__consumer_offsets` has it. Version differences are handled here, not in the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from ..protocol.errors import ErrorCode
+from ..protocol.header import RequestHeader
+from ..protocol.versions import ApiKey
+from .coordinator import GroupCoordinator, now_ms
+from .group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult, SyncResult
+from .records import OffsetValue
+
+KEY_TYPE_GROUP = 0
+NO_OPERATIONS = -2147483648
+_MS = timedelta(milliseconds=1)
+
+
+def _ms(value) -> int:
+    return value // _MS if isinstance(value, timedelta) else int(value)
+
+
+class GroupApis:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.handlers = {
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.DELETE_GROUPS: self.delete_groups,
+        }
+
+    # -- FindCoordinator -----------------------------------------------------------------
+
+    def find_coordinator(self, header: RequestHeader, request):
+        return self._find_coordinator(header.api_version, request)
+
+    async def _find_coordinator(self, version: int, request) -> dict:
+        key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
+        keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+        results = []
+        for key in keys:
+            out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.none,
+                   "error_message": None}
+            if key_type != KEY_TYPE_GROUP:
+                out["error_code"] = ErrorCode.invalid_request
+                out["error_message"] = f"key type {key_type}: only group coordinators are served"
+            else:
+                error, broker = await self.coordinator.find_coordinator(key)
+                out["error_code"] = error
+                if broker is not None:
+                    out.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
+                elif error:
+                    out["error_message"] = error.name
+            results.append(out)
+        if version >= 4:
+            return {"throttle_time": 0, "coordinators": results}
+        return {"throttle_time": 0, **results[0]}
+
+    # -- JoinGroup ---------------------------------------------------------------------------
+
+    def join_group(self, header: RequestHeader, request):
+        version = header.api_version
+        session_timeout = _ms(request.session_timeout)
+        join = JoinRequest(
+            member_id=request.member_id or UNKNOWN_MEMBER,
+            group_instance_id=request.group_instance_id if version >= 5 else None,
+            client_id=header.client_id or "", client_host="",
+            session_timeout_ms=session_timeout,
+            rebalance_timeout_ms=_ms(request.rebalance_timeout) if version >= 1 else session_timeout,
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9)
+        error = self.coordinator.coordinator_error(request.group_id)
+        group = None
+        if error is None:
+            group = self.coordinator.group(request.group_id, create=join.member_id == UNKNOWN_MEMBER)
+            if group is None:
+                error = ErrorCode.unknown_member_id
+        if error is not None:
+            return self._join_response(version, JoinResult(error, join.member_id))
+        future = asyncio.get_running_loop().create_future()
+        effects = group.join(join, self.coordinator.new_member_id(join.client_id), future, now_ms())
+        self.coordinator.apply(group, effects)
+        if future.done():
+            return self._join_response(version, future.result())
+        return self._join_later(version, future)
+
+    async def _join_later(self, version: int, future: asyncio.Future) -> dict:
+        return self._join_response(version, await future)
+
+    @staticmethod
+    def _join_response(version: int, result: JoinResult) -> dict:
+        return {"throttle_time": 0, "error_code": result.error, "generation_id": result.generation,
+                "protocol_type": result.protocol_type,
+                "protocol_name": result.protocol_name if result.protocol_name is not None or version >= 7 else "",
+                "leader": result.leader, "skip_assignment": result.skip_assignment, "member_id": result.member_id,
+                "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members]}
+
+    # -- SyncGroup -----------------------------------------------------------------------
+
+    def sync_group(self, header: RequestHeader, request):
+        version = header.api_version
+        error = self.coordinator.coordinator_error(request.group_id)
+        group = self.coordinator.group(request.group_id, create=False) if error is None else None
+        if error is None and group is None:
+            error = ErrorCode.unknown_member_id
+        if error is not None:
+            return self._sync_response(SyncResult(error))
+        future = asyncio.get_running_loop().create_future()
+        effects = group.sync(request.member_id, request.group_instance_id if version >= 3 else None,
+                             request.generation_id, request.protocol_type if version >= 5 else None,
+                             request.protocol_name if version >= 5 else None,
+                             {a.member_id: bytes(a.assignment) for a in request.assignments}, future, now_ms())
+        self.coordinator.apply(group, effects)
+        if future.done():
+            return self._sync_response(future.result())
+        return self._sync_later(future)
+
+    async def _sync_later(self, future: asyncio.Future) -> dict:
+        return self._sync_response(await future)
+
+    @staticmethod
+    def _sync_response(result: SyncResult) -> dict:
+        return {"throttle_time": 0, "error_code": result.error, "protocol_type": result.protocol_type,
+                "protocol_name": result.protocol_name, "assignment": result.assignment}
+
+    # -- Heartbeat, LeaveGroup -----------------------------------------------------------------
+
+    def heartbeat(self, header: RequestHeader, request) -> dict:
+        error = self.coordinator.coordinator_error(request.group_id)
+        if error is None:
+            group = self.coordinator.group(request.group_id, create=False)
+            if group is None:
+                error = ErrorCode.unknown_member_id
+            else:
+                error = group.heartbeat(request.member_id, request.group_instance_id if header.api_version >= 3
+                                        else None, request.generation_id, now_ms())
+                self.coordinator.apply(group, _no_effects())
+        return {"throttle_time": 0, "error_code": error}
+
+    def leave_group(self, header: RequestHeader, request) -> dict:
+        version = header.api_version
+        leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if version >= 3
+                   else [(request.member_id, None)])
+        error = self.coordinator.coordinator_error(request.group_id)
+        group = self.coordinator.group(request.group_id, create=False) if error is None else None
+        members = []
+        for member_id, instance_id in leaving:
+            if error is not None:
+                code = error
+            elif group is None:
+                code = ErrorCode.unknown_member_id
+            else:
+                code, effects = group.leave(member_id, instance_id, now_ms())
+                self.coordinator.apply(group, effects)
+            members.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": code})
+        if version >= 3:
+            return {"throttle_time": 0, "error_code": error or ErrorCode.none,
+                    "members": [] if error is not None else members}
+        return {"throttle_time": 0, "error_code": members[0]["error_code"]}
+
+    # -- OffsetCommit --------------------------------------------------------------------------
+
+    def offset_commit(self, header: RequestHeader, request):
+        version = header.api_version
+        now = now_ms()
+        wanted = [(t.name, p) for t in request.topics for p in t.partitions]
+        error = self.coordinator.coordinator_error(request.group_id)
+        group = None
+        if error is None:
+            group = self.coordinator.group(request.group_id, create=False)
+            if group is None:
+                if request.generation_id_or_member_epoch < 0:
+                    group = self.coordinator.group(request.group_id, create=True)
+                else:
+                    error = ErrorCode.illegal_generation
+        if error is None:
+            error = group.validate_offset_commit(request.member_id, request.group_instance_id if version >= 7
+                                                 else None, request.generation_id_or_member_epoch, now)
+        results: dict[tuple[str, int], ErrorCode] = {}
+        to_write: dict[tuple[str, int], OffsetValue] = {}
+        retention = getattr(request, "retention_time", None)
+        expire = now + _ms(retention) if version <= 4 and retention is not None and _ms(retention) > 0 else -1
+        topics = self.coordinator.replicas.view.topics
+        for name, p in wanted:
+            key = (name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if error is not None:
+                results[key] = error
+            elif name not in topics or p.partition_index not in topics[name].replicas:
+                results[key] = ErrorCode.unknown_topic_or_partition
+            elif len(metadata.encode()) > self.coordinator.group_config.max_metadata_bytes:
+                results[key] = ErrorCode.offset_metadata_too_large
+            else:
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, now, expire)
+        if not to_write:
+            if group is not None:
+                self.coordinator.apply(group, _no_effects())
+            return self._commit_response(request, results)
+        return self._commit_later(request, group, to_write, results)
+
+    async def _commit_later(self, request, group, to_write, results) -> dict:
+        error = await self.coordinator.commit_offsets(group, to_write)
+        for key in to_write:
+            results[key] = error
+        if self.coordinator.groups.get(group.group_id) is group:
+            self.coordinator.apply(group, _no_effects())
+        return self._commit_response(request, results)
+
+    @staticmethod
+    def _commit_response(request, results) -> dict:
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": results[(t.name, p.partition_index)]}
+                                            for p in t.partitions]} for t in request.topics]}
+
+    # -- OffsetFetch -----------------------------------------------------------------------------
+
+    def offset_fetch(self, header: RequestHeader, request) -> dict:
+        version = header.api_version
+        if version >= 8:
+            groups = [self._fetch_group(g.group_id, g.topics, version) for g in request.groups]
+            return {"throttle_time": 0, "groups": groups}
+        out = self._fetch_group(request.group_id, request.topics, version)
+        return {"throttle_time": 0, "topics": out["topics"], "error_code": out["error_code"]}
+
+    def _fetch_group(self, group_id: str, topics, version: int) -> dict:
+        error = self.coordinator.coordinator_error(group_id)
+        if error is not None and version >= 2:
+            return {"group_id": group_id, "topics": [], "error_code": error}
+        group = self.coordinator.group(group_id, create=False) if error is None else None
+        offsets = group.offsets if group is not None else {}
+        if topics is None:
+            wanted: dict[str, list[int]] = {}
+            for name, index in sorted(offsets):
+                wanted.setdefault(name, []).append(index)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in topics}
+        out = []
+        for name, indexes in wanted.items():
+            partitions = []
+            for index in indexes:
+                committed = offsets.get((name, index))
+                partitions.append({"partition_index": index, "error_code": error or ErrorCode.none,
+                                   "committed_offset": committed.offset if committed else -1,
+                                   "committed_leader_epoch": committed.leader_epoch if committed else -1,
+                                   "metadata": committed.metadata if committed else ""})
+            out.append({"name": name, "partitions": partitions})
+        return {"group_id": group_id, "topics": out, "error_code": ErrorCode.none}
+
+    # -- ListGroups, DescribeGroups, DeleteGroups -----------------------------------------------
+
+    def list_groups(self, header: RequestHeader, request) -> dict:
+        states = {s.lower() for s in request.states_filter} if header.api_version >= 4 else set()
+        error = ErrorCode.coordinator_load_in_progress if self.coordinator.loading else ErrorCode.none
+        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
+                  for g in self.coordinator.groups.values()
+                  if g.partition in self.coordinator.owned and not g.is_(GroupState.DEAD)
+                  and (not states or g.state.value.lower() in states)]
+        return {"throttle_time": 0, "error_code": error, "groups": groups}
+
+    def describe_groups(self, header: RequestHeader, request) -> dict:
+        out = []
+        for group_id in request.groups:
+            error = self.coordinator.coordinator_error(group_id)
+            group = self.coordinator.group(group_id, create=False) if error is None else None
+            if group is not None:
+                entry = {"error_code": ErrorCode.none, **group.summary()}
+            else:
+                entry = {"error_code": error or ErrorCode.none, "group_id": group_id,
+                         "group_state": GroupState.DEAD.value if error is None else "",
+                         "protocol_type": "", "protocol_data": "", "members": []}
+            entry["authorized_operations"] = NO_OPERATIONS
+            out.append(entry)
+        return {"throttle_time": 0, "groups": out}
+
+    def delete_groups(self, header: RequestHeader, request):
+        return self._delete_groups(list(request.groups_names))
+
+    async def _delete_groups(self, names: list[str]) -> dict:
+        results = []
+        for group_id in names:
+            error = self.coordinator.coordinator_error(group_id)
+            if error is None:
+                group = self.coordinator.group(group_id, create=False)
+                error = ErrorCode.group_id_not_found if group is None else group.check_deletable()
+                if error is None:
+                    self.coordinator.apply(group, group.mark_dead(ErrorCode.coordinator_not_available, now_ms()))
+                    del self.coordinator.groups[group_id]
+                    error = await self.coordinator.delete_group(group)
+            results.append({"group_id": group_id, "error_code": error or ErrorCode.none})
+        return {"throttle_time": 0, "results": results}
+
+
+def _no_effects() -> Effects:
+    """For a request that changed only a member's liveness: the group's timer is re-armed."""
+    return Effects()

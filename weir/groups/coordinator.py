@@ -1,0 +1,385 @@
+"""The group coordinator's asyncio shell: which groups this broker coordinates, and the effects.
+
+A broker coordinates the groups whose `__consumer_offsets` partition it leads. When it becomes
+leader of one (`on_role_change`), it loads that partition from the log start to its log end - a
+new leader's log holds every acknowledged record, even above a high watermark that has not caught
+up yet - and only then answers for its groups (COORDINATOR_LOAD_IN_PROGRESS meanwhile). When it
+stops leading it drops them: parked requests get NOT_COORDINATOR and their clients look for the
+new coordinator, which loads the same records.
+
+Every change another coordinator must see - a commit, an assignment, an Empty group, a deletion,
+an expiry - is appended as a record batch through the normal leader path with acks=all
+(`ReplicaManager.append` + `await_replication`), and becomes visible here only once the ISR has
+it. The decisions are in `weir.groups.group` (pure); this module feeds it requests, the clock and
+store outcomes, resolves the futures of parked JoinGroup/SyncGroup requests, and keeps one timer
+per group at the group's next deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from ..log import OffsetOutOfRange
+from ..protocol.errors import ErrorCode, KafkaError
+from .group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
+from .placement import OFFSETS_TOPIC, partition_for
+from .records import (GroupKey, OffsetKey, RecordFormatError, decode_batches, encode_batch, group_key, group_value,
+                      offset_key, offset_value, read_group_value, read_key, read_offset_value, OffsetValue)
+
+log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES = 1 << 20
+MAX_RECORDS_PER_BATCH = 1000
+
+# Kafka's GroupMetadataManager mapping of append errors to what a group client understands
+_STORE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+}
+_OFFSET_SIZE_ERRORS = {ErrorCode.message_too_large, ErrorCode.record_list_too_large}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    def __init__(self, replicas, config, create_topic) -> None:
+        """`replicas`: the broker's ReplicaManager (groups does not import the broker layer);
+        `create_topic(name, partitions, replication_factor, assignment, configs)`: AdminApis'."""
+        self.replicas = replicas
+        self.config = config
+        self.group_config = GroupConfig.from_broker(config)
+        self._create_topic = create_topic
+        self.groups: dict[str, Group] = {}
+        self.owned: dict[int, int] = {}  # offsets partition → leader epoch it was loaded in
+        self.loading: dict[int, asyncio.Task] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._creating: asyncio.Task | None = None
+        self._expiry_task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._expiry_task = loop.create_task(self._expire_periodically())
+
+    def stop(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+        for task in self.loading.values():
+            task.cancel()
+        for index in list(self.owned):
+            self._unload(index)
+
+    # -- where groups live -----------------------------------------------------------------
+
+    def offsets_partition_count(self) -> int:
+        assignment = self.replicas.view.topics.get(OFFSETS_TOPIC)
+        return assignment.partition_count if assignment else self.config["offsets.topic.num.partitions"]
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_partition_count())
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """None if this broker coordinates `group_id` now; else the error a client acts on."""
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        if OFFSETS_TOPIC not in self.replicas.view.topics:
+            return ErrorCode.not_coordinator
+        index = self.partition_of(group_id)
+        if index in self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+        if index not in self.owned or partition is None or partition.leader is None or not self.replicas.can_lead:
+            return ErrorCode.not_coordinator
+        return None
+
+    async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, object]:
+        """(error, BrokerInfo of the leader of the group's partition), creating the topic if need be."""
+        if not group_id:
+            return ErrorCode.invalid_request, None
+        if OFFSETS_TOPIC not in self.replicas.view.topics:
+            try:
+                await self._ensure_offsets_topic()
+            except KafkaError as e:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
+                return ErrorCode.coordinator_not_available, None
+        index = self.partition_of(group_id)
+        state = self.replicas.view.states.get((OFFSETS_TOPIC, index))
+        broker = self.replicas.view.brokers.get(state.leader) if state is not None else None
+        if broker is None:
+            return ErrorCode.coordinator_not_available, None
+        return ErrorCode.none, broker
+
+    async def _ensure_offsets_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create_offsets_topic())
+        await asyncio.shield(self._creating)
+
+    async def _create_offsets_topic(self) -> None:
+        if OFFSETS_TOPIC in self.replicas.view.topics:
+            return
+        partitions = self.config["offsets.topic.num.partitions"]
+        wanted = self.config["offsets.topic.replication.factor"]
+        live = len(self.replicas.view.brokers)
+        factor = min(wanted, live)
+        if factor < wanted:
+            log.warning("creating %s with replication factor %d: only %d broker(s) are live "
+                        "(offsets.topic.replication.factor is %d)", OFFSETS_TOPIC, factor, live, wanted)
+        # No compaction in Weir yet: time retention would delete live commits, so the topic keeps
+        # everything; DeleteGroups and expiry write tombstones that a loader honours.
+        configs = {"retention.ms": "-1", "retention.bytes": "-1",
+                   "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        try:
+            await self._create_topic(OFFSETS_TOPIC, partitions, factor, None, configs)
+        except KafkaError as e:
+            if e.code != ErrorCode.topic_already_exists:
+                raise
+
+    # -- leadership: load and unload ---------------------------------------------------------
+
+    def on_role_change(self, partition) -> None:
+        """A replica's role changed (ReplicaManager calls this): follow the offsets partitions."""
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        index = partition.index
+        if partition.leader is not None:
+            if index in self.owned:
+                self.owned[index] = partition.leader_epoch  # still ours, and every write of ours is in the log
+                return
+            task = self.loading.pop(index, None)
+            if task is not None:
+                task.cancel()
+            self.loading[index] = asyncio.get_running_loop().create_task(self._load(index, partition.leader_epoch))
+        else:
+            task = self.loading.pop(index, None)
+            if task is not None:
+                task.cancel()
+            if index in self.owned:
+                self._unload(index)
+
+    async def _load(self, index: int, epoch: int) -> None:
+        started = time.monotonic()
+        try:
+            groups, records = await self._read_partition(index, epoch)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
+            self.loading.pop(index, None)
+            return
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+        if partition is None or partition.leader is None or partition.leader_epoch != epoch:
+            self.loading.pop(index, None)
+            return
+        for group in groups.values():
+            old = self.groups.pop(group.group_id, None)
+            if old is not None:
+                self._answer(old.mark_dead(ErrorCode.not_coordinator, now_ms()))
+            self.groups[group.group_id] = group
+            self._schedule(group)
+        self.owned[index] = epoch
+        self.loading.pop(index, None)
+        log.info("%s-%d: coordinating %d group(s), loaded from %d record(s) in %.0f ms", OFFSETS_TOPIC, index,
+                 len(groups), records, (time.monotonic() - started) * 1000)
+
+    async def _read_partition(self, index: int, epoch: int) -> tuple[dict[str, Group], int]:
+        partition = self.replicas.partitions[(OFFSETS_TOPIC, index)]
+        plog = partition.log
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        metadata: dict[str, object] = {}  # group → GroupValue or None (tombstone)
+        offsets: dict[str, dict[tuple[str, int], CommittedOffset | None]] = {}
+        count = 0
+        while offset < end:
+            try:
+                data = plog.read(offset, LOAD_READ_BYTES, end).read_bytes()
+            except OffsetOutOfRange:
+                offset = plog.log_start_offset
+                continue
+            records, next_offset, skipped = decode_batches(data)
+            if skipped:
+                log.warning("%s-%d: skipped %d batch(es) at %d that are compressed or control batches",
+                            OFFSETS_TOPIC, index, skipped, offset)
+            if next_offset <= offset:
+                raise RecordFormatError(f"{OFFSETS_TOPIC}-{index}: no whole batch at offset {offset}")
+            for record_offset, key_bytes, value_bytes in records:
+                count += 1
+                try:
+                    key = read_key(key_bytes)
+                    if isinstance(key, OffsetKey):
+                        value = None if value_bytes is None else read_offset_value(value_bytes)
+                        offsets.setdefault(key.group, {})[(key.topic, key.partition)] = None if value is None else \
+                            CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                                            value.expire_timestamp, record_offset)
+                    elif isinstance(key, GroupKey):
+                        metadata[key.group] = None if value_bytes is None else read_group_value(value_bytes)
+                except (RecordFormatError, UnicodeDecodeError) as e:
+                    log.warning("%s-%d: unreadable record at offset %d: %s", OFFSETS_TOPIC, index, record_offset, e)
+            offset = next_offset
+            await asyncio.sleep(0)  # let the broker serve others between chunks
+            if partition.leader is None or partition.leader_epoch != epoch:
+                return {}, count
+        now = now_ms()
+        groups: dict[str, Group] = {}
+        for group_id in set(metadata) | set(offsets):
+            value = metadata.get(group_id)
+            group = Group.from_record(group_id, value, self.group_config, now, index) if value is not None \
+                else Group(group_id, self.group_config, now, index)
+            group.offsets = {k: v for k, v in offsets.get(group_id, {}).items() if v is not None}
+            if value is None and not group.offsets:
+                continue  # deleted
+            groups[group_id] = group
+        return groups, count
+
+    def _unload(self, index: int) -> None:
+        self.owned.pop(index, None)
+        now = now_ms()
+        gone = [g for g in self.groups.values() if g.partition == index]
+        for group in gone:
+            del self.groups[group.group_id]
+            timer = self._timers.pop(group.group_id, None)
+            if timer is not None:
+                timer.cancel()
+            if not group.is_(GroupState.DEAD):
+                self._answer(group.mark_dead(ErrorCode.not_coordinator, now))
+        log.info("%s-%d: no longer coordinating its %d group(s)", OFFSETS_TOPIC, index, len(gone))
+
+    # -- groups, effects and timers ------------------------------------------------------
+
+    def group(self, group_id: str, create: bool) -> Group | None:
+        group = self.groups.get(group_id)
+        if group is None and create:
+            group = self.groups[group_id] = Group(group_id, self.group_config, now_ms(), self.partition_of(group_id))
+        return group
+
+    @staticmethod
+    def new_member_id(client_id: str) -> str:
+        return f"{client_id or 'member'}-{uuid.uuid4()}"
+
+    def apply(self, group: Group, effects: Effects) -> None:
+        """Carry out what the core decided: answer parked requests, store metadata, re-arm the timer."""
+        self._answer(effects)
+        if effects.store is not None:
+            asyncio.get_running_loop().create_task(self._store_group(group, effects.store))
+        self._schedule(group)
+        if group.is_(GroupState.EMPTY) and group.generation == 0 and not group.members and not group.pending_members \
+                and not group.offsets and self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]  # a join that failed before the group ever formed
+
+    @staticmethod
+    def _answer(effects: Effects) -> None:
+        for future, result in effects.answers:
+            if not future.done():
+                future.set_result(result)
+
+    def _schedule(self, group: Group) -> None:
+        timer = self._timers.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+        deadline = group.next_deadline()
+        if group.is_(GroupState.DEAD) or deadline >= 2**62:
+            return
+        loop = asyncio.get_running_loop()
+        delay_s = max(deadline - now_ms(), 0) / 1000
+        self._timers[group.group_id] = loop.call_later(delay_s, self._on_timer, group)
+
+    def _on_timer(self, group: Group) -> None:
+        self._timers.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is not group:
+            return
+        self.apply(group, group.on_timer(now_ms()))
+
+    async def _store_group(self, group: Group, store: StoreGroup) -> None:
+        value = None if store.value is None else group_value(store.value)
+        error, _ = await self.append(group.partition, [(group_key(store.group_id), value)])
+        if error in _OFFSET_SIZE_ERRORS:
+            error = ErrorCode.unknown_server_error
+        elif error == ErrorCode.coordinator_not_available and store.purpose == "assignment":
+            error = ErrorCode.rebalance_in_progress  # Kafka: the members rejoin
+        if error:
+            log.warning("group %s: storing its metadata (%s) failed: %s", group.group_id, store.purpose, error.name)
+        if self.groups.get(group.group_id) is group:
+            self.apply(group, group.on_group_stored(store, error, now_ms()))
+        elif store.token is not None and not store.token.done():
+            # unloaded meanwhile: the static rejoiner's JoinGroup is parked nowhere else
+            store.token.set_result(JoinResult(ErrorCode.not_coordinator, store.member_id))
+
+    async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+        """Append records to our offsets partition with acks=all: (error, base offset)."""
+        now = now_ms()
+        base = -1
+        try:
+            for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
+                chunk = records[start:start + MAX_RECORDS_PER_BATCH]
+                partition, first, last = self.replicas.append(OFFSETS_TOPIC, index, encode_batch(chunk, now), -1, now)
+                base = first if base < 0 else base
+                error = await self.replicas.await_replication(partition, last, self.config["offsets.commit.timeout.ms"],
+                                                              now)
+                if error:
+                    return _STORE_ERRORS.get(ErrorCode(error), ErrorCode(error)), base
+        except KafkaError as e:
+            return _STORE_ERRORS.get(e.code, e.code), base
+        return ErrorCode.none, base
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def commit_offsets(self, group: Group, offsets: dict[tuple[str, int], OffsetValue]) -> ErrorCode:
+        keys = list(offsets)
+        records = [(offset_key(group.group_id, t, p), offset_value(offsets[(t, p)])) for t, p in keys]
+        error, base = await self.append(group.partition, records)
+        if error in _OFFSET_SIZE_ERRORS:
+            return ErrorCode.invalid_commit_offset_size
+        if error:
+            return error
+        group.on_offsets_committed({key: CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                                         v.expire_timestamp, base + i)
+                                    for i, (key, v) in enumerate(offsets.items())})
+        return ErrorCode.none
+
+    async def delete_group(self, group: Group) -> ErrorCode:
+        """Tombstones for the group's offsets and metadata (the group is already Dead here)."""
+        records = [(offset_key(group.group_id, t, p), None) for t, p in group.offsets]
+        records.append((group_key(group.group_id), None))
+        error, _ = await self.append(group.partition, records)
+        return error
+
+    async def _expire_periodically(self) -> None:
+        interval = self.config["offsets.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets(now_ms())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("offset expiry failed")
+
+    async def expire_offsets(self, now: int) -> int:
+        """Tombstone expired offsets; an Empty group left with none is deleted (Kafka's cleanupGroupMetadata)."""
+        expired = 0
+        for group in list(self.groups.values()):
+            if group.partition not in self.owned or group.is_(GroupState.DEAD):
+                continue
+            keys = group.expired_offsets(now)
+            if keys:
+                error, base = await self.append(group.partition, [(offset_key(group.group_id, t, p), None)
+                                                                  for t, p in keys])
+                if error:
+                    log.warning("group %s: expiring %d offset(s) failed: %s", group.group_id, len(keys), error.name)
+                    continue
+                group.remove_offsets(keys, base)
+                expired += len(keys)
+                log.info("group %s: %d committed offset(s) expired", group.group_id, len(keys))
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members \
+                    and self.groups.get(group.group_id) is group:
+                self._answer(group.mark_dead(ErrorCode.coordinator_not_available, now))
+                del self.groups[group.group_id]
+                await self.append(group.partition, [(group_key(group.group_id), None)])
+                log.info("group %s: empty and without offsets; removed", group.group_id)
+        return expired

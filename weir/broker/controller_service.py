@@ -24,8 +24,28 @@ from ..protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 MAX_CONFLICT_ROUNDS = 10
+STARTUP_WAIT_S = 15  # at most this long for the first election, its writes, and our watcher to see them
 # A broker asks for controlled shutdown with an ephemeral child here (kio has no ControlledShutdown API).
 CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
+
+
+def registered_after_their_states(view: ClusterView) -> set[int]:
+    """Live brokers whose registration is newer than a partition state naming them in the ISR (as
+    leader or member). Such a state describes the broker's previous incarnation, which may have
+    held records this one lost: a new controller, which never saw the registration change, must
+    treat the broker as bounced (Kafka: broker epochs, KIP-380). This also makes it rewrite every
+    state naming such a broker as leader, which is what lets the broker lead again: a broker takes
+    no leadership from a state older than its own registration (ReplicaManager)."""
+    epochs = view.broker_epochs
+    bounced = set()
+    for key, state in view.states.items():
+        zxid = view.state_zxids.get(key)
+        if zxid is None:
+            continue
+        for b in state.isr:
+            if b in view.brokers and b in epochs and epochs[b] > zxid:
+                bounced.add(b)
+    return bounced
 
 
 class ControllerService:
@@ -40,6 +60,7 @@ class ControllerService:
             leader_imbalance_check_interval_seconds=config["leader.imbalance.check.interval.seconds"])
         self.core: ControllerCore | None = None
         self.rng = random.Random()
+        self._written_at_election: dict[tuple[str, int], PartitionState] = {}
         self._events: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._balance_task: asyncio.Task | None = None
@@ -51,8 +72,17 @@ class ControllerService:
         return self.core is not None and self.store.is_controller
 
     async def start(self) -> None:
+        """Run for controller; if this broker wins, return once its first writes are in our own view.
+        A restarted broker leads only from states written after it registered (broker epochs): in a
+        one-broker cluster those are the ones its own controller writes now, so waiting here means
+        the broker is leading again by the time it says it is ready."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
-        self.elect()
+        try:
+            await asyncio.wait_for(self.call("elect"), STARTUP_WAIT_S)
+            if self.active:
+                await self._wait_until_seen(self._written_at_election, STARTUP_WAIT_S)
+        except Exception as e:  # a slow or failed first election: it carries on in the background
+            log.warning("controller start-up did not settle: %r", e)
 
     async def stop(self) -> None:
         for task in (self._task, self._balance_task):
@@ -119,10 +149,28 @@ class ControllerService:
         self.core = ControllerCore(view, self.core_config)
         self._known = view
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, epoch)
-        await self._write(self.core.reconcile())
+        bounced = registered_after_their_states(view)
+        if bounced:
+            log.info("controller: brokers %s registered after states naming them in the ISR were written: "
+                     "treating them as bounced", sorted(bounced))
+            self._written_at_election = await self._write(self.core.on_brokers_changed(view.brokers, bounced))
+        else:
+            self._written_at_election = await self._write(self.core.reconcile())
         await self._watch_shutdown_requests()
         if self.core_config.auto_leader_rebalance_enable:
             self._balance_task = asyncio.get_running_loop().create_task(self._balance_timer())
+
+    async def _wait_until_seen(self, written: dict[tuple[str, int], PartitionState], timeout_s: float) -> None:
+        """Until the watcher's view holds `written` (or newer), or the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            states = self.watcher.view.states
+            if all(key not in states or states[key].partition_epoch >= state.partition_epoch
+                   for key, state in written.items()):
+                await asyncio.sleep(0)  # let the broker apply what the watcher just reported
+                return
+            await asyncio.sleep(0.01)
 
     async def _resign(self) -> None:
         self.core = None
@@ -156,10 +204,14 @@ class ControllerService:
         """Tell the core what changed in topics, configs and brokers since it last heard."""
         core, known, now = self.core, self._known, self.watcher.snapshot()
         changes: list[StateChange] = []
-        if now.brokers.keys() != known.brokers.keys():
+        # A registration with a new broker epoch (czxid) is a bounce: gone and back between two looks.
+        bounced = {b for b, epoch in now.broker_epochs.items()
+                   if b in now.brokers and known.broker_epochs.get(b, epoch) != epoch}
+        if now.brokers.keys() != known.brokers.keys() or bounced:
             gone, joined = known.brokers.keys() - now.brokers.keys(), now.brokers.keys() - known.brokers.keys()
-            log.info("controller: brokers %s (gone %s, joined %s)", sorted(now.brokers), sorted(gone), sorted(joined))
-            changes += core.on_brokers_changed(now.brokers)
+            log.info("controller: brokers %s (gone %s, joined %s, bounced %s)", sorted(now.brokers), sorted(gone),
+                     sorted(joined), sorted(bounced))
+            changes += core.on_brokers_changed(now.brokers, bounced)
         for name in known.topics.keys() - now.topics.keys():
             core.on_topic_deleted(name)
         for name, assignment in now.topics.items():

@@ -59,3 +59,20 @@ class ClusterView:
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     controller_id: int = NO_LEADER
     controller_epoch: int = 0
+    # Broker epochs (KIP-380): the czxid of each live broker's registration znode. A broker that
+    # registered again (a new session: it restarted, or its session expired) has a higher one.
+    broker_epochs: dict[int, int] = field(default_factory=dict)
+    # The ZooKeeper session that owns each live broker's (ephemeral) registration.
+    broker_sessions: dict[int, int] = field(default_factory=dict)
+    # The mzxid of each partition state znode: the zxid of the write that made it what it is.
+    state_zxids: dict[tuple[str, int], int] = field(default_factory=dict)
+    # The session this view was read in (None for a view not read from ZooKeeper): a broker's
+    # registration in `brokers` is its own current one iff broker_sessions[id] == session_id.
+    session_id: int | None = None
+
+    def own_broker_epoch(self, broker_id: int) -> int | None:
+        """The broker epoch of `broker_id`'s registration if that registration is by the session this
+        view was read in (the broker's own current one); None if the view does not show it (yet)."""
+        if self.session_id is None or self.broker_sessions.get(broker_id) != self.session_id:
+            return None
+        return self.broker_epochs.get(broker_id)

@@ -1,11 +1,13 @@
 """A broker's always-current view of the cluster metadata in ZooKeeper, kept by watches.
 
 `MetadataWatcher` maintains a `ClusterView`: live brokers (/brokers/ids children and their
-registrations), topics (/brokers/topics children and their assignments), every partition state,
-topic configs, and the controller id and epoch. After each change it has applied it calls the
+registrations, with each registration's czxid - the broker epoch of KIP-380 - and owning session),
+topics (/brokers/topics children and their assignments), every partition state (with the mzxid
+of its znode), topic configs, the controller id and epoch, and the session it was read in. After each change it has applied it calls the
 asyncio-side `on_change(kind, key)`:
 
-    ("brokers", None)             a broker registered, re-registered or went away
+    ("brokers", None)             a broker registered, re-registered (a new broker epoch, even with
+                                  the same contents) or went away
     ("controller", None)          /controller or /controller_epoch changed
     ("topic", name)               a topic appeared (its states and config are in the view already)
                                   or its assignment changed (e.g. partitions added)
@@ -133,7 +135,9 @@ class MetadataWatcher:
         v = self.view
         return ClusterView(brokers=dict(v.brokers), topics=dict(v.topics), states=dict(v.states),
                            topic_configs={t: dict(c) for t, c in v.topic_configs.items()},
-                           controller_id=v.controller_id, controller_epoch=v.controller_epoch)
+                           controller_id=v.controller_id, controller_epoch=v.controller_epoch,
+                           broker_epochs=dict(v.broker_epochs), broker_sessions=dict(v.broker_sessions),
+                           state_zxids=dict(v.state_zxids), session_id=v.session_id)
 
     # -- events from kazoo (already on the loop) ---------------------------------------------------
 
@@ -300,6 +304,7 @@ class MetadataWatcher:
 
     async def _reconcile(self, d: _Dirty) -> list[tuple[str, Any]]:
         view = self.view
+        session_id = self.session.session_id  # the session every read of this batch is made in
         if d.full:
             d.broker_ids = d.topic_names = d.controller = True
             d.brokers |= set(view.brokers)
@@ -333,8 +338,7 @@ class MetadataWatcher:
                 except ValueError:
                     continue
             for gone in set(view.brokers) - live:
-                del view.brokers[gone]
-                self.endpoints.pop(gone, None)
+                self._drop_broker(gone)
                 brokers_changed = True
             d.brokers = {b for b in d.brokers if b in live}
             d.brokers |= live if d.full else live - set(view.brokers)
@@ -364,8 +368,7 @@ class MetadataWatcher:
         for b, got in zip(broker_ids, broker_results):
             if got is None:
                 if b in view.brokers:
-                    del view.brokers[b]
-                    self.endpoints.pop(b, None)
+                    self._drop_broker(b)
                     brokers_changed = True
                 continue
             try:
@@ -374,9 +377,15 @@ class MetadataWatcher:
             except FormatError as e:
                 log.warning("unreadable registration of broker %d: %s", b, e)
                 continue
-            if view.brokers.get(b) != info or self.endpoints.get(b) != endpoints:
+            stat = got[1]
+            if (view.brokers.get(b) != info or self.endpoints.get(b) != endpoints
+                    or view.broker_epochs.get(b) != stat.czxid
+                    or view.broker_sessions.get(b) != stat.ephemeralOwner):
+                # A new czxid with the same contents is a new registration (a bounce): a change.
                 view.brokers[b] = info
                 self.endpoints[b] = endpoints
+                view.broker_epochs[b] = stat.czxid
+                view.broker_sessions[b] = stat.ephemeralOwner
                 brokers_changed = True
         if brokers_changed:
             events.insert(0, ("brokers", None))
@@ -421,12 +430,14 @@ class MetadataWatcher:
                       if (a := assignment_of(k[0])) is not None and k[1] in a.replicas)
         states = await self._get_many([partition_state_path(t, p) for t, p in keys])
         read: dict[Key, PartitionState | None] = {}
+        zxids: dict[Key, int] = {}
         for key, got in zip(keys, states):
             if got is None:
                 read[key] = None
                 continue
             try:
                 read[key] = decode_partition_state(got[0], got[1].version)
+                zxids[key] = got[1].mzxid
             except FormatError as e:
                 log.warning("unreadable state of %s-%d: %s", key[0], key[1], e)
 
@@ -449,11 +460,13 @@ class MetadataWatcher:
                 state = read.get((t, p))
                 if state is not None:
                     view.states[(t, p)] = state
+                    view.state_zxids[(t, p)] = zxids[(t, p)]
             events.append(("topic", t))
         for t, assignment in changed_topics.items():
             if t in deleted:
                 continue
             for p in set(view.topics[t].replicas) - set(assignment.replicas):
+                view.state_zxids.pop((t, p), None)
                 if view.states.pop((t, p), None) is not None:
                     events.append(("partition", (t, p)))
             view.topics[t] = assignment
@@ -469,12 +482,22 @@ class MetadataWatcher:
             if t in new_topics or t in deleted or t not in view.topics:
                 continue
             if state is None:
+                view.state_zxids.pop(key, None)
                 if view.states.pop(key, None) is not None:
                     events.append(("partition", key))
-            elif view.states.get(key) != state:
+            elif view.states.get(key) != state or view.state_zxids.get(key) != zxids[key]:
                 view.states[key] = state
+                view.state_zxids[key] = zxids[key]
                 events.append(("partition", key))
+        view.session_id = session_id
         return events
+
+    def _drop_broker(self, broker_id: int) -> None:
+        view = self.view
+        view.brokers.pop(broker_id, None)
+        view.broker_epochs.pop(broker_id, None)
+        view.broker_sessions.pop(broker_id, None)
+        self.endpoints.pop(broker_id, None)
 
     def _drop_topic(self, topic: str, events: list[tuple[str, Any]]) -> None:
         assignment = self.view.topics.pop(topic, None)
@@ -482,5 +505,6 @@ class MetadataWatcher:
             return
         for p in assignment.replicas:
             self.view.states.pop((topic, p), None)
+            self.view.state_zxids.pop((topic, p), None)
         self.view.topic_configs.pop(topic, None)
         events.append(("topic_deleted", topic))

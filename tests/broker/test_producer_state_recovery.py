@@ -16,7 +16,9 @@ def append(partition: Partition, first_sequence: int, count: int) -> None:
 
 
 def reopen(path) -> Partition:
-    return Partition(0, "t", 0, PartitionLog.open(path, LogConfig(), 1_000), 0)
+    partition = Partition(0, "t", 0, PartitionLog.open(path, LogConfig(), 1_000), 0)
+    partition.load_producer_state()
+    return partition
 
 
 def test_producer_state_rebuilt_from_the_log(tmp_path):

@@ -40,8 +40,7 @@ class Partition:
         self.follower: FollowerPartition | None = None
         self.purgatory = ProducePurgatory()
         self._high_watermark = min(high_watermark, log.log_end_offset)
-        self.producers = ProducerStateTable()
-        self.load_producer_state()
+        self.producers = ProducerStateTable()  # filled by load_producer_state() and appends
 
     @property
     def key(self) -> tuple[str, int]:

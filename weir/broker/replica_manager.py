@@ -148,6 +148,7 @@ class ReplicaManager:
             plog = self.logs.open_partition(assignment.name, index, assignment.topic_id, config, now_ms)
         partition = Partition(self.broker_id, assignment.name, index, plog,
                               self._checkpointed_hw.get((assignment.name, index), 0))
+        partition.load_producer_state()
         self.partitions[partition.key] = partition
         return partition
 

@@ -78,6 +78,7 @@ class Broker:
         self.groups.start()
         self._started = True
         await self.watcher.start()
+        self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
         apis = BrokerApis(DataApis(self.replicas), self.admin, GroupApis(self.groups))
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),

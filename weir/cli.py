@@ -89,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     register_verify_command(sub)
     # -- end verify --
 
+    # -- demo: weir demo pipeline, Weir -> Spark -> Parquet (weir/spark/demo.py) --
+    from .spark.demo import register as register_demo_command
+    register_demo_command(sub)
+    # -- end demo --
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.func(args)

@@ -1,0 +1,65 @@
+"""Planning and options (no Spark, no broker)."""
+
+import pytest
+
+from weir.spark.options import EARLIEST, LATEST, OptionError, parse_read_options, parse_write_options
+from weir.spark.planning import OffsetRange, rate_limit, split_ranges
+
+
+def test_rate_limit_never_exceeds_the_limit_and_always_progresses():
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 50}
+    latest = {("t", 0): 1000, ("t", 1): 101, ("t", 2): 50, ("t", 3): 7}
+    for limit in (1, 2, 3, 10, 333, 1000, 5000):
+        end = rate_limit(start, latest, limit)
+        taken = sum(end[tp] - start.get(tp, latest[tp]) for tp in latest)
+        assert 0 < taken <= limit
+        assert all(start.get(tp, latest[tp]) <= end[tp] <= latest[tp] for tp in latest)
+    assert rate_limit(start, latest, 10_000) == latest
+    # a partition whose log went backwards (truncation) goes back: the loss is reported when planned
+    assert rate_limit({("t", 0): 10}, {("t", 0): 5}, 3) == {("t", 0): 5}
+
+
+def test_split_ranges():
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 5, 5), OffsetRange("t", 2, 0, 10)]
+    out = split_ranges(ranges, 300, None)
+    assert [(r.partition, r.start, r.end) for r in out] == [
+        (0, 0, 250), (0, 250, 500), (0, 500, 750), (0, 750, 1000), (2, 0, 10)]
+    out = split_ranges(ranges, None, 8)
+    assert len(out) >= 8 and sum(r.size for r in out) == 1010
+
+
+def test_read_options():
+    opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a, b",
+                               "startingoffsets": '{"a":{"0":5,"1":-2}}', "maxoffsetspertrigger": "10",
+                               "includeheaders": "TRUE"}, streaming=True)
+    assert opts.subscribe == ("a", "b") and opts.include_headers and opts.max_offsets_per_trigger == 10
+    assert opts.starting.offsets == {("a", 0): 5, ("a", 1): EARLIEST} and opts.starting.default == LATEST
+    assert parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribepattern": "p.*"},
+                              streaming=False).matches("pq")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "kafka.bootstrap.servers is required"),
+    ({"kafka.bootstrap.servers": "nohost"}, "'nohost' is not host:port"),
+    ({"subscribe": "t", "subscribepattern": "x"}, "exactly one of"),
+    ({"assign": "[0]"}, "option assign must be JSON like"),
+    ({"subscribe": "t", "startingoffsets": "{bad"}, "startingOffsets is not valid JSON"),
+    ({"subscribe": "t", "startingoffsets": '{"u":{"0":1}}'}, "names topics that subscribe does not: u"),
+    ({"subscribe": "t", "endingoffsets": "earliest"}, "endingOffsets=earliest makes no sense"),
+    ({"subscribe": "t", "startingtimestamp": "1", "startingoffsets": "earliest"}, "set only one of"),
+    ({"subscribe": "t", "subscribepattern": "("}, "exactly one of"),
+    ({"subscribepattern": "("}, "not a valid regular expression"),
+    ({"subscribe": "t", "minpartitions": "0"}, "minPartitions must be positive"),
+])
+def test_bad_read_options(options, message):
+    options = {"kafka.bootstrap.servers": "h:1", **options} if options and "kafka.bootstrap.servers" not in options \
+        else options
+    with pytest.raises(OptionError, match=message.replace("(", r"\(")):
+        parse_read_options(options, streaming=False)
+
+
+def test_write_options():
+    opts = parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.linger.ms": "50"})
+    assert opts.topic == "t" and opts.producer_config == {"linger.ms": "50"}
+    with pytest.raises(OptionError, match="unknown write option 'topik'; did you mean 'topic'"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "topik": "t"})

@@ -1,0 +1,285 @@
+"""The data source's options, named like Spark's Kafka source, checked before any query starts.
+
+Spark hands a Python data source its options as strings under lower-cased keys, so every name
+here is matched lower-cased. `parse_read_options` and `parse_write_options` turn them into a frozen
+settings object (picklable: it travels to the executors inside the reader and the partitions) or
+raise `OptionError` with a sentence a user can act on: an unknown option (with the closest known
+name), a missing or contradictory one, a value that does not parse.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+
+EARLIEST, LATEST = -2, -1
+DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+
+# canonical (camelCase) name -> description; matched lower-cased
+READ_OPTIONS = {
+    "kafka.bootstrap.servers": "host:port[,host:port]",
+    "subscribe": "comma-separated topic list",
+    "subscribePattern": "regular expression of topic names",
+    "assign": 'JSON {"topic":[0,1]}',
+    "startingOffsets": 'earliest, latest or JSON {"topic":{"0":23,"1":-2}}',
+    "endingOffsets": 'latest or JSON {"topic":{"0":50,"1":-1}} (batch only)',
+    "startingTimestamp": "milliseconds since the epoch, for every partition",
+    "startingOffsetsByTimestamp": 'JSON {"topic":{"0":1700000000000}}',
+    "maxOffsetsPerTrigger": "upper bound on the offsets one micro-batch reads",
+    "minPartitions": "the least number of Spark partitions a read is split into",
+    "maxRecordsPerPartition": "the most offsets one Spark partition reads",
+    "failOnDataLoss": "true: fail when offsets are gone; false: skip them and warn",
+    "includeHeaders": "add the headers column",
+    "kafkaConsumer.pollTimeoutMs": "how long a task retries a partition that cannot be read",
+    "fetchMaxBytes": "bytes asked for in one Fetch per partition",
+}
+WRITE_OPTIONS = {
+    "kafka.bootstrap.servers": "host:port[,host:port]",
+    "topic": "the topic to write to (overrides a topic column)",
+    "includeHeaders": "accepted for symmetry with the source; a headers column is always written",
+}
+# Options Spark itself adds, or that Kafka users commonly pass and that mean nothing here.
+IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
+
+
+class OptionError(ValueError):
+    """A bad option: raised on the driver before a query starts."""
+
+
+def _lower(options) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in dict(options).items()}
+
+
+def _check_known(opts: dict[str, str], known: dict[str, str], what: str, passthrough: bool) -> None:
+    names = {k.lower(): k for k in known}
+    for key in opts:
+        if key in names or key in IGNORED or (passthrough and key.startswith("kafka.")):
+            continue
+        close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.6)
+        hint = f"; did you mean {names[close[0]]!r}?" if close else ""
+        raise OptionError(f"unknown {what} option {key!r}{hint} (known: {', '.join(sorted(known))})")
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise OptionError(f"option {name} must be true or false, not {raw!r}")
+
+
+def _positive_int(opts: dict[str, str], name: str, default: int | None) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {name} must be a whole number, not {raw!r}") from None
+    if value <= 0:
+        raise OptionError(f"option {name} must be positive, not {value}")
+    return value
+
+
+def _json(name: str, raw: str):
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise OptionError(f"option {name} is not valid JSON ({e.msg} at column {e.colno}): {raw!r}") from None
+
+
+def parse_partition_map(name: str, raw: str) -> dict[tuple[str, int], int]:
+    """'{"topic":{"0":23,"1":-2}}' -> {("topic", 0): 23, ("topic", 1): -2}."""
+    value = _json(name, raw)
+    if not isinstance(value, dict):
+        raise OptionError(f'option {name} must be a JSON object like {{"topic":{{"0":23}}}}, not {raw!r}')
+    out = {}
+    for topic, partitions in value.items():
+        if not isinstance(partitions, dict):
+            raise OptionError(f"option {name}: topic {topic!r} must map partition numbers to offsets")
+        for p, offset in partitions.items():
+            try:
+                index = int(p)
+            except ValueError:
+                raise OptionError(f"option {name}: {p!r} is not a partition number") from None
+            if not isinstance(offset, int) or isinstance(offset, bool):
+                raise OptionError(f"option {name}: {topic}-{index} must be a whole number, not {offset!r}")
+            out[(topic, index)] = offset
+    return out
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends: everywhere earliest/latest, per partition, or by timestamp."""
+
+    default: int  # EARLIEST or LATEST: for partitions not named in `offsets`
+    offsets: dict = field(default_factory=dict)  # (topic, partition) -> offset, EARLIEST or LATEST
+    timestamp: int | None = None  # every partition: the first offset with a timestamp >= this
+    timestamps: dict = field(default_factory=dict)  # (topic, partition) -> timestamp
+
+
+def _offset_spec(opts: dict[str, str], name: str, default: int, *, forbid: int | None) -> OffsetSpec:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return OffsetSpec(default)
+    word = raw.strip().lower()
+    if word in ("earliest", "latest"):
+        spec = EARLIEST if word == "earliest" else LATEST
+        if spec == forbid:
+            raise OptionError(f"option {name}={word} makes no sense here")
+        return OffsetSpec(spec)
+    offsets = parse_partition_map(name, raw)
+    for (topic, p), offset in offsets.items():
+        if offset == forbid:
+            raise OptionError(f"option {name}: {topic}-{p} is {offset} ({'earliest' if forbid == EARLIEST else 'latest'}),"
+                              " which makes no sense here")
+        if offset < EARLIEST:
+            raise OptionError(f"option {name}: {topic}-{p} has offset {offset}; use -2 (earliest), -1 (latest)"
+                              " or an offset >= 0")
+    return OffsetSpec(default, offsets)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    bootstrap: str
+    subscribe: tuple[str, ...] = ()
+    subscribe_pattern: str | None = None
+    assign: tuple[tuple[str, int], ...] = ()
+    starting: OffsetSpec = OffsetSpec(EARLIEST)
+    ending: OffsetSpec = OffsetSpec(LATEST)
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    fetch_max_bytes: int = 4 * 1024 * 1024
+
+    def matches(self, topic: str) -> bool:
+        """Whether a subscription (list or pattern) takes this topic."""
+        if self.subscribe:
+            return topic in self.subscribe
+        if self.subscribe_pattern is not None:
+            return re.fullmatch(self.subscribe_pattern, topic) is not None
+        return any(t == topic for t, _ in self.assign)
+
+
+def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
+    """Options of a batch (streaming=False) or streaming (True) read; None: either (the checks
+    that do not depend on the kind of query, done when a DataFrame is defined)."""
+    opts = _lower(options)
+    _check_known(opts, READ_OPTIONS, "read", passthrough=False)
+    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
+    _check_bootstrap(bootstrap)
+
+    strategies = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if len(strategies) != 1:
+        which = ", ".join(strategies) if strategies else "none was given"
+        raise OptionError(f"exactly one of subscribe, subscribePattern or assign must be set ({which})")
+    subscribe: tuple[str, ...] = ()
+    pattern = None
+    assign: tuple[tuple[str, int], ...] = ()
+    if "subscribe" in opts:
+        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise OptionError("option subscribe names no topic")
+    elif "subscribepattern" in opts:
+        pattern = opts["subscribepattern"].strip()
+        if not pattern:
+            raise OptionError("option subscribePattern is empty")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise OptionError(f"option subscribePattern {pattern!r} is not a valid regular expression: {e}") from None
+    else:
+        value = _json("assign", opts["assign"])
+        if not isinstance(value, dict) or not value or not all(
+                isinstance(ps, list) and all(isinstance(p, int) and p >= 0 for p in ps) for ps in value.values()):
+            raise OptionError(f'option assign must be JSON like {{"topic":[0,1]}}, not {opts["assign"]!r}')
+        assign = tuple(sorted({(t, p) for t, ps in value.items() for p in ps}))
+
+    if streaming and "endingoffsets" in opts:
+        raise OptionError("option endingOffsets is for batch queries only; a stream has no end")
+    if streaming is False and "maxoffsetspertrigger" in opts:
+        raise OptionError("option maxOffsetsPerTrigger is for streaming queries only")
+    starting_ways = [k for k in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp") if k in opts]
+    if len(starting_ways) > 1:
+        raise OptionError(f"set only one of startingOffsets, startingTimestamp, startingOffsetsByTimestamp "
+                          f"(got {', '.join(starting_ways)})")
+    starting = _offset_spec(opts, "startingOffsets", LATEST if streaming else EARLIEST,
+                            forbid=LATEST if streaming is False else None)
+    if "startingtimestamp" in opts:
+        raw = opts["startingtimestamp"]
+        try:
+            ts = int(raw)
+        except ValueError:
+            raise OptionError(f"option startingTimestamp must be milliseconds since the epoch, not {raw!r}") from None
+        if ts < 0:
+            raise OptionError(f"option startingTimestamp must not be negative ({ts})")
+        starting = OffsetSpec(starting.default, timestamp=ts)
+    elif "startingoffsetsbytimestamp" in opts:
+        starting = OffsetSpec(starting.default,
+                              timestamps=parse_partition_map("startingOffsetsByTimestamp",
+                                                             opts["startingoffsetsbytimestamp"]))
+    ending = _offset_spec(opts, "endingOffsets", LATEST, forbid=EARLIEST)
+    if assign:
+        named = set(starting.offsets) | set(starting.timestamps) | set(ending.offsets)
+        stray = sorted(named - set(assign))
+        if stray:
+            raise OptionError(f"offsets are given for partitions that assign does not name: "
+                              f"{', '.join(f'{t}-{p}' for t, p in stray)}")
+    if subscribe:
+        for spec_name, keys in (("startingOffsets", starting.offsets), ("endingOffsets", ending.offsets)):
+            stray = sorted({t for t, _ in keys} - set(subscribe))
+            if stray:
+                raise OptionError(f"option {spec_name} names topics that subscribe does not: {', '.join(stray)}")
+
+    return ReadOptions(
+        bootstrap=bootstrap, subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
+        starting=starting, ending=ending,
+        max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger", None),
+        min_partitions=_positive_int(opts, "minPartitions", None),
+        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        include_headers=_bool(opts, "includeHeaders", False),
+        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
+        fetch_max_bytes=_positive_int(opts, "fetchMaxBytes", 4 * 1024 * 1024),
+    )
+
+
+def _check_bootstrap(bootstrap: str) -> None:
+    for item in bootstrap.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise OptionError(f"option kafka.bootstrap.servers: {item.strip()!r} is not host:port")
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    bootstrap: str
+    topic: str | None
+    producer_config: dict  # the kafka.* options, prefix removed, for the producer
+
+
+def parse_write_options(options) -> WriteOptions:
+    opts = _lower(options)
+    for k in READ_OPTIONS:
+        if k.lower() in opts and k.lower() not in {w.lower() for w in WRITE_OPTIONS}:
+            raise OptionError(f"option {k} is for reading; a write does not take it")
+    _check_known(opts, WRITE_OPTIONS, "write", passthrough=True)
+    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
+    _check_bootstrap(bootstrap)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise OptionError("option topic is empty")
+    producer_config = {k[len("kafka."):]: v for k, v in opts.items()
+                       if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+    return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config)

@@ -1,0 +1,143 @@
+"""Writing a DataFrame to Weir: batch (`df.write`) and streaming (`writeStream`, append/update).
+
+Columns, as Spark's Kafka sink takes them:
+
+    value      string or binary, required (null writes a tombstone)
+    key        string or binary, optional
+    topic      string, required unless the `topic` option is set (the option wins)
+    partition  int, optional (else the producer's partitioner, by key)
+    headers    array<struct<key:string, value:binary>>, optional
+
+Other columns are ignored. The schema is checked on the driver, before any task runs.
+
+Guarantee: at least once, like Spark's Kafka sink. Each task produces its rows with acks=all and
+waits for every acknowledgement before it reports success; any producer error fails the task, and
+Spark retries it (or the micro-batch), which may write some rows twice. No row is lost once a task
+or a micro-batch has committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from .options import OptionError, WriteOptions
+
+FLUSH_TIMEOUT_S = 300
+HEADERS_HINT = "array<struct<key:string,value:binary>>"
+
+
+class ProduceError(RuntimeError):
+    """Records could not be written: the task fails and Spark retries it."""
+
+
+@dataclass
+class WriteCount(WriterCommitMessage):
+    rows: int
+
+
+def check_schema(opts: WriteOptions, schema: StructType) -> None:
+    """Readable errors for a DataFrame the sink cannot write."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise OptionError(f"writing to Weir needs a 'value' column (string or binary); the DataFrame has "
+                          f"{', '.join(fields) or 'no columns'}")
+    for name in ("key", "value"):
+        if name in fields and not isinstance(fields[name], (StringType, BinaryType)):
+            raise OptionError(f"column {name!r} must be string or binary, not {fields[name].simpleString()}")
+    if "topic" in fields:
+        if not isinstance(fields["topic"], StringType):
+            raise OptionError(f"column 'topic' must be a string, not {fields['topic'].simpleString()}")
+    elif opts.topic is None:
+        raise OptionError("say where to write: set the 'topic' option or add a 'topic' column")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise OptionError(f"column 'partition' must be an int, not {fields['partition'].simpleString()}")
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = (h.typeName() == "array" and isinstance(h.elementType, StructType)
+              and [f.name for f in h.elementType.fields] == ["key", "value"]
+              and isinstance(h.elementType.fields[0].dataType, StringType)
+              and isinstance(h.elementType.fields[1].dataType, (BinaryType, StringType)))
+        if not ok:
+            raise OptionError(f"column 'headers' must be {HEADERS_HINT}, not {h.simpleString()}")
+
+
+def _bytes(v):
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    return bytes(v)  # bytearray, memoryview
+
+
+def produce_rows(opts: WriteOptions, rows) -> int:
+    """Produce every row and wait for all acknowledgements; ProduceError on any failure."""
+    from confluent_kafka import Producer
+    config = {"bootstrap.servers": opts.bootstrap, "acks": "all", "linger.ms": 5,
+              "enable.idempotence": False,  # Weir has no InitProducerId yet
+              "message.timeout.ms": 120_000, "retry.backoff.ms": 200, "queue.buffering.max.messages": 200_000,
+              "client.id": "weir-spark-sink",
+              "log_level": 2,  # errors reach us through delivery reports, not librdkafka's log
+              **opts.producer_config}
+    producer = Producer(config)
+    errors: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None and len(errors) < 10:
+            errors.append(f"{msg.topic()}: {err.str()}")
+
+    count = 0
+    for row in rows:
+        if errors:
+            break
+        d = row.asDict() if hasattr(row, "asDict") else dict(row)
+        topic = opts.topic or d.get("topic")
+        if not topic:
+            raise ProduceError(f"row {count} has no topic (null 'topic' column and no 'topic' option)")
+        kwargs = {"value": _bytes(d.get("value")), "key": _bytes(d.get("key")), "on_delivery": delivered}
+        if d.get("partition") is not None:
+            kwargs["partition"] = d["partition"]
+        headers = d.get("headers")
+        if headers:
+            kwargs["headers"] = [(h["key"], _bytes(h["value"])) for h in headers]
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        count += 1
+        if count % 1000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(FLUSH_TIMEOUT_S)
+    if errors:
+        raise ProduceError(f"producing to Weir failed after {count} rows: {'; '.join(errors)}")
+    if remaining:
+        raise ProduceError(f"{remaining} records were not acknowledged within {FLUSH_TIMEOUT_S} s")
+    return count
+
+
+class WeirWriter(DataSourceWriter):
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        check_schema(opts, schema)
+        self.opts = opts
+
+    def write(self, iterator) -> WriteCount:
+        return WriteCount(produce_rows(self.opts, iterator))
+
+
+class WeirStreamWriter(DataSourceStreamWriter):
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        check_schema(opts, schema)
+        self.opts = opts
+
+    def write(self, iterator) -> WriteCount:
+        return WriteCount(produce_rows(self.opts, iterator))
+
+    def commit(self, messages, batchId: int) -> None:
+        pass  # every row was acknowledged before its task reported success
+
+    def abort(self, messages, batchId: int) -> None:
+        pass  # what was acknowledged stays: at least once

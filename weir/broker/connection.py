@@ -110,9 +110,6 @@ class Connection(asyncio.Protocol):
             self.close("internal error")
         finally:
             self._busy = False
-        self._in_order: deque[list] = deque()  # [header, task or None, body]: answers not yet written
-        self._in_order_drained = asyncio.Event()
-        self._in_order_drained.set()
         self._process()
 
     def _throttle_reading(self) -> None:

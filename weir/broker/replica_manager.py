@@ -161,10 +161,17 @@ class ReplicaManager:
         log.info("deleted the replicas of topic %s", name)
 
     def lose_leadership_proof(self) -> None:
-        """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""
+        """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive.
+
+        The parked requests were appended, and may yet commit (a session that comes back without
+        expiring leaves us leader, and the followers fetch them), so they are answered
+        REQUEST_TIMED_OUT, a "possibly persisted" error, never NOT_LEADER_OR_FOLLOWER: librdkafka
+        reads that as "rejected or not sent" and resends without counting a retry, even with
+        retries=0, which wrote values twice, or refused the resend (NOT_ENOUGH_REPLICAS) while
+        the first copy committed."""
         self.can_lead = False
         for partition in self.partitions.values():
-            self._complete(partition.purgatory.fail_all(ErrorCode.not_leader_or_follower))
+            self._complete(partition.purgatory.fail_all(ErrorCode.request_timed_out))
 
     # -- produce -------------------------------------------------------------------
 
@@ -348,7 +355,7 @@ class ReplicaManager:
                                 {key: p.high_watermark for key, p in self.partitions.items()})
 
     def close(self) -> None:
-        for partition in self.partitions.values():
-            self._complete(partition.purgatory.fail_all(ErrorCode.not_leader_or_follower))
+        for partition in self.partitions.values():  # appended, fate unknown: see lose_leadership_proof
+            self._complete(partition.purgatory.fail_all(ErrorCode.request_timed_out))
         self.checkpoint()
         self.logs.close()

@@ -26,9 +26,8 @@ logs.
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from ..protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, CODEC_MASK
+from ..protocol.records import encode_batch as encode_batch_of
 
 OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
@@ -210,16 +209,6 @@ def read_group_value(raw: bytes) -> GroupValue:
 
 # -- record batches ----------------------------------------------------------------------
 
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)  # zigzag
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _read_varint(buf, pos: int) -> tuple[int, int]:
     shift = result = 0
     while True:
@@ -235,19 +224,7 @@ def _read_varint(buf, pos: int) -> tuple[int, int]:
 
 def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One uncompressed magic-v2 batch of (key, value) records, base offset 0 (the log assigns it)."""
-    assert records, "a batch holds at least one record"
-    body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        record = bytearray(b"\x00")  # attributes
-        record += _varint(0) + _varint(delta)  # timestamp delta, offset delta
-        record += _varint(len(key)) + key
-        record += _varint(-1) if value is None else _varint(len(value)) + value
-        record += _varint(0)  # no headers
-        body += _varint(len(record)) + record
-    after_crc = struct.pack(">hiqqqhii", 0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
-                            len(records)) + body
-    batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, the rest
-    return struct.pack(">qiibI", 0, batch_length, -1, 2, crc32c(after_crc)) + bytes(after_crc)
+    return encode_batch_of([value for _, value in records], keys=[key for key, _ in records], timestamp=timestamp_ms)
 
 
 def decode_batches(data: bytes) -> tuple[list[tuple[int, bytes, bytes | None]], int, int]:

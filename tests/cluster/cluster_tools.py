@@ -6,7 +6,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-WAIT_S = 60
+from waiting import WAIT_S, wait_until  # noqa: F401 (tests import it from here)
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -23,18 +23,6 @@ def partition_metadata(bootstrap: str, topic: str) -> dict:
     client = admin(bootstrap)
     metadata = client.list_topics(topic, timeout=10)
     return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()}
-
-
-def wait_until(condition, what: str, timeout_s: float = WAIT_S, poll_s: float = 0.2):
-    """Poll `condition` (each call is a real round trip to the cluster) until it returns truthy."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(poll_s)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:

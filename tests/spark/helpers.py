@@ -4,6 +4,7 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_until  # noqa: F401 (tests import it from here)
 
 
 # Record timestamps: recent (old ones would fall to time-based retention), fixed per test run.
@@ -43,12 +44,3 @@ def values(n: int, prefix: str = "v", start: int = 0) -> list[bytes]:
     return [f"{prefix}{i}".encode() for i in range(start, start + n)]
 
 
-def wait_until(condition, what: str, timeout_s: float = 60, poll_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(poll_s)

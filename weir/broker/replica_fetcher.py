@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 12  # by topic name, replica_id in the body, flexible
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 _BASE_OFFSET = struct.Struct(">q")
+# The leader has not yet read the state that made us its follower (both learn it from ZooKeeper
+# at about the same moment): retry soon rather than after replica.fetch.backoff.ms.
+LEADER_CATCHING_UP = frozenset({ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower})
+CATCH_UP_BACKOFF_S = 0.05
 
 
 def _now_ms() -> int:
@@ -150,8 +154,11 @@ class ReplicaFetcher:
                     self._back_off(p, decision.error)
 
     def _back_off(self, partition: Partition, error: ErrorCode) -> None:
-        log.info("%s-%d: leader %d answered %s; backing off", *partition.key, self.leader_id, error.name)
-        self._backoff_until[partition.key] = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
+        log.debug("%s-%d: leader %d answered %s; backing off", *partition.key, self.leader_id, error.name)
+        seconds = self.manager.config["replica.fetch.backoff.ms"] / 1000
+        if error in LEADER_CATCHING_UP:
+            seconds = min(seconds, CATCH_UP_BACKOFF_S)
+        self._backoff_until[partition.key] = time.monotonic() + seconds
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition

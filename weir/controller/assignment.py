@@ -113,6 +113,15 @@ def _start_and_shift(n: int, rng: random.Random | None, fixed_start_index: int) 
     return start, shift
 
 
+def _walk(n: int, start: int, shift: int, start_partition: int, partitions: int):
+    """Kafka's walk over partitions: (partition, index of its first replica, replica shift);
+    the shift goes up by one every n partitions."""
+    for p in range(max(0, start_partition), max(0, start_partition) + partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        yield p, (p + start) % n, shift
+
+
 def _follower_index(first_index: int, shift: int, j: int, n: int) -> int:
     """Kafka's replicaIndex: never the first replica's own slot (the shift is 1 .. n-1)."""
     return (first_index + 1 + (shift + j) % (n - 1)) % n
@@ -121,12 +130,8 @@ def _follower_index(first_index: int, shift: int, j: int, n: int) -> int:
 def _assign_rack_unaware(broker_ids: list[int], partitions: int, replication_factor: int,
                          rng: random.Random | None, fixed_start_index: int, start_partition: int) -> Assignment:
     n = len(broker_ids)
-    start, shift = _start_and_shift(n, rng, fixed_start_index)
     result: Assignment = {}
-    for p in range(max(0, start_partition), max(0, start_partition) + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _walk(n, *_start_and_shift(n, rng, fixed_start_index), start_partition, partitions):
         followers = [broker_ids[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
         result[p] = (broker_ids[first], *followers)
     return result
@@ -158,12 +163,8 @@ def _assign_rack_aware(brokers: list[BrokerInfo], partitions: int, replication_f
     rack_count = len(set(rack_of.values()))
     arranged = rack_alternated_brokers(brokers)
     n = len(arranged)
-    start, shift = _start_and_shift(n, rng, fixed_start_index)
     result: Assignment = {}
-    for p in range(max(0, start_partition), max(0, start_partition) + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _walk(n, *_start_and_shift(n, rng, fixed_start_index), start_partition, partitions):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {rack_of[leader]}

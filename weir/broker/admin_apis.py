@@ -100,7 +100,7 @@ class AdminApis:
 
     def _metadata_dict(self, names) -> dict:
         view = self.view
-        by_id = {a.topic_id: a for a in view.topics.values()}
+        by_id = view.topics_by_id()
         keys = names if names is not None else tuple(sorted(view.topics))
         topics = []
         for key in keys:
@@ -204,7 +204,7 @@ class AdminApis:
         return self._delete_topics(header.api_version, request)
 
     async def _delete_topics(self, version: int, request) -> dict:
-        by_id = {a.topic_id: a for a in self.view.topics.values()}
+        by_id = self.view.topics_by_id()
         wanted = ([(s.name, s.topic_id) for s in request.topics] if version >= 6
                   else [(n, None) for n in request.topic_names])
         responses = []
@@ -387,7 +387,7 @@ class AdminApis:
     async def _alter_partition(self, request) -> dict:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}
-        by_id = {a.topic_id: a.name for a in self.controller.core.view.topics.values()}
+        by_id = {topic_id: a.name for topic_id, a in self.controller.core.view.topics_by_id().items()}
         topics = []
         for t in request.topics:
             partitions = []

@@ -70,12 +70,13 @@ class DataApis:
 
     def produce(self, header: RequestHeader, request):
         by_id = header.api_version >= 13
+        names = self._names_by_id() if by_id else {}
         now = now_ms()
         topics_out = []
         waiting: list[tuple[ProducePartitionResult, asyncio.Future]] = []
         failed = False
         for topic_data in request.topic_data:
-            name = self._topic_name(topic_data.topic_id) if by_id else topic_data.name
+            name = names.get(topic_data.topic_id) if by_id else topic_data.name
             results = []
             for data in topic_data.partition_data:
                 result = ProducePartitionResult(data.index)
@@ -118,20 +119,19 @@ class DataApis:
                 result.error_code = error
                 result.error_message = f"acks=all: {error.name}"
 
-    def _topic_name(self, topic_id) -> str | None:
-        for assignment in self.replicas.view.topics.values():
-            if assignment.topic_id == topic_id:
-                return assignment.name
-        return None
+    def _names_by_id(self) -> dict:
+        """topic id → name, built once per request that names topics by id."""
+        return {topic_id: a.name for topic_id, a in self.replicas.view.topics_by_id().items()}
 
     # -- Fetch -------------------------------------------------------------
 
     async def fetch(self, header: RequestHeader, request) -> list:
         by_id = header.api_version >= 13
         replica_id = request.replica_state.replica_id if header.api_version >= 15 else request.replica_id
+        names = self._names_by_id() if by_id else {}
         wanted = []  # (name or None, response key, [partition requests])
         for fetch_topic in request.topics:
-            name = self._topic_name(fetch_topic.topic_id) if by_id else fetch_topic.topic
+            name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
             wanted.append((name, fetch_topic, fetch_topic.partitions))
         results = self._read_all(wanted, request.max_bytes, replica_id, by_id)
         deadline = time.monotonic() + request.max_wait.total_seconds()

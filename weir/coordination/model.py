@@ -70,6 +70,10 @@ class ClusterView:
     # registration in `brokers` is its own current one iff broker_sessions[id] == session_id.
     session_id: int | None = None
 
+    def topics_by_id(self) -> dict[uuid.UUID, TopicAssignment]:
+        """The topics keyed by topic id (requests of newer versions name topics by id)."""
+        return {a.topic_id: a for a in self.topics.values()}
+
     def own_broker_epoch(self, broker_id: int) -> int | None:
         """The broker epoch of `broker_id`'s registration if that registration is by the session this
         view was read in (the broker's own current one); None if the view does not show it (yet)."""

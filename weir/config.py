@@ -19,6 +19,7 @@ class Setting:
     type: type
     default: object
     doc: str
+    choices: tuple = ()  # the legal values of a str setting, if it has a fixed set
 
 
 SETTINGS = {s.name: s for s in [
@@ -42,6 +43,13 @@ SETTINGS = {s.name: s for s in [
     Setting("log.flush.scheduler.interval.ms", int, MAX_LONG, "How often the flush timer is checked."),
     Setting("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are saved."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch a producer may send."),
+    Setting("log.message.timestamp.type", str, "CreateTime",
+            "CreateTime: records keep the producer's timestamps; LogAppendTime: the broker's append time.",
+            ("CreateTime", "LogAppendTime")),
+    Setting("log.message.timestamp.before.max.ms", int, MAX_LONG,
+            "CreateTime: refuse records whose timestamp is further than this in the past."),
+    Setting("log.message.timestamp.after.max.ms", int, 3600000,
+            "CreateTime: refuse records whose timestamp is further than this in the future."),
     Setting("socket.request.max.bytes", int, 104857600, "Largest request frame; larger ones close the connection."),
     Setting("replica.fetch.wait.max.ms", int, 500, "Longest wait of a follower's fetch."),
     Setting("fetch.max.bytes", int, 57671680, "Largest fetch response."),
@@ -98,6 +106,8 @@ def _parse_value(setting: Setting, raw: str):
             return int(raw)
         except ValueError:
             raise ConfigError(f"{setting.name}: expected an integer, got {raw!r}") from None
+    if setting.choices and raw not in setting.choices:
+        raise ConfigError(f"{setting.name}: expected one of {', '.join(setting.choices)}, got {raw!r}")
     return raw
 
 

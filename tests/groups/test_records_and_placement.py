@@ -4,7 +4,8 @@ from weir.groups.placement import java_string_hash, partition_for
 from weir.groups.records import (GroupKey, GroupValue, MemberRecord, OffsetKey, OffsetValue, decode_batches,
                                  encode_batch, group_key, group_value, offset_key, offset_value, read_group_value,
                                  read_key, read_offset_value)
-from weir.protocol.record_batch import validate_produced_batch
+from weir.log.log_validator import ValidationConfig, validate_produced_batch
+from weir.protocol.record_batch import read_batch_header
 
 
 def test_group_partition_follows_java_string_hashcode():
@@ -41,8 +42,10 @@ def test_group_metadata_key_v2_and_value_v3_round_trip():
 def test_batches_are_valid_v2_batches_and_decode_with_tombstones():
     records = [(offset_key("g", "t", 0), offset_value(OffsetValue(1, -1, "", 5))), (group_key("g"), None)]
     batch = encode_batch(records, 5)
-    header = validate_produced_batch(batch, 1 << 20)
-    assert header.record_count == 2
+    validated = validate_produced_batch(batch, ValidationConfig(1 << 20, compacted=True),
+                                        now_ms=read_batch_header(batch).max_timestamp)
+    assert validated.records == batch  # nothing for the broker to put right
+    assert validated.header.record_count == 2
     decoded, next_offset, skipped = decode_batches(batch + batch[:30])  # a torn tail is ignored
     assert [(o, k, v) for o, k, v in decoded] == [(0, records[0][0], records[0][1]), (1, records[1][0], None)]
     assert next_offset == 2 and skipped == 0

@@ -65,3 +65,33 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if not b & 0x80:
             return (result >> 1) ^ -(result & 1), pos
+
+
+_HEADER_FIELDS = {  # name: (position, struct format) of the header fields after the CRC
+    "attributes": (21, ">h"), "last_offset_delta": (23, ">i"), "base_timestamp": (27, ">q"),
+    "max_timestamp": (35, ">q"), "producer_id": (43, ">q"), "producer_epoch": (51, ">h"),
+    "base_sequence": (53, ">i"), "record_count": (57, ">i"),
+}
+
+
+def raw_batch(records: bytes, count: int, *, attributes: int = 0, last_offset_delta: int | None = None,
+              base_timestamp: int = 1_000, max_timestamp: int = 1_000, producer_id: int = -1,
+              producer_epoch: int = -1, base_sequence: int = -1, magic: int = 2) -> bytes:
+    """A batch around a records section given as bytes (compressed or not, right or wrong), with
+    every header field as given and a CRC that matches."""
+    delta = count - 1 if last_offset_delta is None else last_offset_delta
+    after_crc = struct.pack(">hiqqqhii", attributes, delta, base_timestamp, max_timestamp, producer_id,
+                            producer_epoch, base_sequence, count) + records
+    return struct.pack(">qiibI", 0, 9 + len(after_crc), -1, magic, crc32c(after_crc)) + after_crc
+
+
+def patched(batch: bytes, **fields) -> bytes:
+    """`batch` with header fields changed (names as in raw_batch; values wrap to the field's
+    width) and its CRC made to match."""
+    buf = bytearray(batch)
+    for name, value in fields.items():
+        position, fmt = _HEADER_FIELDS[name]
+        half = 1 << (struct.calcsize(fmt) * 8 - 1)
+        struct.pack_into(fmt, buf, position, (value + half) % (2 * half) - half)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)

@@ -85,8 +85,8 @@ class DataApis:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
                     if name in INTERNAL_TOPICS:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"{name} is written by the broker only")
-                    partition, result.base_offset, last = self.replicas.append(name, data.index, data.records,
-                                                                               request.acks, now)
+                    partition, result.base_offset, last, result.log_append_time = self.replicas.append(
+                        name, data.index, data.records, request.acks, now)
                     result.log_start_offset = partition.log.log_start_offset
                     if request.acks == -1:
                         waiting.append((result, self.replicas.await_replication(
@@ -94,6 +94,7 @@ class DataApis:
                 except KafkaError as e:
                     failed = True
                     result.error_code, result.error_message = e.code, e.message
+                    result.record_errors = e.record_errors
                     log.warning("produce to %s-%d refused: %s", name, data.index, e)
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))

@@ -12,14 +12,15 @@ import itertools
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from ..config import BrokerConfig, parse_setting
 from ..coordination.model import ClusterView, TopicAssignment
 from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
+from ..log.log_validator import ValidationConfig, validate_produced_batch
 from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.hot_responses import FetchPartitionResult, FileRegion
-from ..protocol.record_batch import validate_produced_batch
 from ..replication.epoch_fencing import check_current_leader_epoch
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from ..replication.produce_purgatory import ProduceCompletion, PurgatoryFull
@@ -43,6 +44,13 @@ _LOG_FIELDS = {
 }
 
 
+class AppendResult(NamedTuple):
+    partition: Partition
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+
+
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, now_ms: int) -> None:
         self.config = config
@@ -60,6 +68,7 @@ class ReplicaManager:
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles
         self.can_lead = False  # only while our ZooKeeper session is known to be alive
+        self._validation_configs: dict[str, tuple[dict | None, ValidationConfig]] = {}
 
     # -- configuration ---------------------------------------------------------
 
@@ -72,6 +81,23 @@ class ReplicaManager:
         configs = self.view.topic_configs.get(topic, {})
         overrides = {_LOG_FIELDS[k]: int(v) for k, v in configs.items() if k in _LOG_FIELDS}
         return replace(self.config.log_config(), **overrides)
+
+    def validation_config(self, topic: str) -> ValidationConfig:
+        """What a produced batch must be for `topic` (cached until its configs change)."""
+        configs = self.view.topic_configs.get(topic)
+        cached = self._validation_configs.get(topic)
+        if cached is not None and cached[0] is configs:
+            return cached[1]
+        config = ValidationConfig(
+            max_message_bytes=self.topic_config(topic, "max.message.bytes", "message.max.bytes"),
+            timestamp_type=self.topic_config(topic, "message.timestamp.type", "log.message.timestamp.type"),
+            timestamp_before_max_ms=self.topic_config(topic, "message.timestamp.before.max.ms",
+                                                      "log.message.timestamp.before.max.ms"),
+            timestamp_after_max_ms=self.topic_config(topic, "message.timestamp.after.max.ms",
+                                                     "log.message.timestamp.after.max.ms"),
+            compacted="compact" in (configs or {}).get("cleanup.policy", ""))
+        self._validation_configs[topic] = (configs, config)
+        return config
 
     def replication_config(self, topic: str) -> ReplicationConfig:
         return ReplicationConfig(self.topic_config(topic, "min.insync.replicas", "min.insync.replicas"),
@@ -185,13 +211,12 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_leader_or_follower, f"not the leader of {topic}-{index}")
         return partition
 
-    def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int) -> tuple[Partition, int, int]:
-        """Validate and append a produced batch as leader; returns (partition, base offset, last offset)."""
+    def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int) -> AppendResult:
+        """Validate and append a produced batch as leader. Nothing is written unless the batch is
+        valid (weir.log.log_validator), and a failed append leaves the log as it was."""
         partition = self.leader_partition(topic, index)
-        if records is None:
-            raise KafkaError(ErrorCode.invalid_record, "null records")
-        header = validate_produced_batch(records, int(self.topic_config(topic, "max.message.bytes",
-                                                                        "message.max.bytes")))
+        validated = validate_produced_batch(records, self.validation_config(topic), now_ms)
+        header = validated.header
         if acks == -1:
             error = partition.leader.check_acks_all()
             if error:
@@ -199,22 +224,21 @@ class ReplicaManager:
                                         f"min.insync.replicas {partition.leader.effective_min_isr}")
         seen = partition.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
                                          header.record_count)
-        if isinstance(seen, Duplicate):
-            return partition, seen.first_offset, seen.last_offset  # a retry: appended before, not again
+        if isinstance(seen, Duplicate):  # a retry: appended before, not again
+            return AppendResult(partition, seen.first_offset, seen.last_offset, validated.log_append_time_ms)
         if seen is not None:
             raise KafkaError(seen, f"{topic}-{index}: producer {header.producer_id} epoch {header.producer_epoch} "
                                    f"sequence {header.base_sequence}")
         try:
-            info = partition.log.append(bytearray(records), partition.leader.leader_epoch, now_ms)
+            info = partition.log.append(validated.records, partition.leader.leader_epoch, now_ms)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
-        assert info.last_offset - info.first_offset == header.last_offset_delta
         partition.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
                                    header.record_count, info.first_offset, info.last_offset)
         if partition.leader.on_leader_append(partition.log.log_end_offset):
             self._high_watermark_advanced(partition, now_ms)
         self.waiters.notify(partition.key)  # followers long-polling for new data
-        return partition, info.first_offset, info.last_offset
+        return AppendResult(partition, info.first_offset, info.last_offset, validated.log_append_time_ms)
 
     def await_replication(self, partition: Partition, last_offset: int, timeout_ms: int,
                           now_ms: int) -> asyncio.Future:

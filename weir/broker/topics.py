@@ -12,6 +12,9 @@ TOPIC_CONFIGS = {
     "segment.bytes": "log.segment.bytes",
     "segment.ms": "log.roll.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
@@ -45,3 +48,5 @@ def validate_topic_configs(configs: dict[str, str]) -> None:
             raise KafkaError(ErrorCode.invalid_config, f"{name}: {e}") from None
         if name == "min.insync.replicas" and int(value) < 1:
             raise KafkaError(ErrorCode.invalid_config, "min.insync.replicas must be at least 1")
+        if name.startswith("message.timestamp.") and name.endswith(".max.ms") and int(value) < 0:
+            raise KafkaError(ErrorCode.invalid_config, f"{name} must be at least 0")

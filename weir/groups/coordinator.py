@@ -317,7 +317,8 @@ class GroupCoordinator:
         try:
             for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
                 chunk = records[start:start + MAX_RECORDS_PER_BATCH]
-                partition, first, last = self.replicas.append(OFFSETS_TOPIC, index, encode_batch(chunk, now), -1, now)
+                partition, first, last, _ = self.replicas.append(OFFSETS_TOPIC, index, encode_batch(chunk, now), -1,
+                                                                 now)
                 base = first if base < 0 else base
                 error = await self.replicas.await_replication(partition, last, self.config["offsets.commit.timeout.ms"],
                                                               now)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from weir.log.errors import CorruptRecord
 from weir.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc_matches
@@ -56,14 +56,16 @@ def is_plausible(batch_length: int, magic: int, last_offset_delta: int) -> bool:
     return batch_length >= MIN_BATCH_LENGTH and magic == MAGIC and last_offset_delta >= 0
 
 
-def scan_file(fd: int, position: int, end: int, *, verify_crc: bool,
-              chunk_bytes: int = 1 << 20) -> Iterator[BatchInfo]:
+def scan_file(fd: int, position: int, end: int, *, verify_crc: bool, chunk_bytes: int = 1 << 20,
+              inspect: Callable[[memoryview], int | None] | None = None) -> Iterator[BatchInfo]:
     """Yield the batches of a segment file from `position` (a batch boundary) up to `end`.
 
     Stops silently at the first batch that is torn (ends past `end`), has an impossible header,
-    or (with verify_crc) fails its CRC: the caller compares the end of the last batch it got with
-    `end` to learn whether the file has a bad tail. Reads `chunk_bytes` at a time with pread;
-    without verify_crc it reads only what is needed to see the headers.
+    or (with verify_crc) fails its CRC, or (with `inspect`, which needs verify_crc) for which
+    inspect(batch bytes) returns None; otherwise inspect's answer is the batch's max timestamp.
+    The caller compares the end of the last batch it got with `end` to learn whether the file has
+    a bad tail. Reads `chunk_bytes` at a time with pread; without verify_crc it reads only what is
+    needed to see the headers.
     """
     buf = b""
     buf_start = position
@@ -87,6 +89,10 @@ def scan_file(fd: int, position: int, end: int, *, verify_crc: bool,
                     return
             if not crc_matches(buf, off, size, crc):
                 return
+            if inspect is not None:
+                max_ts = inspect(memoryview(buf)[off:off + size])
+                if max_ts is None:
+                    return
         yield BatchInfo(position, size, base, base + delta, max_ts, epoch)
         position += size
 

@@ -110,6 +110,12 @@ class LeaderEpochCache:
         self._start_offsets[0] = start_offset
         self._persist()
 
+    def restore(self, entries: list[tuple[int, int]]) -> None:
+        """Put back the entries `entries` returned earlier (an append that failed)."""
+        if entries != self.entries:
+            self._epochs, self._start_offsets = [e for e, _ in entries], [o for _, o in entries]
+            self._persist(durable=False)
+
     def clear_and_flush(self) -> None:
         self._epochs, self._start_offsets = [], []
         self._persist()

@@ -56,22 +56,34 @@ class OffsetIndex(IndexFile):
     def is_full(self) -> bool:
         return len(self._positions) >= self.max_entries
 
-    def append(self, entries: list[tuple[int, int]]) -> None:
-        """Add (absolute last offset, position) entries, in ascending order, with one write."""
+    def prepare(self, entries: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Check (absolute last offset, position) entries before anything is written: they must
+        fit the int32 fields and their positions must ascend. Returns the entries to commit."""
+        last_position = self._positions[-1] if self._positions else -1
+        for offset, position in entries:
+            relative = offset - self.base_offset
+            assert 0 <= relative <= 0x7FFFFFFF and last_position < position <= 0x7FFFFFFF, \
+                f"index entry ({offset}, {position}) after position {last_position} of segment {self.base_offset}"
+            last_position = position
+        return entries
+
+    def commit(self, entries: list[tuple[int, int]]) -> None:
+        """Add prepared entries with one write; memory changes only once the write succeeded."""
         if not entries:
             return
         flat = array("i")
         for offset, position in entries:
-            relative = offset - self.base_offset
-            assert 0 <= relative <= 0x7FFFFFFF and 0 <= position <= 0x7FFFFFFF
-            assert not self._positions or position > self._positions[-1], "index positions must ascend"
-            self._relative_offsets.append(relative)
-            self._positions.append(position)
-            flat.append(relative)
+            flat.append(offset - self.base_offset)
             flat.append(position)
         if sys.byteorder == "little":
             flat.byteswap()
         write_all(self._fd, flat.tobytes())
+        for offset, position in entries:
+            self._relative_offsets.append(offset - self.base_offset)
+            self._positions.append(position)
+
+    def append(self, entries: list[tuple[int, int]]) -> None:
+        self.commit(self.prepare(entries))
 
     def position_at_or_before_offset(self, offset: int) -> int:
         """Position of a batch boundary from which a scan finds the batch holding `offset`."""
@@ -87,9 +99,12 @@ class OffsetIndex(IndexFile):
         """Drop entries for batches at or after `position`."""
         keep = bisect_right(self._positions, position - 1)
         if keep < len(self._positions):
-            del self._positions[keep:]
-            del self._relative_offsets[keep:]
-            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+            self.truncate_to_entries(keep)
+
+    def truncate_to_entries(self, count: int) -> None:
+        """Back to the first `count` entries (an append that failed half way)."""
+        del self._relative_offsets[count:], self._positions[count:]
+        os.ftruncate(self._fd, count * ENTRY_SIZE)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
         """Replace the whole index (after rebuilding it from the log)."""

@@ -140,10 +140,7 @@ class PartitionLog:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         self._check_size(len(buf))
         batches = assign_offsets(buf, self.log_end_offset, leader_epoch)
-        info = self._append_batches(buf, batches, now_ms)
-        if leader_epoch > self.leader_epochs.latest_epoch:
-            self.leader_epochs.assign(leader_epoch, info.first_offset)
-        return info
+        return self._append_batches(buf, batches, now_ms)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendInfo:
         """Append batches copied from the leader, keeping their offsets and epochs. They must
@@ -160,11 +157,7 @@ class PartitionLog:
             if not crc_matches(buf, batch.position, batch.size, read_prefix(buf, batch.position)[4]):
                 raise CorruptRecord(f"CRC mismatch in batch at offset {batch.base_offset}")
             expected = batch.last_offset + 1
-        info = self._append_batches(buf, batches, now_ms)
-        for batch in batches:
-            if batch.leader_epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(batch.leader_epoch, batch.base_offset)
-        return info
+        return self._append_batches(buf, batches, now_ms)
 
     def _check_size(self, size: int) -> None:
         self._check_open()
@@ -172,8 +165,24 @@ class PartitionLog:
             raise RecordBatchTooLarge(f"{size} bytes exceed log.segment.bytes={self.config.segment_bytes}")
 
     def _append_batches(self, buf: bytearray, batches: list[BatchInfo], now_ms: int) -> AppendInfo:
+        """Write the batches and learn their leader epochs, all or nothing: if any step fails, the
+        segment, the epoch cache and the LEO are as they were (the segment append is all or
+        nothing by itself; the epochs, assigned first as Kafka does, are put back)."""
         self._maybe_roll(len(buf), batches[-1].last_offset, now_ms)
-        self.active_segment.append(buf, batches)
+        new_epochs, latest = [], self.leader_epochs.latest_epoch
+        for batch in batches:
+            if batch.leader_epoch > latest:
+                new_epochs.append((batch.leader_epoch, batch.base_offset))
+                latest = batch.leader_epoch
+        epochs_before = self.leader_epochs.entries if new_epochs else None
+        try:
+            for epoch, start_offset in new_epochs:
+                self.leader_epochs.assign(epoch, start_offset)
+            self.active_segment.append(buf, batches)
+        except BaseException:
+            if epochs_before is not None:
+                self.leader_epochs.restore(epochs_before)
+            raise
         self.log_end_offset = batches[-1].last_offset + 1
         max_timestamp, offset_of_max = -1, batches[0].last_offset
         for batch in batches:

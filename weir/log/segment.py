@@ -9,12 +9,14 @@ Two ways to open an existing segment:
   scan only the batch headers after the last index entry to learn the next offset and largest
   timestamp. It reports False when anything looks wrong, and the caller recovers instead.
 - `recover()` for segments that may hold a torn tail: read every batch, check its header, its
-  offset (each batch must start where the previous one ended) and its CRC, cut the file at the
-  first bad batch, and rebuild both indexes from what is left.
+  offset (each batch must start where the previous one ended), its CRC and its records (the
+  validator's record walk), cut the file at the first bad batch, and rebuild both indexes from
+  what is left.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Callable
@@ -24,7 +26,10 @@ from weir.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from weir.log.offset_index import OffsetIndex
 from weir.log.file_io import write_all
 from weir.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from weir.log.log_validator import recovered_max_timestamp
 from weir.log.time_index import TimeIndex
+
+log = logging.getLogger(__name__)
 
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
 
@@ -132,8 +137,10 @@ class LogSegment:
         return end == self.size and self.next_offset > self.base_offset
 
     def recover(self, on_batch: Callable[[BatchInfo], None] | None = None) -> bool:
-        """Check every batch (header, offset sequence, CRC); cut the file at the first bad one and
-        rebuild the indexes. `on_batch` sees each good batch. True if the whole file was valid."""
+        """Check every batch (header, offset sequence, CRC, and its records as the validator
+        does); cut the file at the first bad one and rebuild the indexes. A batch's max timestamp
+        is taken from its records, as the validator sets it (batches written before the validator
+        may carry -1). `on_batch` sees each good batch. True if the whole file was valid."""
         file_size = self.size
         self.size = 0
         self.next_offset = self.base_offset
@@ -141,7 +148,7 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         offset_entries: list[tuple[int, int]] = []
         time_entries: list[tuple[int, int]] = []
-        for batch in scan_file(self.fd, 0, file_size, verify_crc=True):
+        for batch in scan_file(self.fd, 0, file_size, verify_crc=True, inspect=recovered_max_timestamp):
             if (batch.base_offset != self.next_offset
                     or batch.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
                 break
@@ -151,6 +158,8 @@ class LogSegment:
             self.next_offset = batch.last_offset + 1
             self.size = batch.position + batch.size
         if self.size < file_size:
+            log.warning("%s: recovery dropped %d bytes from byte %d (offset %d on): a torn, corrupt or invalid "
+                        "batch", self.log_path, file_size - self.size, self.size, self.next_offset)
             os.ftruncate(self.fd, self.size)
         self.offset_index.reset(offset_entries)
         self.time_index.reset(time_entries)
@@ -173,24 +182,38 @@ class LogSegment:
         self.bytes_since_index_entry += batch.size
 
     def append(self, buf: bytearray, batches: list[BatchInfo]) -> None:
-        """Write whole batches (positions relative to `buf`) with one write, then index them."""
+        """Write whole batches (positions relative to `buf`) with one write, then index them.
+        All or nothing: the invariants are checked before the write, and if the write or an index
+        write fails, the file, both indexes and every counter are cut back to what they were."""
         assert batches and batches[0].base_offset == self.next_offset, "offsets must be contiguous"
         assert batches[-1].last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
         position = self.size
+        tally = (self.first_batch_timestamp, self.max_timestamp, self.offset_of_max_timestamp,
+                 self.bytes_since_index_entry)
+        index_lengths = len(self.offset_index), len(self.time_index)
+        written = False
         try:
+            offset_entries: list[tuple[int, int]] = []
+            time_entries: list[tuple[int, int]] = []
+            for batch in batches:
+                self._account(batch, position + batch.position, offset_entries, time_entries)
+            offset_entries = self.offset_index.prepare(offset_entries)
+            time_entries = self.time_index.prepare(time_entries)
+            written = True
             write_all(self.fd, buf)
+            self.dirty = True
+            self.offset_index.commit(offset_entries)
+            self.time_index.commit(time_entries)
         except BaseException:
-            os.ftruncate(self.fd, position)  # never leave half an append behind
+            (self.first_batch_timestamp, self.max_timestamp, self.offset_of_max_timestamp,
+             self.bytes_since_index_entry) = tally
+            if written:
+                os.ftruncate(self.fd, position)
+                self.offset_index.truncate_to_entries(index_lengths[0])
+                self.time_index.truncate_to_entries(index_lengths[1])
             raise
-        self.dirty = True
-        offset_entries: list[tuple[int, int]] = []
-        time_entries: list[tuple[int, int]] = []
-        for batch in batches:
-            self._account(batch, position + batch.position, offset_entries, time_entries)
         self.size = position + len(buf)
         self.next_offset = batches[-1].last_offset + 1
-        self.offset_index.append(offset_entries)
-        self.time_index.append(time_entries)
 
     def seal(self) -> None:
         """Called when the segment stops being active: record its largest timestamp in the time

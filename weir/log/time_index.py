@@ -60,22 +60,32 @@ class TimeIndex(IndexFile):
     def last_offset(self) -> int:
         return self._offsets[-1] if self._offsets else -1
 
-    def append(self, entries: list[tuple[int, int]]) -> None:
-        """Add (timestamp, absolute offset) entries with strictly growing timestamps, one write."""
+    def prepare(self, entries: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Of (timestamp, absolute offset) entries, those that raise the largest timestamp (an
+        entry for a segment with no timestamp yet, -1, is none of them); checked before anything
+        is written: offsets ascend and fit the int32 field. Returns the entries to commit."""
+        kept = []
+        last_timestamp, last_offset = self.last_timestamp, self.last_offset
+        for ts, offset in entries:
+            if ts <= last_timestamp:
+                continue
+            assert 0 <= offset - self.base_offset <= 0x7FFFFFFF and offset > last_offset, \
+                f"time index entry ({ts}, {offset}) after offset {last_offset} of segment {self.base_offset}"
+            kept.append((ts, offset))
+            last_timestamp, last_offset = ts, offset
+        return kept
+
+    def commit(self, entries: list[tuple[int, int]]) -> None:
+        """Add prepared entries with one write; memory changes only once the write succeeded."""
         if not entries:
             return
-        out = bytearray()
+        write_all(self._fd, b"".join(_ENTRY.pack(ts, offset - self.base_offset) for ts, offset in entries))
         for ts, offset in entries:
-            relative = offset - self.base_offset
-            assert 0 <= relative <= 0x7FFFFFFF
-            if ts <= self.last_timestamp:
-                continue
-            assert not self._offsets or offset > self._offsets[-1]
             self._timestamps.append(ts)
             self._offsets.append(offset)
-            out += _ENTRY.pack(ts, relative)
-        if out:
-            write_all(self._fd, bytes(out))
+
+    def append(self, entries: list[tuple[int, int]]) -> None:
+        self.commit(self.prepare(entries))
 
     def offset_before(self, timestamp: int) -> int | None:
         """Offset O of the last entry with T < timestamp: no batch up to O reaches `timestamp`."""
@@ -86,9 +96,12 @@ class TimeIndex(IndexFile):
         """Drop entries at or after `offset`."""
         keep = bisect_left(self._offsets, offset)
         if keep < len(self._offsets):
-            del self._offsets[keep:]
-            del self._timestamps[keep:]
-            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+            self.truncate_to_entries(keep)
+
+    def truncate_to_entries(self, count: int) -> None:
+        """Back to the first `count` entries (an append that failed half way)."""
+        del self._timestamps[count:], self._offsets[count:]
+        os.ftruncate(self._fd, count * ENTRY_SIZE)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
         self._truncate_file()

@@ -6,9 +6,12 @@ __all__ = ["ErrorCode", "KafkaError"]
 
 
 class KafkaError(Exception):
-    """A request-level failure answered to the client with `code`."""
+    """A request-level failure answered to the client with `code`; a produce refused for some of
+    its records lists them as (index in the batch, reason) in `record_errors`."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str | None = None,
+                 record_errors: list[tuple[int, str]] = ()) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+        self.record_errors = record_errors

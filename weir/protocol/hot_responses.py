@@ -42,6 +42,7 @@ class ProducePartitionResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple | list = ()  # (batch index, message) of each refused record (v8+)
 
 
 @dataclass(slots=True)
@@ -85,7 +86,12 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
                                              p.log_start_offset)
             out.append(packed if version >= 5 else packed[:-8])
             if version >= 8:
-                out.append(_array_len(0, flexible))  # record_errors
+                out.append(_array_len(len(p.record_errors), flexible))
+                for batch_index, message in p.record_errors:
+                    out.append(_I32.pack(batch_index))
+                    out.append(_nullable_string(message, flexible))
+                    if flexible:
+                        out.append(NO_TAGS)
                 out.append(_nullable_string(p.error_message, flexible))
             if flexible:
                 out.append(NO_TAGS)

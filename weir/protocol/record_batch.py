@@ -1,4 +1,4 @@
-"""Record batches (magic v2) as opaque bytes: read the header, check, patch.
+"""Record batches (magic v2) as opaque bytes: read the header, check the CRC.
 
 Layout of a batch header (big-endian), from Kafka's message format docs:
 
@@ -8,8 +8,8 @@ Layout of a batch header (big-endian), from Kafka's message format docs:
     43 producerId int64         51 producerEpoch int16          53 baseSequence int32
     57 recordCount int32        61 records...
 
-baseOffset and partitionLeaderEpoch lie outside the CRC, so the broker patches
-them in place and never recomputes it.
+baseOffset and partitionLeaderEpoch lie outside the CRC, so the log patches
+them in place without recomputing it.
 """
 
 import struct
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .errors import ErrorCode, KafkaError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
@@ -26,7 +25,6 @@ CRC_START = 21  # the CRC covers attributes to the end
 _HEAD = struct.Struct(">qiibIhiqqqhii")
 CODEC_MASK = 0x07
 MAX_CODEC = 4  # none, gzip, snappy, lz4, zstd
-TRANSACTIONAL = 0x10
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,39 +66,6 @@ def batch_headers(buf) -> list[BatchHeader]:
         headers.append(header)
         position += header.length
     return headers
-
-
-def validate_produced_batch(records, max_message_bytes: int) -> BatchHeader:
-    """Check what a client produced to one partition: exactly one valid v2 batch.
-
-    Kafka accepts one batch per partition from produce v3 on; anything else is
-    INVALID_RECORD. Bad framing or CRC is CORRUPT_MESSAGE, an oversized batch
-    MESSAGE_TOO_LARGE, an unknown codec UNSUPPORTED_COMPRESSION_TYPE.
-    """
-    size = len(records)
-    if size < HEADER_SIZE:
-        raise KafkaError(ErrorCode.corrupt_message, f"record batch of {size} bytes is truncated")
-    header = read_batch_header(records)
-    if header.magic != MAGIC:
-        raise KafkaError(ErrorCode.invalid_record, f"magic {header.magic}: only v2 batches")
-    if header.length < HEADER_SIZE or header.length > size:
-        raise KafkaError(ErrorCode.corrupt_message, "batch length does not match its bytes")
-    if header.length != size:
-        raise KafkaError(ErrorCode.invalid_record, "exactly one record batch per partition")
-    if size > max_message_bytes:
-        raise KafkaError(ErrorCode.message_too_large,
-                         f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
-    if not crc_matches(records, 0, size, header.crc):
-        raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
-    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-        raise KafkaError(ErrorCode.invalid_record,
-                         f"{header.record_count} records but last offset delta {header.last_offset_delta}")
-    if header.attributes & CODEC_MASK > MAX_CODEC:
-        raise KafkaError(ErrorCode.unsupported_compression_type,
-                         f"compression codec {header.attributes & CODEC_MASK}")
-    if header.attributes & TRANSACTIONAL:
-        raise KafkaError(ErrorCode.invalid_record, "transactional batches are not supported")
-    return header
 
 
 def crc_matches(buf, pos: int, size: int, stored_crc: int) -> bool:

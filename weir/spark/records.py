@@ -15,19 +15,13 @@ into one `pyarrow.RecordBatch` whose schema is exactly the one Spark expects.
 
 from __future__ import annotations
 
-import gzip
-import struct
 from dataclasses import dataclass, field
 
+from ..protocol.compression import DecompressionError, decompress
 from ..protocol.record_batch import HEADER_SIZE, MAGIC, read_batch_header
 
-CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
-CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4",
-               CODEC_ZSTD: "zstd"}
 TIMESTAMP_TYPE_BIT = 0x08
 CONTROL_BIT = 0x20
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_LENGTH = struct.Struct(">i")
 
 
 class CorruptBatch(ValueError):
@@ -48,31 +42,6 @@ class Columns:
 
     def __len__(self) -> int:
         return len(self.offsets)
-
-
-def decompress(codec: int, payload: bytes) -> bytes:
-    """The records section of a batch, uncompressed."""
-    if codec == CODEC_NONE:
-        return payload
-    if codec == CODEC_GZIP:
-        return gzip.decompress(payload)
-    if codec == CODEC_SNAPPY:
-        import snappy
-        if payload[:8] == XERIAL_MAGIC:  # the Java client's framing: header, then [len][block]...
-            out, pos = [], 16
-            while pos < len(payload):
-                (size,) = _LENGTH.unpack_from(payload, pos)
-                out.append(snappy.decompress(payload[pos + 4:pos + 4 + size]))
-                pos += 4 + size
-            return b"".join(out)
-        return snappy.decompress(payload)
-    if codec == CODEC_LZ4:
-        import lz4.frame
-        return lz4.frame.decompress(payload)
-    if codec == CODEC_ZSTD:
-        import zstandard
-        return zstandard.ZstdDecompressor().decompressobj().decompress(payload)
-    raise CorruptBatch(f"unknown compression codec {codec}")
 
 
 def decode_into(out: Columns, buf: bytes, start: int, end: int) -> int | None:
@@ -102,11 +71,8 @@ def decode_into(out: Columns, buf: bytes, start: int, end: int) -> int | None:
         if codec:
             try:
                 records = decompress(codec, records)
-            except CorruptBatch:
-                raise
-            except Exception as e:  # noqa: BLE001 - each codec library raises its own error types
-                raise CorruptBatch(f"batch at offset {h.base_offset}: cannot decompress "
-                                   f"{CODEC_NAMES.get(codec, codec)}: {e}") from e
+            except DecompressionError as e:
+                raise CorruptBatch(f"batch at offset {h.base_offset}: {e}") from e
         log_append = h.attributes & TIMESTAMP_TYPE_BIT
         ts_type = 1 if log_append else 0
         base_offset, base_ts, max_ts = h.base_offset, h.base_timestamp, h.max_timestamp

@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
+from weir.log._record_walk import walk
 from weir.protocol.compression import CODEC_NONE, DecompressionError, decompress
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.record_batch import (CODEC_MASK, CRC_START, HEADER_SIZE, MAGIC, MAX_CODEC, BatchHeader,
                                         crc_matches, read_batch_header)
 
 MAX_LONG = 2**63 - 1
+MIN_LONG = -2**63
 NO_TIMESTAMP = -1
 CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
 TIMESTAMP_TYPE_BIT = 0x08
@@ -70,11 +73,10 @@ class MalformedRecords(ValueError):
     """The records section does not hold what the header says."""
 
 
-@dataclass(slots=True)
-class RecordSummary:
-    max_timestamp: int = NO_TIMESTAMP
-    min_timestamp: int = MAX_LONG  # of the records that have one
-    keyless: list | None = None  # indexes of records without a key, when asked for
+class RecordSummary(NamedTuple):
+    max_timestamp: int  # of all records, -1 if none has a larger one
+    keyless: list | None  # indexes of records without a key, when asked for
+    out_of_range: list  # (index, timestamp) of records outside the timestamp window
 
 
 def validate_produced_batch(records, config: ValidationConfig, now_ms: int) -> ValidatedBatch:
@@ -97,18 +99,28 @@ def validate_produced_batch(records, config: ValidationConfig, now_ms: int) -> V
     if not crc_matches(records, 0, size, header.crc):
         raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
     _check_header(header)
+    log_append_time = config.timestamp_type == LOG_APPEND_TIME
     try:
-        summary = summarize_records(records, header, strict_offsets=True, want_keyless=config.compacted,
-                                    max_decompressed_bytes=config.max_decompressed_bytes)
+        summary = summarize_records(
+            records, header, strict_offsets=True, want_keyless=config.compacted,
+            max_decompressed_bytes=config.max_decompressed_bytes,
+            earliest=MIN_LONG if log_append_time else max(MIN_LONG, now_ms - config.timestamp_before_max_ms),
+            latest=MAX_LONG if log_append_time else min(MAX_LONG, now_ms + config.timestamp_after_max_ms))
     except MalformedRecords as e:
         raise KafkaError(ErrorCode.invalid_record, str(e)) from None
     if summary.keyless:
         raise KafkaError(ErrorCode.invalid_record, "compacted topic cannot accept a record without a key",
-                             [(i, "record without a key on a compacted topic") for i in summary.keyless])
-    if config.timestamp_type == LOG_APPEND_TIME:
+                         [(i, "record without a key on a compacted topic") for i in summary.keyless])
+    if summary.out_of_range:
+        index, timestamp = summary.out_of_range[0]
+        raise KafkaError(ErrorCode.invalid_timestamp,
+                         f"{len(summary.out_of_range)} record timestamp(s) outside message.timestamp.before.max.ms="
+                         f"{config.timestamp_before_max_ms} / after.max.ms={config.timestamp_after_max_ms} of the "
+                         f"broker's clock {now_ms}, the first: record {index} at {timestamp}",
+                         [(i, f"timestamp {ts} out of range") for i, ts in summary.out_of_range])
+    if log_append_time:
         max_timestamp, attributes, append_time = now_ms, header.attributes | TIMESTAMP_TYPE_BIT, now_ms
     else:
-        _check_timestamps(records, header, summary, config, now_ms)
         max_timestamp, attributes, append_time = (summary.max_timestamp, header.attributes & ~TIMESTAMP_TYPE_BIT,
                                                   NO_TIMESTAMP)
     buf = bytearray(records)
@@ -135,22 +147,6 @@ def _check_header(h: BatchHeader) -> None:
     if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
         raise KafkaError(ErrorCode.invalid_record, f"producer {h.producer_id} with epoch {h.producer_epoch} "
                                                    f"and sequence {h.base_sequence}")
-
-
-def _check_timestamps(records, header: BatchHeader, summary: RecordSummary, config: ValidationConfig,
-                      now_ms: int) -> None:
-    earliest = now_ms - config.timestamp_before_max_ms
-    latest = now_ms + config.timestamp_after_max_ms
-    if summary.min_timestamp >= earliest and (summary.max_timestamp <= latest):
-        return
-    errors = [(i, f"timestamp {ts} of record {i} is out of range [{earliest}, {latest}]")
-              for i, ts in enumerate(record_timestamps(records, header, config.max_decompressed_bytes))
-              if ts != NO_TIMESTAMP and not earliest <= ts <= latest]
-    if errors:
-        raise KafkaError(ErrorCode.invalid_timestamp,
-                             f"{len(errors)} record timestamp(s) outside message.timestamp.before.max.ms="
-                             f"{config.timestamp_before_max_ms} / after.max.ms={config.timestamp_after_max_ms}: "
-                             f"{errors[0][1]}", errors)
 
 
 def recovered_max_timestamp(batch) -> int | None:
@@ -183,104 +179,17 @@ def _records_section(batch, header: BatchHeader, max_decompressed_bytes: int):
 
 
 def summarize_records(batch, header: BatchHeader, *, strict_offsets: bool, want_keyless: bool,
-                      max_decompressed_bytes: int) -> RecordSummary:
-    """Walk every record of the batch, checking its structure; raise MalformedRecords if the
-    records are not exactly `record_count` well-formed records. With strict_offsets, offset deltas
-    must be 0, 1, 2, ...; without, they must only increase up to lastOffsetDelta."""
+                      max_decompressed_bytes: int, earliest: int = MIN_LONG,
+                      latest: int = MAX_LONG) -> RecordSummary:
+    """Walk every record of the batch (in C: weir/log/_record_walk.c), checking its structure;
+    raise MalformedRecords if the records are not exactly `record_count` well-formed records.
+    With strict_offsets, offset deltas must be 0, 1, 2, ...; without, they must only increase up
+    to lastOffsetDelta. Timestamps outside [earliest, latest] are listed, not refused."""
     data = _records_section(batch, header, max_decompressed_bytes)
-    base_ts = header.base_timestamp
-    summary = RecordSummary(keyless=[] if want_keyless else None)
-    max_ts, min_ts = NO_TIMESTAMP, MAX_LONG
-    end = len(data)
-    p = 0
-    previous_delta = -1
     try:
-        for i in range(header.record_count):
-            length, p = _varint(data, p)
-            record_end = p + length
-            if length < 6 or record_end > end:  # attributes + 5 one-byte varints at least
-                raise MalformedRecords(f"record {i}: length {length} does not fit the batch")
-            p += 1  # attributes: unused in v2
-            ts_delta, p = _varlong(data, p)
-            offset_delta, p = _varint(data, p)
-            in_order = (offset_delta == i if strict_offsets
-                        else previous_delta < offset_delta <= header.last_offset_delta)
-            if not in_order:
-                raise MalformedRecords(f"record {i} has offset delta {offset_delta}")
-            previous_delta = offset_delta
-            key_length, p = _varint(data, p)
-            if key_length < -1:
-                raise MalformedRecords(f"record {i}: key length {key_length}")
-            if key_length < 0 and want_keyless:
-                summary.keyless.append(i)
-            p += max(key_length, 0)
-            value_length, p = _varint(data, p)
-            if value_length < -1:
-                raise MalformedRecords(f"record {i}: value length {value_length}")
-            p += max(value_length, 0)
-            header_count, p = _varint(data, p)
-            if header_count < 0:
-                raise MalformedRecords(f"record {i}: {header_count} headers")
-            for _ in range(header_count):
-                header_key_length, p = _varint(data, p)
-                if header_key_length < 0:
-                    raise MalformedRecords(f"record {i}: a header without a key")
-                p += header_key_length
-                header_value_length, p = _varint(data, p)
-                if header_value_length < -1:
-                    raise MalformedRecords(f"record {i}: header value length {header_value_length}")
-                p += max(header_value_length, 0)
-            if p != record_end:
-                raise MalformedRecords(f"record {i}: fields end at {p - record_end:+d} bytes from its length")
-            ts = base_ts + ts_delta
-            if ts > max_ts:
-                max_ts = ts
-            if ts != NO_TIMESTAMP and ts < min_ts:
-                min_ts = ts
-    except IndexError:
-        raise MalformedRecords(f"records run past the end of the batch ({end} bytes)") from None
-    if p != end:
-        raise MalformedRecords(f"{end - p} bytes after the {header.record_count} declared records")
-    summary.max_timestamp, summary.min_timestamp = max_ts, min_ts
-    return summary
-
-
-def record_timestamps(batch, header: BatchHeader, max_decompressed_bytes: int) -> list[int]:
-    """The CreateTime timestamp of each record (the batch is known to be well formed)."""
-    data = _records_section(batch, header, max_decompressed_bytes)
-    out = []
-    p = 0
-    for _ in range(header.record_count):
-        length, p = _varint(data, p)
-        record_end = p + length
-        ts_delta, _ = _varlong(data, p + 1)
-        out.append(header.base_timestamp + ts_delta)
-        p = record_end
-    return out
-
-
-def _varint(data, p: int) -> tuple[int, int]:
-    """A zigzag varint of at most 5 bytes (Kafka's varint: an int32)."""
-    b = data[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return _varint_rest(data, p, 5)
-
-
-def _varlong(data, p: int) -> tuple[int, int]:
-    """A zigzag varint of at most 10 bytes (Kafka's varlong: an int64)."""
-    b = data[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return _varint_rest(data, p, 10)
-
-
-def _varint_rest(data, p: int, max_bytes: int) -> tuple[int, int]:
-    n = shift = 0
-    for q in range(p, p + max_bytes):
-        b = data[q]
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (n >> 1) ^ -(n & 1), q + 1
-        shift += 7
-    raise MalformedRecords(f"varint longer than {max_bytes} bytes at {p}")
+        max_timestamp, keyless, out_of_range = walk(data, header.record_count, header.base_timestamp,
+                                                    header.last_offset_delta, strict_offsets, want_keyless,
+                                                    earliest, latest)
+    except ValueError as e:
+        raise MalformedRecords(str(e)) from None
+    return RecordSummary(max_timestamp, keyless, out_of_range)

@@ -1,11 +1,17 @@
-"""Produce and consume with three real Kafka clients: confluent-kafka, kafka-python, kcat.
+"""Produce and consume with real Kafka clients: confluent-kafka, kafka-python, kcat, and (produce
+only) aiokafka and kafkajs.
 
 Each function takes the bootstrap address and works like a user's program
 would; the tests compare what went in with what came out.
 """
 
+import asyncio
+import json
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+
+JS_CLIENTS = Path(__file__).parent.parent / "js"
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,38 @@ def kafka_python_consume(bootstrap, topic, partitions, expected):
             break
     consumer.close()
     return out
+
+
+# -- aiokafka (asyncio, its own record encoder) ------------------------------------
+
+def aiokafka_produce(bootstrap, topic, messages, compression="none", acks="all"):
+    from aiokafka import AIOKafkaProducer
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=acks, linger_ms=5,
+                                    compression_type=None if compression == "none" else compression)
+        await producer.start()
+        try:
+            sent = [await producer.send(topic, value=value, key=key, partition=partition, headers=list(headers),
+                                        timestamp_ms=ts) for partition, key, value, headers, ts in messages]
+            await asyncio.gather(*sent)
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(produce(), 60))
+
+
+# -- kafkajs (Node.js) -----------------------------------------------------------------
+
+def kafkajs_produce(bootstrap, topic, messages, compression="none", acks="all"):
+    """One kafkajs send of all messages (kafkajs batches them per partition); a timestamp of None
+    leaves the record's timestamp to kafkajs. Keys, values and headers must be text."""
+    assert acks == "all" and compression in ("none", "gzip"), "kafkajs runs here with acks=all, none or gzip"
+    payload = [{"partition": partition, "key": key.decode(), "value": value.decode(),
+                "timestamp": None if ts is None else str(ts), "headers": {k: v.decode() for k, v in headers}}
+               for partition, key, value, headers, ts in messages]
+    subprocess.run(["node", str(JS_CLIENTS / "produce.js"), bootstrap, topic, compression],
+                   input=json.dumps(payload).encode(), check=True, timeout=120)
 
 
 # -- kcat --------------------------------------------------------------------

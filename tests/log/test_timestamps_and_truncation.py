@@ -74,3 +74,13 @@ def test_truncation_survives_a_reopen(open_log):
     log.close()
     log = open_log(LogConfig(segment_bytes=BATCH * 3))
     assert log.log_end_offset == 5
+
+
+def test_offset_for_timestamp_finds_the_exact_record_inside_a_batch(open_log):
+    """Kafka answers the first record at or after the time, not the batch that holds it."""
+    log = open_log()
+    log.append(make_batch([b"a", b"b", b"c", b"d"], timestamps=[NOW, NOW + 30, NOW + 10, NOW + 40]), 0, NOW)
+    log.append(make_batch([b"e", b"f"], timestamps=[NOW + 50, NOW + 60]), 0, NOW)
+    assert log.offset_for_timestamp(NOW + 5) == (1, NOW + 30)
+    assert log.offset_for_timestamp(NOW + 31) == (3, NOW + 40)
+    assert log.offset_for_timestamp(NOW + 55) == (5, NOW + 60)

@@ -3,7 +3,7 @@
  * the rest of a produce.
  *
  * walk(records, count, base_timestamp, last_offset_delta, strict_offsets, want_keyless,
- *      earliest, latest) -> (max_timestamp, keyless, out_of_range)
+ *      earliest, latest, target) -> (max_timestamp, keyless, out_of_range, first_at_target)
  *
  * `records` is the uncompressed records section of a magic-v2 batch. Each record is
  *   length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
@@ -14,8 +14,9 @@
  * length says, with offset deltas 0, 1, 2, ... (strict_offsets) or increasing up to
  * last_offset_delta (a compacted batch). It returns the largest record timestamp (-1 if none is
  * larger), the indexes of records without a key (a list if want_keyless, else None), and the
- * (index, timestamp) of records whose timestamp is not -1 and lies outside [earliest, latest].
- * A malformed section raises ValueError saying what is wrong.
+ * (index, timestamp) of records whose timestamp is not -1 and lies outside [earliest, latest], and
+ * the (offset delta, timestamp) of the first record whose timestamp is >= target, or None
+ * (ListOffsets by timestamp). A malformed section raises ValueError saying what is wrong.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -74,12 +75,12 @@ static PyObject *malformed(Py_ssize_t index, const char *what) {
 static PyObject *walk(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t count;
-    long long base_ts, earliest, latest;
+    long long base_ts, earliest, latest, target;
     int last_offset_delta, strict, want_keyless;
-    if (!PyArg_ParseTuple(args, "y*nLippLL", &view, &count, &base_ts, &last_offset_delta, &strict,
-                          &want_keyless, &earliest, &latest))
+    if (!PyArg_ParseTuple(args, "y*nLippLLL", &view, &count, &base_ts, &last_offset_delta, &strict,
+                          &want_keyless, &earliest, &latest, &target))
         return NULL;
-    PyObject *keyless = NULL, *out_of_range = NULL, *result = NULL;
+    PyObject *keyless = NULL, *out_of_range = NULL, *first_at_target = NULL, *result = NULL;
     keyless = want_keyless ? PyList_New(0) : Py_NewRef(Py_None);
     out_of_range = PyList_New(0);
     if (keyless == NULL || out_of_range == NULL)
@@ -157,6 +158,11 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         }
         if (ts > max_ts)
             max_ts = ts;
+        if (ts >= target && first_at_target == NULL) {
+            first_at_target = Py_BuildValue("(iL)", offset_delta, (long long)ts);
+            if (first_at_target == NULL)
+                goto done;
+        }
         if (ts != -1 && (ts < earliest || ts > latest)) {
             PyObject *entry = Py_BuildValue("(nL)", i, (long long)ts);
             if (entry == NULL || PyList_Append(out_of_range, entry) < 0) {
@@ -171,10 +177,12 @@ static PyObject *walk(PyObject *self, PyObject *args) {
                      count);
         goto done;
     }
-    result = Py_BuildValue("(LOO)", (long long)max_ts, keyless, out_of_range);
+    result = Py_BuildValue("(LOOO)", (long long)max_ts, keyless, out_of_range,
+                           first_at_target ? first_at_target : Py_None);
 done:
     Py_XDECREF(keyless);
     Py_XDECREF(out_of_range);
+    Py_XDECREF(first_at_target);
     PyBuffer_Release(&view);
     return result;
 }

@@ -77,6 +77,7 @@ class RecordSummary(NamedTuple):
     max_timestamp: int  # of all records, -1 if none has a larger one
     keyless: list | None  # indexes of records without a key, when asked for
     out_of_range: list  # (index, timestamp) of records outside the timestamp window
+    first_at_target: tuple[int, int] | None  # (offset delta, timestamp) of the first record at a target time
 
 
 def validate_produced_batch(records, config: ValidationConfig, now_ms: int) -> ValidatedBatch:
@@ -179,17 +180,34 @@ def _records_section(batch, header: BatchHeader, max_decompressed_bytes: int):
 
 
 def summarize_records(batch, header: BatchHeader, *, strict_offsets: bool, want_keyless: bool,
-                      max_decompressed_bytes: int, earliest: int = MIN_LONG,
-                      latest: int = MAX_LONG) -> RecordSummary:
+                      max_decompressed_bytes: int, earliest: int = MIN_LONG, latest: int = MAX_LONG,
+                      target: int = MAX_LONG) -> RecordSummary:
     """Walk every record of the batch (in C: weir/log/_record_walk.c), checking its structure;
     raise MalformedRecords if the records are not exactly `record_count` well-formed records.
     With strict_offsets, offset deltas must be 0, 1, 2, ...; without, they must only increase up
-    to lastOffsetDelta. Timestamps outside [earliest, latest] are listed, not refused."""
+    to lastOffsetDelta. Timestamps outside [earliest, latest] are listed, not refused; the first
+    record at or after `target` is found."""
     data = _records_section(batch, header, max_decompressed_bytes)
     try:
-        max_timestamp, keyless, out_of_range = walk(data, header.record_count, header.base_timestamp,
-                                                    header.last_offset_delta, strict_offsets, want_keyless,
-                                                    earliest, latest)
+        return RecordSummary(*walk(data, header.record_count, header.base_timestamp, header.last_offset_delta,
+                                   strict_offsets, want_keyless, earliest, latest, target))
     except ValueError as e:
         raise MalformedRecords(str(e)) from None
-    return RecordSummary(max_timestamp, keyless, out_of_range)
+
+
+def first_record_at_or_after(batch, timestamp: int) -> tuple[int, int] | None:
+    """ListOffsets by timestamp inside one stored batch: (offset, timestamp) of its first record
+    whose timestamp is >= `timestamp`, as Kafka answers; for LogAppendTime every record has the
+    batch's time. None if no record qualifies, or the batch cannot be read."""
+    header = read_batch_header(batch)
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        return (header.base_offset, header.max_timestamp) if header.max_timestamp >= timestamp else None
+    try:
+        summary = summarize_records(batch, header, strict_offsets=False, want_keyless=False,
+                                    max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, target=timestamp)
+    except MalformedRecords:
+        return None
+    if summary.first_at_target is None:
+        return None
+    offset_delta, found = summary.first_at_target
+    return header.base_offset + offset_delta, found

@@ -32,6 +32,7 @@ from weir.log.errors import CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge
 from weir.log.fetch_slice import FetchSlice
 from weir.log.file_io import fsync_directory
 from weir.log.leader_epoch_cache import LeaderEpochCache
+from weir.log.log_validator import first_record_at_or_after
 from weir.log.log_config import LogConfig
 from weir.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 
@@ -259,16 +260,19 @@ class PartitionLog:
         return FetchSlice(slices, total)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose maxTimestamp >= `timestamp_ms`, as
-        ListOffsets answers; the offset is the batch's base offset (or the log start offset if
-        that is inside the batch) and the timestamp its maxTimestamp. None if there is none."""
+        """(offset, timestamp) of the first record whose timestamp >= `timestamp_ms`, as
+        ListOffsets answers (never below the log start offset); found through the time index and
+        the batches' maxTimestamp, then inside the batch by its records. None if there is none."""
         self._check_open()
         for segment in self._segments:
             if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
                 continue
             batch = segment.find_batch_by_timestamp(timestamp_ms, self.log_start_offset)
             if batch is not None:
-                return max(batch.base_offset, self.log_start_offset), batch.max_timestamp
+                stored = os.pread(segment.fd, batch.size, batch.position)
+                offset, found = (first_record_at_or_after(stored, timestamp_ms)
+                                 or (batch.base_offset, batch.max_timestamp))
+                return max(offset, self.log_start_offset), found
         return None
 
     def batch_headers(self, from_offset: int = 0):

@@ -175,25 +175,7 @@ def resolve_starting(opts: ReadOptions, tps: list[TopicPartition]) -> dict[Topic
                 fixed[tp] = offset
             else:
                 wanted[tp] = offset
-    found = list_offsets(opts, wanted)
-    for tp, ts in wanted.items():
-        if ts >= 0:
-            found[tp] = first_offset_at(opts, tp, found[tp], ts)
-    return {**fixed, **found}
-
-
-def first_offset_at(opts: ReadOptions, tp: TopicPartition, offset: int, timestamp: int) -> int:
-    """The first offset from `offset` on whose record's timestamp is >= `timestamp`.
-
-    ListOffsets by timestamp answers the base offset of the first batch whose max timestamp is at
-    or after it (Weir's log indexes batches, not records), so look inside that batch.
-    """
-    latest = list_offsets(opts, {tp: LATEST})[tp]
-    for columns in RangeReader(opts, tp[0], tp[1], offset, latest):
-        for o, ts in zip(columns.offsets, columns.timestamps):
-            if ts >= timestamp:
-                return o
-    return latest
+    return {**fixed, **list_offsets(opts, wanted)}
 
 
 def resolve_ending(opts: ReadOptions, tps: list[TopicPartition]) -> dict[TopicPartition, int]:

@@ -155,6 +155,9 @@ def test_unknown_codec_and_undecompressable_records():
     for codec in (1, 2, 3, 4):
         error = refused(raw_batch(b"not compressed at all", 1, attributes=codec, base_timestamp=NOW))
         assert error.code == ErrorCode.invalid_record, codec
+        trailing = COMPRESS[codec](records_of([b"v"])) + b"junk"  # librdkafka refuses bytes after the data
+        error = refused(raw_batch(trailing, 1, attributes=codec, base_timestamp=NOW, max_timestamp=NOW))
+        assert error.code == ErrorCode.invalid_record, codec
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])

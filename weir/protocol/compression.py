@@ -41,7 +41,8 @@ def decompress(codec: int, payload, max_bytes: int = UNLIMITED) -> bytes:
     except DecompressionError:
         raise
     except Exception as e:  # noqa: BLE001 - each codec library raises its own error types
-        raise DecompressionError(f"cannot decompress {CODEC_NAMES.get(codec, codec)}: {e}") from e
+        raise DecompressionError(f"cannot decompress {CODEC_NAMES.get(codec, codec)}: "
+                                 f"{e or type(e).__name__}") from e
     if len(out) > max_bytes:
         raise _too_large(max_bytes)
     return out
@@ -105,6 +106,8 @@ def _unlz4(payload: bytes, max_bytes: int) -> bytes:
             raise _too_large(max_bytes)
     if not d.eof:
         raise DecompressionError("truncated lz4 frame")
+    if d.unused_data:  # consumers (librdkafka) read one frame and refuse what follows it
+        raise DecompressionError(f"{len(d.unused_data)} bytes after the lz4 frame")
     return bytes(out)
 
 

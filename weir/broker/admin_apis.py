@@ -398,8 +398,13 @@ class AdminApis:
                 if name is None:
                     out["error_code"] = ErrorCode.unknown_topic_id
                 else:
-                    result = await self.controller.call("alter_partition", name, p.partition_index, request.broker_id,
-                                                        p.leader_epoch, p.partition_epoch, tuple(p.new_isr))
+                    try:
+                        result = await self.controller.call("alter_partition", name, p.partition_index,
+                                                            request.broker_id, p.leader_epoch, p.partition_epoch,
+                                                            tuple(p.new_isr))
+                    except Exception as e:  # ZooKeeper unreachable: the outcome is unknown, the leader retries
+                        log.warning("AlterPartition of %s-%d failed: %r", name, p.partition_index, e)
+                        result = (ErrorCode.request_timed_out, None)
                     error, state = result if result is not None else (ErrorCode.not_controller, None)
                     out["error_code"] = error
                     if state is not None:

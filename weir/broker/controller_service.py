@@ -122,6 +122,8 @@ class ControllerService:
                     if future is not None:
                         future.set_result(None)
                     continue
+                if name != "elect":
+                    await self._settle()
                 result = await handlers[name](*(args or ()))
                 if future is not None and not future.done():
                     future.set_result(result)
@@ -258,6 +260,23 @@ class ControllerService:
         await self._write(self.core.check_leader_balance())
 
     # -- writing decisions ----------------------------------------------------------------------
+
+    async def _settle(self) -> None:
+        """Before the core decides or answers anything: states it decided whose write ended with no
+        answer (a lost connection, a suspended session) may or may not be in ZooKeeper. Re-read
+        them and adopt what is stored, so the view never holds a state ZooKeeper did not record
+        (answering a repeated AlterPartition "done" from such a view let a leader commit against an
+        ISR that a later election did not know). Raises, and the event fails, while ZooKeeper
+        cannot be read; the next event tries again."""
+        keys = self.core.unconfirmed_keys
+        if not keys:
+            return
+        stored = await self.store.read_partition_states(keys)
+        log.warning("controller: re-read %d partition state(s) whose write had no answer", len(keys))
+        changes: list[StateChange] = []
+        for key in keys:
+            changes += self.core.adopt_stored(key, stored.get(key))
+        await self._write(changes)
 
     async def _write(self, changes: list[StateChange]) -> dict[tuple[str, int], PartitionState]:
         """Write changes (creates, then compare-and-sets); re-decide conflicts. Returns what was written."""

@@ -45,7 +45,9 @@ change is a compare-and-set: the shell writes `new` at znode version `old.partit
 the znode when `old` is None), fenced by the controller epoch, and then reports back:
 `on_state_written` on success (the znode's version is then `new.partition_epoch`), or
 `on_write_conflict` with what the store holds, which the core adopts as the truth and re-decides
-from. Leaders and followers learn new states from the shell (LeaderAndIsr to `notify`, the live
+from. A write whose outcome is unknown (the connection was lost) leaves a state in the view that
+the store may not hold: the shell must re-read it and hand it to `adopt_stored` before the core
+decides or answers anything else (`unconfirmed_keys` lists such states). Leaders and followers learn new states from the shell (LeaderAndIsr to `notify`, the live
 assigned replicas; metadata to every live broker). Nothing here reads a clock, a socket or a file;
 randomness only enters through assignment.py's `random.Random`.
 """
@@ -152,6 +154,11 @@ class ControllerCore:
     @property
     def has_unconfirmed_writes(self) -> bool:
         return bool(self._unconfirmed)
+
+    @property
+    def unconfirmed_keys(self) -> list[TopicPartition]:
+        """Partitions whose state in the view was decided but not yet confirmed by the store."""
+        return sorted(self._unconfirmed)
 
     def replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
         assignment = self.view.topics.get(topic)
@@ -350,7 +357,12 @@ class ControllerCore:
     def on_write_conflict(self, change: StateChange, stored: PartitionState | None) -> list[StateChange]:
         """The compare-and-set of `change` failed; `stored` is what the store holds now (None: no
         znode). The store is the truth: adopt it and decide again from it."""
-        key = change.key
+        return self.adopt_stored(change.key, stored)
+
+    def adopt_stored(self, key: TopicPartition, stored: PartitionState | None) -> list[StateChange]:
+        """What the store holds for `key` is the truth (after a conflict, or a write whose outcome
+        is unknown): put it in the view in place of any decided-but-unconfirmed state, and decide
+        again from it."""
         self._unconfirmed.pop(key, None)
         if stored is None:  # the znode is gone (the topic is being deleted): nothing to decide
             self.view.states.pop(key, None)

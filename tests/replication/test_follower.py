@@ -10,7 +10,7 @@ def fetching_follower(leo=10, hw=5, leader_epoch=3):
     epochs = MemoryEpochCache([(0, 0), (3, 4)])
     follower = FollowerPartition(2, 1, leader_epoch, leo, hw, epochs)
     assert follower.next_request() == SendOffsetForLeaderEpoch(1, leader_epoch, 3)
-    decision = follower.on_offset_for_leader_epoch_response(3, EpochEndOffset(ErrorCode.none, 3, 100))
+    decision = follower.on_offset_for_leader_epoch_response(leader_epoch, 3, EpochEndOffset(ErrorCode.none, 3, 100))
     assert decision == Truncation(leo, completed=True)
     follower.on_truncated(leo)
     return follower
@@ -73,14 +73,25 @@ def test_offset_out_of_range_goes_back_to_truncation_by_epoch():
 
 def test_stale_offset_for_leader_epoch_answer_is_ignored():
     follower = FollowerPartition(2, 1, 3, 10, 5, MemoryEpochCache([(0, 0), (3, 4)]))
-    assert follower.on_offset_for_leader_epoch_response(0, EpochEndOffset(ErrorCode.none, 0, 2)) == Ignore()
-    assert follower.on_offset_for_leader_epoch_response(3, EpochEndOffset(ErrorCode.fenced_leader_epoch)) == Backoff(
-        ErrorCode.fenced_leader_epoch)
+    assert follower.on_offset_for_leader_epoch_response(3, 0, EpochEndOffset(ErrorCode.none, 0, 2)) == Ignore()
+    assert follower.on_offset_for_leader_epoch_response(3, 3, EpochEndOffset(ErrorCode.fenced_leader_epoch)) == \
+        Backoff(ErrorCode.fenced_leader_epoch)
     assert follower.state is FollowerState.TRUNCATING
+
+
+def test_an_answer_from_an_earlier_leadership_is_ignored():
+    """Asked of leader epoch 3's leader; the partition has since moved to leader epoch 5, whose
+    follower would ask the same epoch: the old answer must not truncate it."""
+    follower = FollowerPartition(2, 1, 5, 10, 5, MemoryEpochCache([(0, 0), (3, 4)]))
+    assert follower.next_request() == SendOffsetForLeaderEpoch(1, 5, 3)
+    assert follower.on_offset_for_leader_epoch_response(3, 3, EpochEndOffset(ErrorCode.none, 0, 2)) == Ignore()
+    assert follower.state is FollowerState.TRUNCATING and follower.next_request() == SendOffsetForLeaderEpoch(1, 5, 3)
+    assert follower.on_offset_for_leader_epoch_response(5, 3, EpochEndOffset(ErrorCode.none, 3, 8)) == \
+        Truncation(8, completed=True)
 
 
 def test_truncation_lowers_the_follower_hw():
     follower = FollowerPartition(2, 1, 3, 10, 9, MemoryEpochCache([(0, 0), (3, 4)]))
-    follower.on_offset_for_leader_epoch_response(3, EpochEndOffset(ErrorCode.none, 0, 6))
+    follower.on_offset_for_leader_epoch_response(3, 3, EpochEndOffset(ErrorCode.none, 0, 6))
     follower.on_truncated(4)
     assert follower.log_end_offset == 4 and follower.high_watermark == 4

@@ -27,7 +27,8 @@ def run_truncation(follower_epochs, follower_leo, follower_hw, leader_epochs, le
         assert isinstance(request, SendOffsetForLeaderEpoch)
         asked.append(request.leader_epoch)
         reply = answer(leader_epochs, request.leader_epoch, leader_leo, current=request.current_leader_epoch)
-        decision = follower.on_offset_for_leader_epoch_response(request.leader_epoch, reply)
+        decision = follower.on_offset_for_leader_epoch_response(request.current_leader_epoch, request.leader_epoch,
+                                                                reply)
         assert isinstance(decision, Truncation)
         new_leo = min(decision.offset, follower.log_end_offset)  # what PartitionLog.truncate_to does
         follower_epochs.truncate_from_end(new_leo)

@@ -104,13 +104,17 @@ class ReplicaFetcher:
                 p = self.partitions.get((topic.topic, r.partition))
                 if p is None or p.follower is None or asks.get(p.key) is None:
                     continue
+                ask = asks[p.key]
                 decision = p.follower.on_offset_for_leader_epoch_response(
-                    asks[p.key].leader_epoch, EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch, r.end_offset))
+                    ask.current_leader_epoch, ask.leader_epoch,
+                    EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch, r.end_offset))
                 if isinstance(decision, Truncation):
-                    if decision.offset < p.log.log_end_offset:
+                    cuts = decision.offset < p.log.log_end_offset
+                    if cuts:
                         log.info("%s-%d: truncating to %d by leader epoch (LEO was %d)", *p.key, decision.offset,
                                  p.log.log_end_offset)
-                        p.log.truncate_to(decision.offset)
+                    p.log.truncate_to(decision.offset)  # trims the epoch cache even when no record goes
+                    if cuts:
                         p.load_producer_state()  # the cut batches' producers are forgotten
                         p.save_producer_state()
                     p.follower.on_truncated(p.log.log_end_offset)

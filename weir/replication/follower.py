@@ -96,11 +96,14 @@ class FollowerPartition:
 
     # ----- truncation
 
-    def on_offset_for_leader_epoch_response(self, requested_epoch: int,
+    def on_offset_for_leader_epoch_response(self, current_leader_epoch: int, requested_epoch: int,
                                             answer: EpochEndOffset) -> Truncation | Backoff | Ignore:
-        """The leader's answer to our OffsetForLeaderEpoch(requested_epoch). On a Truncation the
-        shell truncates its log to `offset` and then calls `on_truncated(its new LEO)`."""
-        if self.state is not FollowerState.TRUNCATING or requested_epoch != self._epoch_to_ask:
+        """The leader's answer to our OffsetForLeaderEpoch(requested_epoch), sent while we followed
+        leader epoch `current_leader_epoch`. On a Truncation the shell truncates its log to
+        `offset` and then calls `on_truncated(its new LEO)`. An answer that belongs to another
+        leadership (a request sent before the leader changed) says nothing about this one."""
+        if (self.state is not FollowerState.TRUNCATING or current_leader_epoch != self.leader_epoch
+                or requested_epoch != self._epoch_to_ask):
             return Ignore()
         if answer.error is not ErrorCode.none:
             return Backoff(answer.error)

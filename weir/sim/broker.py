@@ -536,14 +536,14 @@ class SimBroker:
             return
         partition, follower, request = entry
         decision = follower.on_offset_for_leader_epoch_response(
-            request.leader_epoch, EpochEndOffset(error, leader_epoch, end_offset))
+            request.current_leader_epoch, request.leader_epoch, EpochEndOffset(error, leader_epoch, end_offset))
         delay = 0
         if isinstance(decision, Truncation):
             log = partition.log
             if decision.offset < log.log_end_offset:
                 self.trace(f"{partition.topic}-{partition.index}: truncating to {decision.offset} by leader epoch "
                            f"(LEO was {log.log_end_offset})")
-                log.truncate_to(decision.offset)
+            log.truncate_to(decision.offset)  # trims the epoch cache even when no record goes
             follower.on_truncated(log.log_end_offset)
         elif isinstance(decision, Backoff):
             delay = self.settings.replica_fetch_backoff_ms

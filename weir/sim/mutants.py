@@ -50,8 +50,8 @@ def _elect_ignoring_isr(replicas, target_isr, current_leader, live, shutting_dow
 _original_ofle_response = FollowerPartition.on_offset_for_leader_epoch_response
 
 
-def _no_truncation(self, requested_epoch, answer):
-    decision = _original_ofle_response(self, requested_epoch, answer)
+def _no_truncation(self, current_leader_epoch, requested_epoch, answer):
+    decision = _original_ofle_response(self, current_leader_epoch, requested_epoch, answer)
     if isinstance(decision, Truncation):
         decision = Truncation(self.log_end_offset, completed=True)
         self._pending_truncation = decision

@@ -100,6 +100,9 @@ def garbage_frames() -> dict[str, bytes]:
         "frame shorter than a header": sized(b"\x00\x03\x00"),
         "client id past the end": sized(struct.pack(">hhih", METADATA, 1, 1, 50) + b"short"),
         "negative client id length": sized(struct.pack(">hhih", METADATA, 1, 1, -7)),
+        # Produce v9: header tags, no transactional id, acks, timeout, then four billion topics
+        "an array of four billion elements": sized(header_bytes(PRODUCE, PRODUCE_V) + b"\x00" + b"\x00\xff\xff"
+                                                   + b"\x00\x00\x13\x88" + b"\xff\xff\xff\xff\x0f" + bytes(16)),
     }
     # garbage body for every api and version range end the broker supports
     for api_key, (low, high) in SUPPORTED_VERSIONS.items():
@@ -117,6 +120,7 @@ GARBAGE_REASONS = {  # what the broker's log line says, for the frames not named
     "frame shorter than a header": "shorter than a header",
     "client id past the end": "client id runs past the end",
     "negative client id length": "negative client id length",
+    "an array of four billion elements": "claims 4294967294 elements",
 }
 
 

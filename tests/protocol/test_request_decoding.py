@@ -1,6 +1,9 @@
 """The request decoder turns any bytes into a request or a clean refusal, never a crash."""
 
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,3 +78,30 @@ def test_random_frames_never_escape_the_decoder(data):
             decode_request(header, data)
         except MalformedRequest:
             pass
+
+
+HUGE_COUNTS = [b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff\x0f"]  # an int32 and a compact (uvarint) array count
+
+
+def test_absurd_array_counts_are_refused_before_kio_reserves_memory_for_them():
+    """kio's compiled reader reserves an array's memory from its declared count: two billion
+    elements in a 100-byte request made it allocate tens of GB and abort the process (found by
+    the produce fuzzer). Every supported request, with such a count at every early position,
+    is refused with MalformedRequest; run in a child process, so an abort fails the test."""
+    script = f"""
+import itertools
+from weir.protocol.codec import MalformedRequest
+from test_request_decoding import SUPPORTED, decode
+refused = 0
+for (api_key, version), count, at in itertools.product(SUPPORTED, {HUGE_COUNTS!r}, range(12)):
+    body = bytes(at) + count + bytes(16)
+    try:
+        decode(api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + b"\\x00\\x00\\x00\\x01\\xff\\xff" + body)
+    except MalformedRequest:
+        refused += 1
+print(refused)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=Path(__file__).parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout) > 0

@@ -20,7 +20,7 @@ from kio.serial import entity_reader, entity_writer
 
 from .errors import ErrorCode
 from .header import RequestHeader, response_header, skip_tagged_fields
-from .tagged_fields import strip_unknown_tagged_fields
+from .tagged_fields import check_framing, strip_unknown_tagged_fields
 
 
 class MalformedRequest(ValueError):
@@ -58,6 +58,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
         offset = header.body_offset
         if is_flexible(api_key, version):
             offset = skip_tagged_fields(frame, offset)
+        check_framing(request_schema(api_key, version), frame, offset)  # before kio's reader: see there
         try:
             entity, _ = _reader(api_key, version)(frame, offset)
         except KeyError:

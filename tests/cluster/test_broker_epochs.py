@@ -3,12 +3,20 @@ anyone noticed leads nothing on the strength of the state its previous incarnati
 controller treats it as bounced and writes new states (a higher leader epoch), and nothing
 acknowledged is lost."""
 
+import datetime
 import json
 
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
+from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
+from kio.schema.fetch.v15.request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 
-from cluster_tools import SteadyProducer, create_topic, partition_metadata, read_all, wait_until
+from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
+from integration.raw_protocol import FETCH, NONE, RawClient, metadata
+
+ALTER_PARTITION = 56
+NOT_LEADER_OR_FOLLOWER = 6
+STALE_BROKER_EPOCH = 77
 
 
 def leader_epoch(zookeeper_connect: str, topic: str, partition: int = 0) -> int:
@@ -79,3 +87,48 @@ def test_single_broker_killed_and_restarted_leads_its_partitions_again(broker, z
     assert all(leader_epoch(zookeeper_connect, "solo", p) > epochs_before[p] for p in range(2))
     records = read_all(broker.bootstrap, "solo", 2)
     assert {b"before-0", b"before-1", b"after"} <= set(records[0]) | set(records[1])
+
+
+def registration_epochs(zookeeper_connect: str) -> dict[int, int]:
+    """Each live broker's epoch: the czxid of its registration znode."""
+    client = KazooClient(hosts=zookeeper_connect)
+    client.start(timeout=15)
+    try:
+        return {int(b): client.get(f"/brokers/ids/{b}")[1].czxid for b in client.get_children("/brokers/ids")}
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_fetches_and_isr_changes_of_an_older_incarnation_are_refused(cluster):
+    """KIP-903 on the real request path: a follower's Fetch (v15) carries its broker epoch, and once
+    the leader has seen the current one, a fetch of an older incarnation (a late packet of a process
+    that restarted, maybe without its tail) is refused instead of moving the follower's LEO; an
+    AlterPartition (v3) from an older incarnation of a leader is refused by the controller."""
+    create_topic(cluster.bootstrap, "incarnations", 1, 3)
+    wait_until(lambda: len(partition_metadata(cluster.bootstrap, "incarnations")[0][2]) == 3, "a full ISR")
+    leader, replicas, _ = partition_metadata(cluster.bootstrap, "incarnations")[0]
+    follower = next(r for r in replicas if r != leader)
+    epochs = registration_epochs(cluster.zookeeper_connect)
+    with RawClient(cluster.brokers[leader].port) as client:
+        topic_id = metadata(client, ["incarnations"]).topics[0].topic_id
+
+        def follower_fetch(replica_epoch: int) -> int:
+            response = client.call(FETCH, 15, FetchRequest(
+                replica_state=ReplicaState(replica_id=follower, replica_epoch=replica_epoch),
+                max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, topics=(FetchTopic(
+                    topic_id=topic_id, partitions=(FetchPartition(partition=0, fetch_offset=0,
+                                                                  partition_max_bytes=1 << 20),)),),
+                forgotten_topics_data=()))
+            return response.responses[0].partitions[0].error_code
+
+        assert follower_fetch(epochs[follower]) == NONE
+        assert follower_fetch(epochs[follower] - 1) == NOT_LEADER_OR_FOLLOWER
+    controller = admin(cluster.bootstrap).list_topics(timeout=10).controller_id
+    with RawClient(cluster.brokers[controller].port) as client:
+        response = client.call(ALTER_PARTITION, 3, AlterPartitionRequest(
+            broker_id=leader, broker_epoch=epochs[leader] - 1, topics=(TopicData(topic_id=topic_id, partitions=(
+                PartitionData(partition_index=0, leader_epoch=0, partition_epoch=0, new_isr_with_epochs=(
+                    BrokerState(broker_id=leader, broker_epoch=epochs[leader] - 1),)),)),)))
+        assert response.error_code == STALE_BROKER_EPOCH
+    assert len(partition_metadata(cluster.bootstrap, "incarnations")[0][2]) == 3

@@ -82,3 +82,15 @@ def test_alter_partition_unknown_partition():
     core = three_replicas()
     assert core.on_alter_partition("t", 1, 1, 0, 0, [1]).error is ErrorCode.unknown_topic_or_partition
     assert core.on_alter_partition("nope", 0, 1, 0, 0, [1]).error is ErrorCode.unknown_topic_or_partition
+
+
+def test_alter_partition_refuses_adding_a_replica_seen_as_another_incarnation():
+    """KIP-903: the leader says which incarnation (broker epoch) of a joining replica it saw
+    fetching; if that is not the replica's current registration, it is not added."""
+    core = three_replicas()
+    core.view.broker_epochs = {1: 100, 2: 200, 3: 350}  # 3 registered again (it was 300)
+    written(core, [core.on_alter_partition("t", 0, 1, 0, 0, [1, 2]).change])
+    stale = core.on_alter_partition("t", 0, 1, 0, 1, [1, 2, 3], {1: -1, 2: 200, 3: 300})
+    assert stale.error is ErrorCode.ineligible_replica and state(core).isr == (1, 2)
+    current = core.on_alter_partition("t", 0, 1, 0, 1, [1, 2, 3], {1: -1, 2: 200, 3: 350})
+    assert current.error is ErrorCode.none and current.state.isr == (1, 2, 3)

@@ -244,3 +244,15 @@ def test_fetch_from_unknown_replica_or_beyond_leo_is_refused():
     assert leader.on_follower_fetch(9, 0, T0).error is ErrorCode.not_leader_or_follower
     assert leader.on_follower_fetch(2, 11, T0).error is ErrorCode.offset_out_of_range
     assert leader.followers[2].log_end_offset == -1
+
+
+def test_a_fetch_of_an_older_incarnation_is_refused_and_epochs_go_into_proposals():
+    """KIP-903: follower 3 restarted (broker epoch 700 -> 900) without its tail; a late fetch of
+    the old process, with its old, higher offset, must neither move its LEO nor re-add it."""
+    leader = make_leader(isr=(1, 2), leo=100, hw=100, epoch=5)
+    assert leader.on_follower_fetch(3, 40, T0, broker_epoch=900).alter_partition is None  # the new one, behind
+    late = leader.on_follower_fetch(3, 100, T0, broker_epoch=700)
+    assert late.error is ErrorCode.not_leader_or_follower and late.alter_partition is None
+    assert leader.followers[3].log_end_offset == 40 and leader.pending is None
+    proposal = leader.on_follower_fetch(3, 100, T0, broker_epoch=900).alter_partition
+    assert proposal.new_isr == {1, 2, 3} and dict(proposal.broker_epochs)[3] == 900

@@ -387,6 +387,10 @@ class AdminApis:
     async def _alter_partition(self, request) -> dict:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}
+        registered = self.controller.core.view.broker_epochs.get(request.broker_id)
+        if request.broker_epoch != -1 and registered is not None and request.broker_epoch != registered:
+            # a leader's previous incarnation (KIP-380): it must not change ISRs
+            return {"throttle_time": 0, "error_code": ErrorCode.stale_broker_epoch, "topics": []}
         by_id = {topic_id: a.name for topic_id, a in self.controller.core.view.topics_by_id().items()}
         topics = []
         for t in request.topics:
@@ -398,10 +402,15 @@ class AdminApis:
                 if name is None:
                     out["error_code"] = ErrorCode.unknown_topic_id
                 else:
+                    if hasattr(p, "new_isr_with_epochs"):  # v3 (KIP-903)
+                        new_isr = tuple(b.broker_id for b in p.new_isr_with_epochs)
+                        epochs = {b.broker_id: b.broker_epoch for b in p.new_isr_with_epochs}
+                    else:
+                        new_isr, epochs = tuple(p.new_isr), None
                     try:
                         result = await self.controller.call("alter_partition", name, p.partition_index,
                                                             request.broker_id, p.leader_epoch, p.partition_epoch,
-                                                            tuple(p.new_isr))
+                                                            new_isr, epochs)
                     except Exception as e:  # ZooKeeper unreachable: the outcome is unknown, the leader retries
                         log.warning("AlterPartition of %s-%d failed: %r", name, p.partition_index, e)
                         result = (ErrorCode.request_timed_out, None)

@@ -128,13 +128,16 @@ class DataApis:
 
     async def fetch(self, header: RequestHeader, request) -> list:
         by_id = header.api_version >= 13
-        replica_id = request.replica_state.replica_id if header.api_version >= 15 else request.replica_id
+        if header.api_version >= 15:
+            replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
+        else:
+            replica_id, replica_epoch = request.replica_id, -1
         names = self._names_by_id() if by_id else {}
         wanted = []  # (name or None, response key, [partition requests])
         for fetch_topic in request.topics:
             name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
             wanted.append((name, fetch_topic, fetch_topic.partitions))
-        results = self._read_all(wanted, request.max_bytes, replica_id, by_id)
+        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         while (_bytes(results) < request.min_bytes and not _has_error(results)
                and (remaining := deadline - time.monotonic()) > 0):
@@ -142,10 +145,10 @@ class DataApis:
             if not keys:
                 break
             await self.replicas.waiters.wait(keys, remaining)
-            results = self._read_all(wanted, request.max_bytes, replica_id, by_id)
+            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id)
         return encode_fetch_response(header.api_version, 0, results)
 
-    def _read_all(self, wanted, max_bytes: int, replica_id: int, by_id: bool) -> list:
+    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool) -> list:
         out = []
         budget = max_bytes
         now = now_ms()
@@ -158,7 +161,7 @@ class DataApis:
                 # The log returns at least one whole batch (KIP-74), so a
                 # consumer progresses past a batch larger than its limits.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, now)
+                                            p.current_leader_epoch, replica_id, now, replica_epoch)
                 budget -= _records_size(result)
                 results.append(result)
             out.append((name or "", fetch_topic.topic_id if by_id else None, results))

@@ -213,7 +213,7 @@ class ControllerService:
             gone, joined = known.brokers.keys() - now.brokers.keys(), now.brokers.keys() - known.brokers.keys()
             log.info("controller: brokers %s (gone %s, joined %s, bounced %s)", sorted(now.brokers), sorted(gone),
                      sorted(joined), sorted(bounced))
-            changes += core.on_brokers_changed(now.brokers, bounced)
+            changes += core.on_brokers_changed(now.brokers, bounced, now.broker_epochs)
         for name in known.topics.keys() - now.topics.keys():
             core.on_topic_deleted(name)
         for name, assignment in now.topics.items():
@@ -232,8 +232,10 @@ class ControllerService:
     # -- requests -------------------------------------------------------------------------------
 
     async def _alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
-                               partition_epoch: int, new_isr) -> tuple[ErrorCode, PartitionState | None]:
-        outcome = self.core.on_alter_partition(topic, partition, leader_id, leader_epoch, partition_epoch, new_isr)
+                               partition_epoch: int, new_isr,
+                               broker_epochs=None) -> tuple[ErrorCode, PartitionState | None]:
+        outcome = self.core.on_alter_partition(topic, partition, leader_id, leader_epoch, partition_epoch, new_isr,
+                                               broker_epochs)
         if outcome.error or outcome.change is None:
             return outcome.error, outcome.state
         written = await self._write([outcome.change])

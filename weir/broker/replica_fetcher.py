@@ -20,7 +20,7 @@ from .partition import Partition
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12  # by topic name, replica_id in the body, flexible
+FETCH_VERSION = 15  # by topic id, with our broker epoch (KIP-903)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 _BASE_OFFSET = struct.Struct(">q")
 # The leader has not yet read the state that made us its follower (both learn it from ZooKeeper
@@ -123,6 +123,7 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: BrokerConnection, partitions: list[Partition], asks) -> None:
         config = self.manager.config
+        view = self.manager.replicas.view
         topics: dict[str, list] = {}
         for p in partitions:
             ask = asks[p.key]
@@ -131,18 +132,24 @@ class ReplicaFetcher:
                 "fetch_offset": ask.fetch_offset, "last_fetched_epoch": -1,
                 "log_start_offset": p.log.log_start_offset,
                 "partition_max_bytes": config["replica.fetch.max.bytes"]})
+        ids = {name: view.topics[name].topic_id for name in topics if name in view.topics}
+        names = {topic_id: name for name, topic_id in ids.items()}
+        own_epoch = view.own_broker_epoch(self.manager.broker_id)
         wait_ms = config["replica.fetch.wait.max.ms"]
         response = await conn.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": self.manager.broker_id, "max_wait": wait_ms,
+            "replica_state": {"replica_id": self.manager.broker_id,
+                              "replica_epoch": -1 if own_epoch is None else own_epoch},
+            "max_wait": wait_ms,
             "min_bytes": config["replica.fetch.min.bytes"], "max_bytes": config["replica.fetch.response.max.bytes"],
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
+            "topics": [{"topic_id": ids[t], "partitions": parts} for t, parts in topics.items() if t in ids],
             "forgotten_topics_data": [], "rack_id": ""}, timeout_s=wait_ms / 1000 + 30)
         now_ms = _now_ms()
         for topic in response.responses:
+            name = names.get(topic.topic_id)  # ids tell a re-created topic of the same name apart
             for r in topic.partitions:
-                p = self.partitions.get((topic.topic, r.partition_index))
-                ask = asks.get((topic.topic, r.partition_index))
+                p = self.partitions.get((name, r.partition_index))
+                ask = asks.get((name, r.partition_index))
                 if p is None or p.follower is None or not isinstance(ask, SendFetch):
                     continue
                 records = r.records or None

@@ -269,8 +269,9 @@ class ReplicaManager:
     # -- fetch -----------------------------------------------------------------------
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now_ms: int) -> FetchPartitionResult:
-        """A fetch from a consumer (replica_id < 0: committed data only) or a follower (up to the LEO)."""
+             replica_id: int, now_ms: int, replica_epoch: int = -1) -> FetchPartitionResult:
+        """A fetch from a consumer (replica_id < 0: committed data only) or a follower (up to the
+        LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903)."""
         try:
             partition = self.leader_partition(topic, index) if replica_id < 0 else self._leader_for_follower(
                 topic, index)
@@ -281,7 +282,7 @@ class ReplicaManager:
             return FetchPartitionResult(index, error)
         leader = partition.leader
         if replica_id >= 0:
-            outcome = leader.on_follower_fetch(replica_id, offset, now_ms)
+            outcome = leader.on_follower_fetch(replica_id, offset, now_ms, replica_epoch)
             if outcome.error:
                 return FetchPartitionResult(index, outcome.error, leader.high_watermark, leader.high_watermark,
                                             partition.log.log_start_offset)

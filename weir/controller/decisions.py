@@ -20,8 +20,9 @@ placement in assignment.py):
   INVALID_REQUEST; the same ISR as now → success with the current state, whatever the partition
   epoch (an idempotent retry of a request whose answer was lost); a lower partition epoch →
   INVALID_UPDATE_VERSION; an ISR that is empty, has duplicates, is not ⊆ replicas or lacks the
-  leader → INVALID_REQUEST; a replica *added* to the ISR that is not live or is in controlled
-  shutdown → INELIGIBLE_REPLICA (members already in the ISR may stay: removing them is the
+  leader → INVALID_REQUEST; a replica *added* to the ISR that is not live, is in controlled
+  shutdown, or was seen fetching as another incarnation than its current registration (its broker
+  epoch, KIP-903) → INELIGIBLE_REPLICA (members already in the ISR may stay: removing them is the
   controller's job when they die). Accepted: same leader and leader epoch, the new ISR in
   assignment order, partition epoch + 1.
 - ELECTLEADERS. PREFERRED: the first assigned replica takes over where it is acceptable and in the
@@ -191,12 +192,15 @@ class ControllerCore:
         reading the store, and what every broker change runs)."""
         return self._reconcile(self.view.states.keys(), "reconcile")
 
-    def on_brokers_changed(self, brokers: Mapping[int, BrokerInfo], bounced: Collection[int] = ()) -> list[StateChange]:
-        """The registered brokers are now `brokers`; `bounced` ones re-registered with a new session
-        since the last call (Kafka compares broker epochs, the registration znode's czxid)."""
+    def on_brokers_changed(self, brokers: Mapping[int, BrokerInfo], bounced: Collection[int] = (),
+                           broker_epochs: Mapping[int, int] | None = None) -> list[StateChange]:
+        """The registered brokers are now `brokers` (with `broker_epochs`, their registrations'
+        czxids, when known); `bounced` ones re-registered with a new session since the last call."""
         assert set(bounced) <= set(brokers), "a bounced broker is registered again"
         bounced = frozenset(bounced)
         self.view.brokers = dict(brokers)
+        if broker_epochs is not None:
+            self.view.broker_epochs = dict(broker_epochs)
         self.shutting_down &= set(brokers) - bounced
         if not bounced:
             return self._reconcile(self.view.states.keys(), "broker_change")
@@ -253,8 +257,10 @@ class ControllerCore:
         return TopicDeletion(topic, dict(assignment.replicas))
 
     def on_alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
-                           partition_epoch: int, new_isr: Iterable[int]) -> AlterPartitionOutcome:
-        """A leader proposes a new ISR (see the header for the checks, in order)."""
+                           partition_epoch: int, new_isr: Iterable[int],
+                           broker_epochs: Mapping[int, int] | None = None) -> AlterPartitionOutcome:
+        """A leader proposes a new ISR (see the header for the checks, in order); `broker_epochs`
+        gives the incarnation of members it saw fetching (-1 or absent: not said)."""
         key = (topic, partition)
         replicas = self.replicas(topic, partition)
         state = self.view.states.get(key)
@@ -275,7 +281,8 @@ class ControllerCore:
                 or state.leader not in proposed):
             return AlterPartitionOutcome(ErrorCode.invalid_request)
         added = set(proposed) - set(state.isr)
-        if any(not is_acceptable_leader(r, self.live, self.shutting_down) for r in added):
+        if any(not is_acceptable_leader(r, self.live, self.shutting_down) or self._stale_incarnation(r, broker_epochs)
+               for r in added):
             return AlterPartitionOutcome(ErrorCode.ineligible_replica)
         isr = tuple(r for r in replicas if r in proposed)
         new = changed_state(replicas, state, state.leader, isr, self.view.controller_epoch)
@@ -371,6 +378,13 @@ class ControllerCore:
         return self._reconcile([key], "write_conflict")
 
     # ----- internals
+
+    def _stale_incarnation(self, broker: int, broker_epochs: Mapping[int, int] | None) -> bool:
+        """KIP-903: the leader saw `broker` fetching as an incarnation other than its current
+        registration (a restarted broker's late fetch, from a log it may no longer have)."""
+        seen = (broker_epochs or {}).get(broker, -1)
+        registered = self.view.broker_epochs.get(broker)
+        return seen != -1 and registered is not None and seen != registered
 
     def _notify(self, topic: str, partition: int) -> tuple[int, ...]:
         replicas = self.replicas(topic, partition) or ()

@@ -48,7 +48,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.ALTER_PARTITION: (2, 2),
+    ApiKey.ALTER_PARTITION: (2, 3),
     # consumer groups, classic protocol (weir.groups); the KIP-848 versions are left out
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.OFFSET_FETCH: (1, 8),

@@ -47,7 +47,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from weir.replication.replica import UNKNOWN_OFFSET, FollowerReplica
+from weir.replication.replica import NO_BROKER_EPOCH, UNKNOWN_OFFSET, FollowerReplica
 
 
 class LeaderEpochHistory(Protocol):
@@ -80,6 +80,10 @@ class AlterPartitionProposal:
     partition_epoch: int
     new_isr: frozenset[int]
     is_expansion: bool
+    # (member, broker epoch of its latest incarnation seen fetching, or -1) for the followers in
+    # new_isr (AlterPartition v3's NewIsrWithEpochs, KIP-903): the controller refuses to add one
+    # whose epoch is not its current registration's
+    broker_epochs: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,8 +238,9 @@ class LeaderPartition:
     def _propose(self, new_isr: frozenset[int], *, is_expansion: bool) -> AlterPartitionProposal:
         assert self.pending is None, "one ISR change in flight at a time"
         assert self.broker_id in new_isr, "the leader never leaves its own ISR"
+        epochs = tuple((r, self.followers[r].broker_epoch) for r in sorted(new_isr) if r in self.followers)
         self.pending = AlterPartitionProposal(self.broker_id, self.leader_epoch, self.partition_epoch, new_isr,
-                                              is_expansion)
+                                              is_expansion, epochs)
         return self.pending
 
     # ----- events
@@ -247,15 +252,19 @@ class LeaderPartition:
         self.log_end_offset = log_end_offset
         return self.maybe_increment_high_watermark()
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> FollowerFetchOutcome:
-        """A follower fetched at `fetch_offset` (so its LEO is that). Updates its state, maybe
-        proposes adding it to the ISR, maybe advances the HW. Call before reading the log for the
-        response, so that the response carries the new HW."""
-        if replica_id not in self.followers:
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                          broker_epoch: int = NO_BROKER_EPOCH) -> FollowerFetchOutcome:
+        """A follower's incarnation `broker_epoch` fetched at `fetch_offset` (so its LEO is that).
+        Updates its state, maybe proposes adding it to the ISR, maybe advances the HW. Call before
+        reading the log for the response, so that the response carries the new HW. A fetch of an
+        older incarnation than one already seen is refused (KIP-903): its offset describes a log
+        that may no longer exist."""
+        follower = self.followers.get(replica_id)
+        if follower is None or follower.is_stale_epoch(broker_epoch):
             return FollowerFetchOutcome(ErrorCode.not_leader_or_follower)
         if not 0 <= fetch_offset <= self.log_end_offset:
             return FollowerFetchOutcome(ErrorCode.offset_out_of_range)
-        self.followers[replica_id].update_fetch_state(fetch_offset, now_ms, self.log_end_offset)
+        follower.update_fetch_state(fetch_offset, now_ms, self.log_end_offset, broker_epoch)
         proposal = self.maybe_expand_isr(replica_id)
         advanced = self.maybe_increment_high_watermark()
         return FollowerFetchOutcome(ErrorCode.none, advanced, proposal)

@@ -18,6 +18,10 @@ Rules owned here (Kafka's Replica.updateFetchState and isCaughtUp):
 - A new leader does not know where its followers are: their LEOs become unknown (-1), and an
   ISR member is given the benefit of the doubt (caught up "now") so that it is not dropped before
   it has had a chance to fetch.
+- BROKER EPOCHS (KIP-903). A fetch names the incarnation of the follower that sent it (its broker
+  epoch: the registration's czxid). Once a newer incarnation has fetched, a fetch of an older one
+  (a late packet of a process that restarted, maybe without its tail) is refused, and the epoch
+  of the latest incarnation goes with the follower into ISR proposals, for the controller to check.
 
 Theory of operation: one small mutable record per follower, owned by the leader's
 `LeaderPartition`, updated only by `update_fetch_state` and `reset_for_leadership`.
@@ -26,11 +30,12 @@ Theory of operation: one small mutable record per follower, owned by the leader'
 from __future__ import annotations
 
 UNKNOWN_OFFSET = -1
+NO_BROKER_EPOCH = -1  # a fetch that does not say (Fetch before v15)
 
 
 class FollowerReplica:
     __slots__ = ("broker_id", "log_end_offset", "last_fetch_leader_log_end_offset", "last_fetch_time_ms",
-                 "last_caught_up_time_ms")
+                 "last_caught_up_time_ms", "broker_epoch")
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
@@ -38,15 +43,21 @@ class FollowerReplica:
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = 0
+        self.broker_epoch = NO_BROKER_EPOCH  # of the incarnation whose fetch was seen last
 
     def __repr__(self) -> str:
         return (f"FollowerReplica({self.broker_id}, leo={self.log_end_offset}, "
                 f"caught_up_at={self.last_caught_up_time_ms})")
 
-    def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_log_end_offset: int) -> None:
+    def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_log_end_offset: int,
+                           broker_epoch: int = NO_BROKER_EPOCH) -> None:
         """Record a fetch at `fetch_offset` received at `now_ms` while the leader's LEO was
-        `leader_log_end_offset` (Kafka's Replica.updateFetchState)."""
+        `leader_log_end_offset`, sent by the follower's incarnation `broker_epoch` (Kafka's
+        Replica.updateFetchState; KIP-903)."""
         assert 0 <= fetch_offset <= leader_log_end_offset, (fetch_offset, leader_log_end_offset)
+        assert not self.is_stale_epoch(broker_epoch), "a fetch of an older incarnation is refused first"
+        if broker_epoch != NO_BROKER_EPOCH:
+            self.broker_epoch = broker_epoch
         if fetch_offset >= leader_log_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0:
@@ -54,6 +65,10 @@ class FollowerReplica:
         self.log_end_offset = fetch_offset
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
+
+    def is_stale_epoch(self, broker_epoch: int) -> bool:
+        """A fetch sent by an older incarnation of the follower than one already seen (KIP-903)."""
+        return broker_epoch != NO_BROKER_EPOCH and broker_epoch < self.broker_epoch
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
         """At the leader's LEO, or was there within replica.lag.time.max.ms."""

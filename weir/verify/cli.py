@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .nemesis import KINDS
 
-MATRIX_NEMESES = "kill,pause,partition-leader,partition-zk,isolate,zk-restart,jepsen"
+MATRIX_NEMESES = "kill,pause,partition-leader,partition-zk,isolate,zk-restart,zk-pause,jepsen"
 
 
 def _on_off(text: str) -> list[bool]:

@@ -9,13 +9,17 @@ Faults, by kind:
 - isolate: cut a broker from every other broker and from ZooKeeper (the harness's clients still
   reach it, as Jepsen's control node does); heal.
 - zk-restart: kill -9 ZooKeeper; start it again (its data survives).
+- zk-pause: SIGSTOP ZooKeeper while the controller is writing: just after a leader is killed (an
+  election), or once a paused follower is due to leave a leader's ISR (an AlterPartition); for
+  half to one and a half session timeouts, so sessions are suspended and some expire on resume;
+  then SIGCONT, and the killed or paused broker returns.
 - jepsen: the schedule of Jepsen's 2013 Kafka analysis. Isolate a leader from its followers, so
   its ISR shrinks to itself and it acknowledges writes alone; then cut it from ZooKeeper too, so
   its session expires and the controller elects one of the stale followers (uncleanly, if allowed);
   then heal. The leader chosen is the controller's: since KIP-497 an ISR change is committed by the
   controller, so a leader cut from a controller that is one of its followers could never shrink
   its ISR (Jepsen's 2013 leader wrote the ISR to ZooKeeper itself).
-- mixed: one of the first six at random, each time.
+- mixed: one of the first seven at random, each time.
 
 A fault is a window: its "start" op (the invocation's time) to its "stop" op (the completion's
 time); every op's value says {"fault": kind, "phase": "start" | "step" | "stop", ...}.
@@ -34,7 +38,7 @@ from .network import ZOOKEEPER, broker_node
 
 log = logging.getLogger(__name__)
 
-SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart")
+SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause")
 KINDS = SIMPLE_KINDS + ("jepsen", "mixed", "none")
 PROCESS = "nemesis"
 
@@ -132,6 +136,25 @@ class Nemesis:
         self._do(kind, "start", "kill-zookeeper", zk.kill)
         stop.wait(self.fault_s)
         self._do(kind, "stop", "restart-zookeeper", lambda: zk.running or zk.start())
+
+    def _zk_pause(self, kind, stop):
+        zk = self.cluster.zookeeper
+        leader, followers = self._a_leader()
+        if followers and self.rng.random() < 0.5:
+            follower = self.rng.choice(followers)
+            self._do(kind, "start", "pause", lambda: self.cluster.pause(follower), broker=follower)
+            # The leader's ISR check runs every half lag time: the shrink is proposed within this.
+            stop.wait(self.cluster.lag_time_s * self.rng.uniform(1.0, 1.5))
+            target, undo_name, undo = follower, "resume", lambda: self.cluster.resume(follower)
+        else:
+            self._do(kind, "start", "kill", lambda: self.cluster.kill(leader), broker=leader)
+            stop.wait(self.rng.uniform(0, self.cluster.session_timeout_s + 1))  # before, during, after the election
+            target, undo_name, undo = leader, "restart", lambda: self.cluster.restart(leader)
+        self._do(kind, "step", "pause-zookeeper", zk.pause)
+        stop.wait(self.cluster.session_timeout_s * self.rng.uniform(0.5, 1.5))
+        self._do(kind, "step", "resume-zookeeper", zk.resume)
+        stop.wait(self.fault_s / 2)
+        self._do(kind, "stop", undo_name, undo, broker=target)
 
     def _jepsen(self, kind, stop):
         controller, partitions = self._partitions()

@@ -227,7 +227,7 @@ def expectation_failures(results: list[dict]) -> list[str]:
 
 
 def run_matrix(base: RunOptions, *, unclean=(True, False), min_isr=(1, 2), acks=("1", "all"),
-               nemeses=("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "jepsen"),
+               nemeses=("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause", "jepsen"),
                interrupted: threading.Event | None = None, on_result=None) -> dict:
     """Every combination, one run each, in `<out>/matrix-<time>/`; returns results and failures."""
     matrix_dir = Path(base.out) / (base.name or f"matrix-{time.strftime('%Y%m%dT%H%M%S')}")

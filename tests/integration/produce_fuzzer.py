@@ -54,22 +54,9 @@ class FuzzReport:
 
 # -- valid batches ------------------------------------------------------------------------------
 
-def _record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | None, headers) -> bytes:
-    if not headers:
-        return encode_record(offset_delta, ts_delta, key, value)
-    body = bytearray(b"\x00") + zigzag_varint(ts_delta) + zigzag_varint(offset_delta)
-    for part in (key, value):
-        body += zigzag_varint(-1) if part is None else zigzag_varint(len(part)) + part
-    body += zigzag_varint(len(headers))
-    for name, header_value in headers:
-        body += zigzag_varint(len(name)) + name
-        body += zigzag_varint(-1) if header_value is None else zigzag_varint(len(header_value)) + header_value
-    return zigzag_varint(len(body)) + bytes(body)
-
-
 def records_section(rng: random.Random, count: int) -> tuple[bytes, list[int]]:
     deltas = [rng.randrange(-5_000, 5_000) for _ in range(count)]
-    records = b"".join(_record(i, deltas[i], rng.choice([None, b"", rng.randbytes(rng.randrange(1, 20))]),
+    records = b"".join(encode_record(i, deltas[i], rng.choice([None, b"", rng.randbytes(rng.randrange(1, 20))]),
                                rng.choice([None, rng.randbytes(rng.randrange(0, 300))]),
                                [(b"h%d" % j, rng.choice([None, b"x" * j])) for j in range(rng.randrange(3))])
                        for i in range(count))
@@ -136,11 +123,11 @@ def append_junk(rng: random.Random, batch: bytearray) -> bytearray:
 def wrong_records(rng: random.Random, batch: bytearray) -> bytearray:
     """Re-encode the records with one thing wrong: offset deltas, a length, a header, a count."""
     count = rng.randrange(1, 10)
-    records = [_record(i, 0, b"k", b"v" * i, []) for i in range(count)]
+    records = [encode_record(i, 0, b"k", b"v" * i, []) for i in range(count)]
     how = rng.randrange(5)
     i = rng.randrange(count)
     if how == 0:
-        records[i] = _record(i + rng.choice([1, -1, 5]), 0, b"k", b"v", [])
+        records[i] = encode_record(i + rng.choice([1, -1, 5]), 0, b"k", b"v", [])
     elif how == 1:
         body = records[i][1:]
         records[i] = zigzag_varint(len(body) + rng.choice([-2, -1, 1, 3])) + body
@@ -180,7 +167,7 @@ def compression_bomb(rng: random.Random) -> bytes:
     per codec: compressing 100 MB takes a while)."""
     codec = rng.choice([1, 3, 4])
     if codec not in _BOMBS:
-        records = b"".join(_record(i, 0, b"k", b"\x00" * 100_000_000 if i == 1 else b"v", []) for i in range(3))
+        records = b"".join(encode_record(i, 0, b"k", b"\x00" * 100_000_000 if i == 1 else b"v", []) for i in range(3))
         _BOMBS[codec] = bytes(build_batch(records, 3, codec=codec, base_ts=0, max_ts=0))
     return _BOMBS[codec]
 

@@ -9,7 +9,7 @@ import snappy
 import zstandard
 from crc32c import crc32c
 
-from log.batches import encode_record, make_batch, zigzag_varint
+from log.batches import encode_record, make_batch
 
 from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, decode, to_arrow
 
@@ -24,25 +24,13 @@ def xerial(raw: bytes) -> bytes:
 
 def batch(values, *, base_offset=0, attributes=0, compress=None, timestamp=1000, headers=None):
     """A v2 batch with the given attributes; records compressed by `compress`."""
-    records = b"".join(_record(i, i, f"k{i}".encode(), v, headers) for i, v in enumerate(values))
+    encoded_headers = [(name.encode(), value) for name, value in headers or ()]
+    records = b"".join(encode_record(i, i, f"k{i}".encode(), v, encoded_headers) for i, v in enumerate(values))
     if compress:
         records = compress(records)
     after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, timestamp, timestamp + 99, -1, -1, -1,
                             len(values)) + records
     return struct.pack(">qiibI", base_offset, 9 + len(after_crc), 0, 2, crc32c(after_crc)) + after_crc
-
-
-def _record(offset_delta, ts_delta, key, value, headers):
-    if not headers:
-        return encode_record(offset_delta, ts_delta, key, value)
-    body = bytearray(b"\x00") + zigzag_varint(ts_delta) + zigzag_varint(offset_delta)
-    for f in (key, value):
-        body += zigzag_varint(-1) if f is None else zigzag_varint(len(f)) + f
-    body += zigzag_varint(len(headers))
-    for hk, hv in headers:
-        body += zigzag_varint(len(hk)) + hk.encode()
-        body += zigzag_varint(-1) if hv is None else zigzag_varint(len(hv)) + hv
-    return zigzag_varint(len(body)) + bytes(body)
 
 
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4, "xerial"])

@@ -23,13 +23,17 @@ def zigzag_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None) -> bytes:
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                  headers: list[tuple[bytes, bytes | None]] | tuple = ()) -> bytes:
     body = bytearray(b"\x00")  # attributes
     body += zigzag_varint(timestamp_delta)
     body += zigzag_varint(offset_delta)
     for field in (key, value):
         body += zigzag_varint(-1) if field is None else zigzag_varint(len(field)) + field
-    body += zigzag_varint(0)  # no headers
+    body += zigzag_varint(len(headers))
+    for name, header_value in headers:
+        body += zigzag_varint(len(name)) + name
+        body += zigzag_varint(-1) if header_value is None else zigzag_varint(len(header_value)) + header_value
     return zigzag_varint(len(body)) + bytes(body)
 
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
@@ -105,3 +106,15 @@ print(refused)
                             cwd=Path(__file__).parent)
     assert result.returncode == 0, result.stderr[-2000:]
     assert int(result.stdout) > 0
+
+
+def test_null_for_an_array_that_cannot_be_null_is_refused():
+    """Kafka's parser refuses it, and the handlers iterate such arrays (the produce fuzzer sent a
+    Produce whose topic_data was null: the handler failed with an internal error)."""
+    produce_v9 = (0).to_bytes(2, "big") + (9).to_bytes(2, "big") + b"\x00\x00\x00\x01\xff\xff" + b"\x00"
+    with pytest.raises(MalformedRequest, match="cannot be null"):
+        decode(produce_v9 + b"\x00" + b"\xff\xff" + b"\x00\x00\x13\x88" + b"\x00" + b"\x00")
+    from kio.schema.metadata.v12.request import MetadataRequest
+    everything = frame(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False))
+    assert decode(everything).topics is None  # a nullable array may be null

@@ -102,10 +102,11 @@ class _Struct:
 
 @dataclass(frozen=True, slots=True)
 class _Array:
-    """Compact (uvarint length + 1) or legacy (int32 length) array."""
+    """Compact (uvarint length + 1) or legacy (int32 length) array; null only if nullable."""
 
     item: _Codec
     compact: bool
+    nullable: bool = False
 
 
 _Codec: TypeAlias = _Fixed | _Varint | _CompactBytes | _LegacyBytes | _Struct | _Array
@@ -170,14 +171,14 @@ def _field_codec(
             return _primitive_codec(get_schema_field_type(field), flexible)
         case PrimitiveTupleField():
             item = _primitive_codec(get_schema_field_type(field), flexible)
-            return _Array(item, compact=flexible)
+            return _Array(item, compact=flexible, nullable=is_optional(field))
         case EntityField(entity_type):
             # Tagged fields are optional through the presence of the tag, so
             # kio never writes a null marker for them.
             nullable = not is_tag and is_optional(field)
             return _Struct(entity_type, nullable=nullable)
         case EntityTupleField(entity_type):
-            return _Array(_Struct(entity_type, nullable=False), compact=flexible)
+            return _Array(_Struct(entity_type, nullable=False), compact=flexible, nullable=is_optional(field))
     raise TypeError(f"Unsupported field {field.name!r}: {field_class!r}")
 
 
@@ -293,7 +294,7 @@ class _Walker:
                     return
             self.walk_entity(codec.entity_type, out)
         elif isinstance(codec, _Array) and _contains_struct(codec.item):
-            count = self._array_length(codec.compact)
+            count = self._array_length(codec)
             self._check_count(count, 1, "array")
             out += self.buf[start : self.pos]
             for _ in range(count):
@@ -321,25 +322,26 @@ class _Walker:
                     raise self._fail(f"negative string/bytes length {length}")
                 if length > 0:
                     self._take(length, "string/bytes")
-            case _Array(_Fixed(size), compact):
-                count = self._array_length(compact)
+            case _Array(_Fixed(size)):
+                count = self._array_length(codec)
                 self._check_count(count, size, "array")
                 self._take(count * size, "array")
-            case _Array(item, compact) if not _contains_struct(item):
-                count = self._array_length(compact)
+            case _Array(item) if not _contains_struct(item):
+                count = self._array_length(codec)
                 self._check_count(count, 1, "array")
                 for _ in range(count):
                     self.skip(item)
             case _:
                 raise TypeError(f"cannot skip {codec!r}")
 
-    def _array_length(self, compact: bool) -> int:
-        """Read an array length; null arrays are reported as empty."""
-        if compact:
-            return max(self._uvarint("compact array length") - 1, 0)
-        count = self._signed_int(4, "array length")
+    def _array_length(self, codec: _Array) -> int:
+        """Read an array length; null arrays are reported as empty, and refused where the schema
+        does not allow null (as Kafka's parser does: handlers iterate such arrays)."""
+        count = self._uvarint("compact array length") - 1 if codec.compact else self._signed_int(4, "array length")
         if count < -1:
             raise self._fail(f"negative array length {count}")
+        if count == -1 and not codec.nullable:
+            raise self._fail("null for an array that cannot be null")
         return max(count, 0)
 
     def walk_entity(self, entity_type: type, out: bytearray) -> None:
@@ -469,7 +471,7 @@ class _FramingChecker(_Walker):
             prefix = _fixed_prefix(codec.item.entity_type)
             if prefix is not None:
                 schema = _entity_schema(codec.item.entity_type)
-                count = self._array_length(codec.compact)
+                count = self._array_length(codec)
                 self._check_count(count, prefix + schema.flexible, "array")
                 if not schema.flexible:
                     self._take(count * prefix, "array")

@@ -22,7 +22,7 @@ import zstandard
 from crc32c import crc32c
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from log.batches import encode_record, zigzag_varint
+from log.batches import encode_record, raw_batch, zigzag_varint
 from raw_protocol import PRODUCE, PRODUCE_V, BrokerClosed, RawClient, header_bytes, request_payload, sized
 
 COMPRESS = {0: lambda b: b, 1: gzip.compress, 2: snappy.compress, 3: lz4.frame.compress,
@@ -66,11 +66,9 @@ def records_section(rng: random.Random, count: int) -> tuple[bytes, list[int]]:
 def build_batch(records: bytes, count: int, *, codec: int, base_ts: int, max_ts: int, producer: tuple = (-1, -1, -1),
                 attributes: int | None = None) -> bytearray:
     pid, epoch, sequence = producer
-    after_crc = struct.pack(">hiqqqhii", codec if attributes is None else attributes, count - 1, base_ts, max_ts,
-                            pid, epoch, sequence, count) + COMPRESS[codec](records)
-    batch = bytearray(struct.pack(">qiibI", 0, 9 + len(after_crc), -1, 2, 0) + after_crc)
-    fix_crc(batch)
-    return batch
+    return bytearray(raw_batch(COMPRESS[codec](records), count, attributes=codec if attributes is None else attributes,
+                               base_timestamp=base_ts, max_timestamp=max_ts, producer_id=pid, producer_epoch=epoch,
+                               base_sequence=sequence))
 
 
 def fix_crc(batch: bytearray) -> None:
@@ -153,10 +151,7 @@ def corrupt_compressed(rng: random.Random, batch: bytearray) -> bytearray:
         broken[rng.randrange(len(broken))] ^= 0xFF
     else:
         broken = bytearray(rng.randbytes(len(broken)))
-    after_crc = struct.pack(">hiqqqhii", codec, 4, 0, 0, -1, -1, -1, 5) + bytes(broken)
-    out = bytearray(struct.pack(">qiibI", 0, 9 + len(after_crc), -1, 2, 0) + after_crc)
-    fix_crc(out)
-    return out
+    return bytearray(raw_batch(bytes(broken), 5, attributes=codec, base_timestamp=0, max_timestamp=0))
 
 
 _BOMBS: dict[int, bytes] = {}

@@ -387,9 +387,8 @@ class AdminApis:
     async def _alter_partition(self, request) -> dict:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}
-        registered = self.controller.core.view.broker_epochs.get(request.broker_id)
-        if request.broker_epoch != -1 and registered is not None and request.broker_epoch != registered:
-            # a leader's previous incarnation (KIP-380): it must not change ISRs
+        if self.controller.core.is_stale_broker_epoch(request.broker_id, request.broker_epoch):
+            # a leader's previous incarnation: it must not change ISRs
             return {"throttle_time": 0, "error_code": ErrorCode.stale_broker_epoch, "topics": []}
         by_id = {topic_id: a.name for topic_id, a in self.controller.core.view.topics_by_id().items()}
         topics = []

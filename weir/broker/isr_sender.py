@@ -46,12 +46,13 @@ async def _send(replicas: ReplicaManager, connect, batch: dict) -> None:
         epochs = dict(proposal.broker_epochs)
         topics.setdefault(topic, []).append({
             "partition_index": index, "leader_epoch": proposal.leader_epoch,
-            "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": epochs.get(b, -1)} for b in sorted(proposal.new_isr)],
+            "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": epochs.get(b, -1)}
+                                    for b in sorted(proposal.new_isr)],
             "leader_recovery_state": 0, "partition_epoch": proposal.partition_epoch})
     ids = {name: a.topic_id for name, a in replicas.view.topics.items()}
     conn = await connect(replicas.view.controller_id)
     response = await conn.request(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, {
-        "broker_id": replicas.broker_id, "broker_epoch": _own_broker_epoch(replicas),
+        "broker_id": replicas.broker_id, "broker_epoch": replicas.own_broker_epoch(),
         "topics": [{"topic_id": ids[t], "partitions": parts} for t, parts in topics.items() if t in ids]})
     if response.error_code:
         raise ClientError(f"AlterPartition refused: {ErrorCode(response.error_code).name}")
@@ -66,9 +67,3 @@ async def _send(replicas: ReplicaManager, connect, batch: dict) -> None:
             result = (IsrChangeRejected(ErrorCode(p.error_code)) if p.error_code else
                       IsrChangeAccepted(p.leader_epoch, p.partition_epoch, frozenset(p.isr)))
             replicas.on_isr_change_result(key, proposal, result, now_ms)
-
-
-def _own_broker_epoch(replicas: ReplicaManager) -> int:
-    """Our registration's czxid (KIP-380/903), or -1 while our view does not show it."""
-    epoch = replicas.view.own_broker_epoch(replicas.broker_id)
-    return -1 if epoch is None else epoch

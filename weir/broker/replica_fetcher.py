@@ -123,7 +123,8 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: BrokerConnection, partitions: list[Partition], asks) -> None:
         config = self.manager.config
-        view = self.manager.replicas.view
+        replicas = self.manager.replicas
+        view = replicas.view
         topics: dict[str, list] = {}
         for p in partitions:
             ask = asks[p.key]
@@ -134,11 +135,9 @@ class ReplicaFetcher:
                 "partition_max_bytes": config["replica.fetch.max.bytes"]})
         ids = {name: view.topics[name].topic_id for name in topics if name in view.topics}
         names = {topic_id: name for name, topic_id in ids.items()}
-        own_epoch = view.own_broker_epoch(self.manager.broker_id)
         wait_ms = config["replica.fetch.wait.max.ms"]
         response = await conn.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_state": {"replica_id": self.manager.broker_id,
-                              "replica_epoch": -1 if own_epoch is None else own_epoch},
+            "replica_state": {"replica_id": self.manager.broker_id, "replica_epoch": replicas.own_broker_epoch()},
             "max_wait": wait_ms,
             "min_bytes": config["replica.fetch.min.bytes"], "max_bytes": config["replica.fetch.response.max.bytes"],
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,

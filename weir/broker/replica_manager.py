@@ -82,6 +82,11 @@ class ReplicaManager:
         overrides = {_LOG_FIELDS[k]: int(v) for k, v in configs.items() if k in _LOG_FIELDS}
         return replace(self.config.log_config(), **overrides)
 
+    def own_broker_epoch(self) -> int:
+        """Our registration's czxid (KIP-380/903), or -1 while our view does not show it."""
+        epoch = self.view.own_broker_epoch(self.broker_id)
+        return -1 if epoch is None else epoch
+
     def validation_config(self, topic: str) -> ValidationConfig:
         """What a produced batch must be for `topic` (cached until its configs change)."""
         configs = self.view.topic_configs.get(topic)

@@ -48,8 +48,8 @@ the znode when `old` is None), fenced by the controller epoch, and then reports 
 `on_write_conflict` with what the store holds, which the core adopts as the truth and re-decides
 from. A write whose outcome is unknown (the connection was lost) leaves a state in the view that
 the store may not hold: the shell must re-read it and hand it to `adopt_stored` before the core
-decides or answers anything else (`unconfirmed_keys` lists such states). Leaders and followers learn new states from the shell (LeaderAndIsr to `notify`, the live
-assigned replicas; metadata to every live broker). Nothing here reads a clock, a socket or a file;
+decides or answers anything else (`unconfirmed_keys` lists such states). Leaders and followers
+learn new states from the shell (LeaderAndIsr to `notify`, the live assigned replicas; metadata to every live broker). Nothing here reads a clock, a socket or a file;
 randomness only enters through assignment.py's `random.Random`.
 """
 
@@ -160,6 +160,13 @@ class ControllerCore:
     def unconfirmed_keys(self) -> list[TopicPartition]:
         """Partitions whose state in the view was decided but not yet confirmed by the store."""
         return sorted(self._unconfirmed)
+
+    def is_stale_broker_epoch(self, broker: int, epoch: int) -> bool:
+        """`epoch` (-1: not said) names another incarnation of `broker` than its current
+        registration (KIP-380/903): a restarted broker's late request, about a log it may no longer
+        have."""
+        registered = self.view.broker_epochs.get(broker)
+        return epoch != -1 and registered is not None and epoch != registered
 
     def replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
         assignment = self.view.topics.get(topic)
@@ -281,8 +288,9 @@ class ControllerCore:
                 or state.leader not in proposed):
             return AlterPartitionOutcome(ErrorCode.invalid_request)
         added = set(proposed) - set(state.isr)
-        if any(not is_acceptable_leader(r, self.live, self.shutting_down) or self._stale_incarnation(r, broker_epochs)
-               for r in added):
+        seen = broker_epochs or {}
+        if any(not is_acceptable_leader(r, self.live, self.shutting_down)
+               or self.is_stale_broker_epoch(r, seen.get(r, -1)) for r in added):
             return AlterPartitionOutcome(ErrorCode.ineligible_replica)
         isr = tuple(r for r in replicas if r in proposed)
         new = changed_state(replicas, state, state.leader, isr, self.view.controller_epoch)
@@ -379,12 +387,6 @@ class ControllerCore:
 
     # ----- internals
 
-    def _stale_incarnation(self, broker: int, broker_epochs: Mapping[int, int] | None) -> bool:
-        """KIP-903: the leader saw `broker` fetching as an incarnation other than its current
-        registration (a restarted broker's late fetch, from a log it may no longer have)."""
-        seen = (broker_epochs or {}).get(broker, -1)
-        registered = self.view.broker_epochs.get(broker)
-        return seen != -1 and registered is not None and seen != registered
 
     def _notify(self, topic: str, partition: int) -> tuple[int, ...]:
         replicas = self.replicas(topic, partition) or ()

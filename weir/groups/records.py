@@ -26,14 +26,13 @@ logs.
 import struct
 from dataclasses import dataclass
 
-from ..protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, CODEC_MASK
+from ..protocol.record_batch import CODEC_MASK, CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD
 from ..protocol.records import encode_batch as encode_batch_of
 
 OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
-CONTROL_BATCH = 0x20
 
 
 class RecordFormatError(ValueError):
@@ -242,7 +241,7 @@ def decode_batches(data: bytes) -> tuple[list[tuple[int, bytes, bytes | None]], 
         attributes, last_delta = struct.unpack_from(">hi", data, pos + 21)
         count, = struct.unpack_from(">i", data, pos + 57)
         next_offset = base + last_delta + 1
-        if attributes & (CODEC_MASK | CONTROL_BATCH):
+        if attributes & (CODEC_MASK | CONTROL_BIT):
             skipped += 1
             pos = end
             continue

@@ -32,16 +32,14 @@ from crc32c import crc32c
 from weir.log._record_walk import walk
 from weir.protocol.compression import CODEC_NONE, DecompressionError, decompress
 from weir.protocol.errors import ErrorCode, KafkaError
-from weir.protocol.record_batch import (CODEC_MASK, CRC_START, HEADER_SIZE, MAGIC, MAX_CODEC, BatchHeader,
-                                        crc_matches, read_batch_header)
+from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, MAGIC, MAX_CODEC,
+                                        TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, BatchHeader, crc_matches,
+                                        read_batch_header)
 
 MAX_LONG = 2**63 - 1
 MIN_LONG = -2**63
 NO_TIMESTAMP = -1
 CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
-TIMESTAMP_TYPE_BIT = 0x08
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
 NO_PRODUCER_ID = -1
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 << 20
 _ATTRIBUTES = struct.Struct(">h")

@@ -23,7 +23,10 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLen
 MAGIC = 2
 CRC_START = 21  # the CRC covers attributes to the end
 _HEAD = struct.Struct(">qiibIhiqqqhii")
-CODEC_MASK = 0x07
+CODEC_MASK = 0x07  # attributes bits 0-2: the compression codec
+TIMESTAMP_TYPE_BIT = 0x08  # 0 CreateTime, 1 LogAppendTime (every record then has the batch's max timestamp)
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20  # transaction markers, never user data
 MAX_CODEC = 4  # none, gzip, snappy, lz4, zstd
 
 

@@ -18,10 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..protocol.compression import DecompressionError, decompress
-from ..protocol.record_batch import HEADER_SIZE, MAGIC, read_batch_header
-
-TIMESTAMP_TYPE_BIT = 0x08
-CONTROL_BIT = 0x20
+from ..protocol.record_batch import CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_TYPE_BIT, read_batch_header
 
 
 class CorruptBatch(ValueError):

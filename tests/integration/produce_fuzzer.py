@@ -8,7 +8,6 @@ it checks the broker afterwards.
 from __future__ import annotations
 
 import datetime
-import gzip
 import random
 import socket
 import struct
@@ -16,17 +15,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import lz4.frame
-import snappy
-import zstandard
 from crc32c import crc32c
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from log.batches import encode_record, raw_batch, zigzag_varint
+from log.batches import COMPRESS as CODECS, encode_record, raw_batch, zigzag_varint
 from raw_protocol import PRODUCE, PRODUCE_V, BrokerClosed, RawClient, header_bytes, request_payload, sized
 
-COMPRESS = {0: lambda b: b, 1: gzip.compress, 2: snappy.compress, 3: lz4.frame.compress,
-            4: lambda b: zstandard.ZstdCompressor().compress(b)}
+COMPRESS = {0: lambda b: b, **CODECS}
 FIELDS = {  # header field: (position, struct format)
     "base_offset": (0, ">q"), "batch_length": (8, ">i"), "leader_epoch": (12, ">i"), "magic": (16, ">b"),
     "attributes": (21, ">h"), "last_offset_delta": (23, ">i"), "base_timestamp": (27, ">q"),

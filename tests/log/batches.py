@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import struct
 
+import gzip
+
+import lz4.frame
+import snappy
+import zstandard
 from crc32c import crc32c
 
 from weir.protocol.records import encode_batch, encode_record, zigzag_varint  # noqa: F401 (re-exported)
 
+
+# Each codec's compressor, by its attributes value (the broker only decompresses).
+COMPRESS = {1: gzip.compress, 2: snappy.compress, 3: lz4.frame.compress,
+            4: lambda b: zstandard.ZstdCompressor().compress(b)}
 
 # The encoder is the broker's own (weir.protocol.records); tests call it make_batch.
 make_batch = encode_batch

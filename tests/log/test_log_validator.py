@@ -1,17 +1,14 @@
 """The batch validator on its own (no broker): what a produced batch must be, the Kafka error code
 for each way it can be wrong, and what the broker puts right in its header."""
 
-import gzip
 import struct
 
-import lz4.frame
 import pytest
 import snappy
-import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batches import batch_crc_ok, encode_record, make_batch, patched, raw_batch, zigzag_varint
+from log.batches import COMPRESS, batch_crc_ok, encode_record, make_batch, patched, raw_batch, zigzag_varint
 from weir.log.log_validator import (LOG_APPEND_TIME, ValidationConfig, recovered_max_timestamp,
                                     validate_produced_batch)
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -19,8 +16,6 @@ from weir.protocol.record_batch import read_batch_header
 
 NOW = 1_700_000_000_000
 CONFIG = ValidationConfig(max_message_bytes=1 << 20)
-COMPRESS = {1: gzip.compress, 2: snappy.compress, 3: lz4.frame.compress,
-            4: lambda b: zstandard.ZstdCompressor().compress(b)}
 
 
 def records_of(values, timestamps_delta=None, keys=None):

@@ -1,20 +1,15 @@
 """Decoding record batches (no Spark, no broker): codecs, control batches, ranges, Arrow schema."""
 
-import gzip
 import struct
 
-import lz4.frame
 import pytest
 import snappy
-import zstandard
 from crc32c import crc32c
 
-from log.batches import encode_record, make_batch
+from log.batches import COMPRESS, encode_record, make_batch
 
 from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, decode, to_arrow
 
-COMPRESS = {1: gzip.compress, 2: snappy.compress, 3: lz4.frame.compress,
-            4: lambda b: zstandard.ZstdCompressor().compress(b)}
 
 
 def xerial(raw: bytes) -> bytes:

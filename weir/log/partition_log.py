@@ -301,13 +301,11 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drop everything at and above `offset` (a follower diverged from its leader). Whole
         batches only: if `offset` falls inside a batch, that batch goes too, and the LEO becomes
-        its base offset. The change is fsynced, so a crash cannot bring the data back. The epoch
-        cache is trimmed to the new LEO on every truncation, even one that drops no record: an
-        epoch starting at the LEO (a leadership that wrote nothing) would otherwise claim the
-        records fetched next, which may belong to an older epoch, and misplace where that ends."""
+        its base offset; the epochs of the cut records go with them. The change is fsynced, so a
+        crash cannot bring the data back. (A follower's truncation also trims an epoch that starts
+        at the LEO: weir.replication.partition.)"""
         self._check_open()
         if offset >= self.log_end_offset:
-            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         if offset <= self._bases[0]:
             self._truncate_fully_and_start_at(offset)

@@ -9,6 +9,8 @@ checkEnoughReplicasReachOffset; KIP-497 for ISR changes through the controller):
   new becomes visible to consumers (the rule Kafka adopted with eligible leader replicas, KIP-966).
   Invariant: log_start <= HW <= leader LEO, and HW <= the LEO of every maximal-ISR member whose
   LEO is known (a member joins only with LEO >= HW, and LEOs only grow while we lead).
+- REGRESSED MEMBERS. A fetch from an ISR member below the LEO it already showed us (it restarted
+  without its tail) is refused until the member has left the ISR.
 - ISR SHRINK. A follower in the ISR that is not caught up (replica.py) is proposed for removal.
   The leader never removes itself.
 - ISR EXPAND. A follower outside the ISR is proposed for addition once its LEO >= HW and >= the
@@ -260,7 +262,7 @@ class LeaderPartition:
         older incarnation than one already seen is refused (KIP-903): its offset describes a log
         that may no longer exist."""
         follower = self.followers.get(replica_id)
-        if follower is None or follower.is_stale_epoch(broker_epoch):
+        if follower is None or follower.is_stale_epoch(broker_epoch) or self._regressed(follower, fetch_offset):
             return FollowerFetchOutcome(ErrorCode.not_leader_or_follower)
         if not 0 <= fetch_offset <= self.log_end_offset:
             return FollowerFetchOutcome(ErrorCode.offset_out_of_range)
@@ -268,6 +270,13 @@ class LeaderPartition:
         proposal = self.maybe_expand_isr(replica_id)
         advanced = self.maybe_increment_high_watermark()
         return FollowerFetchOutcome(ErrorCode.none, advanced, proposal)
+
+    def _regressed(self, follower: FollowerReplica, fetch_offset: int) -> bool:
+        """An ISR member fetching below the LEO it already showed us restarted without its tail (a
+        new incarnation, KIP-903's case). Its lower LEO must not count while it is in the ISR (the
+        HW would sit above a member's log): it is refused until it has left the ISR, by our shrink
+        or by the controller seeing it bounce."""
+        return follower.broker_id in self.maximal_isr and fetch_offset < follower.log_end_offset
 
     def on_isr_change_result(self, result: IsrChangeAccepted | IsrChangeRejected) -> IsrChangeOutcome:
         """The controller's answer to the proposal in flight."""

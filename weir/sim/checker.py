@@ -16,14 +16,14 @@ any leader has reached, extended each time a leader's HW moves. Every rule is ch
 - ACKED-DURABLE: an acks=all success names an offset whose value is committed at that moment; it
   is protected if the topic had min.insync.replicas >= 2 and unclean election off when it was
   acknowledged, and a protected write must be in every later leader's log and at the end.
-- READ-CONSISTENT and READER-HW-MONOTONIC: what a reader reads below the HW is the ledger's, and
-  the HW a reader is told never goes back.
+- READ-CONSISTENT: what a reader reads below the HW is the ledger's. (The HW a Fetch answer carries
+  may go back after a failover, as in Kafka: a new leader learns its followers' positions first.)
 - CORE-ASSERTIONS: LeaderPartition.check_invariants() on every leader, and any AssertionError a
   core raises, are violations.
 
 An unclean election that the controller was allowed to make voids the guarantees for what was
 committed before it: the ledger is cut back to what the new leader holds, protected writes beyond
-are released, and readers' HW history is forgotten. That is what the setting accepts; the
+are released. That is what the setting accepts; the
 Jepsen scenario counts those lost writes instead of failing on them.
 """
 
@@ -57,7 +57,6 @@ class PartitionLedger:
     acked: dict = field(default_factory=dict)  # offset -> (value, protected)
     commit_leaders: dict = field(default_factory=dict)  # leader epoch -> broker
     unclean_epochs: set = field(default_factory=set)
-    reader_hw: int = -1
     lost: list = field(default_factory=list)  # acknowledged acks=all writes voided by unclean elections
 
 
@@ -163,7 +162,6 @@ class Checker:
                 if offset >= keep:
                     ledger.lost.append((offset, value))
                     del ledger.acked[offset]
-            ledger.reader_hw = -1
             return
         if log.values[:len(committed)] != committed:
             if log.log_end_offset < len(committed):
@@ -197,13 +195,7 @@ class Checker:
         ledger.acked[offset] = (value, self.world.durable_config(key[0]))
 
     def on_read(self, key, leader_id, hw, offset, values) -> None:
-        ledger = self.ledgers[key]
-        if hw < ledger.reader_hw:
-            self.fail("reader-hw-monotonic", f"{key}: a reader was told HW {hw} by b{leader_id} after HW "
-                                             f"{ledger.reader_hw}")
-            return
-        ledger.reader_hw = hw
-        committed = ledger.committed
+        committed = self.ledgers[key].committed
         for i, value in enumerate(values):
             o = offset + i
             if o >= len(committed) or committed[o] != value:

@@ -28,6 +28,7 @@ class Clients:
         self.rng = rng
         self.pending: dict[int, tuple] = {}
         self._next_id = 0
+        self._next_pid = 0
         self.meta: dict = {}
         self.position: dict = {}
         self.reader_epoch: dict = {}
@@ -66,7 +67,8 @@ class Clients:
         value = f"{key[1]}:{self.sequence[key]}"
         gap = self.rng.randint(*world.settings.produce_gap_ms)
         rid = self._rid()
-        world.network.send(CLIENT, leader, ("produce", rid, key, [value], acks))
+        self._next_pid += 1  # a producer id per record: the broker drops a duplicated request's copy
+        world.network.send(CLIENT, leader, ("produce", rid, key, value, self._next_pid, acks))
         if acks == 0:
             world.events.after(gap, self._produce, key)
             return
@@ -102,7 +104,7 @@ class Clients:
         world.network.send(CLIENT, leader, ("read", rid, key, self.position[key], self.reader_epoch[key]))
         world.events.after(world.settings.request_timeout_ms, self._timeout, rid)
 
-    def _on_read_response(self, rid, error, hw, offset, epochs, values) -> None:
+    def _on_read_response(self, rid, error, hw, offset, values) -> None:
         entry = self.pending.pop(rid, None)
         if entry is None:
             return

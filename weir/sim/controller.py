@@ -51,7 +51,7 @@ class SimController:
                 self.broker.later(100, self._load)
                 return
             self._start(snapshot)
-        self.broker.zk("read_all", self.world.topics, True, callback=loaded)
+        self.broker.zk.request("read_all", self.world.topics, True, callback=loaded)
 
     def _start(self, snapshot) -> None:
         world = self.world
@@ -78,7 +78,7 @@ class SimController:
                    if any(b in state.isr and czxid > mzxid for state, mzxid in snapshot["states"].values())}
         if bounced:
             world.trace(f"controller b{self.broker.id}: registered after their states were written: {sorted(bounced)}")
-        changes = self.core.on_brokers_changed(view.brokers, bounced)
+        changes = self.core.on_brokers_changed(view.brokers, bounced, self.known)
         for assignment in new_topics:
             changes += self.core.on_topic_created(assignment, snapshot["configs"].get(assignment.name, {}))
         self._write(changes, lambda written: self._done())
@@ -88,6 +88,19 @@ class SimController:
         if self.active:
             self.enqueue(("balance",))
             self.broker.later(self.world.settings.leader_imbalance_check_interval_ms, self._balance_timer)
+
+    # ----- the broker tells
+
+    def on_metadata_change(self) -> None:
+        self.enqueue(("brokers",))
+        for topic in self.world.topics:
+            self.enqueue(("config", topic))
+
+    def on_alter_partition(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
+        self.enqueue(("alter", src, rid, key, leader_id, broker_epoch, proposal))
+
+    def on_session_suspended(self) -> None:
+        pass
 
     # ----- the event queue
 
@@ -121,9 +134,9 @@ class SimController:
             self.world.trace(f"controller b{self.broker.id}: brokers {sorted(now)}"
                              f"{' bounced ' + str(sorted(bounced)) if bounced else ''}")
             self.known = now
-            changes = self.core.on_brokers_changed({b: BrokerInfo(b, "sim", 9092) for b in sorted(now)}, bounced)
+            changes = self.core.on_brokers_changed({b: BrokerInfo(b, "sim", 9092) for b in sorted(now)}, bounced, now)
             self._write(changes, lambda written: self._done())
-        self.broker.zk("children", BROKERS, True, callback=read)
+        self.broker.zk.request("children", BROKERS, True, callback=read)
 
     def _on_config(self, topic: str) -> None:
         def read(status, result):
@@ -135,13 +148,19 @@ class SimController:
             config = {} if result is None else result[0]
             changes = self.core.on_topic_config_changed(topic, config)
             self._write(changes, lambda written: self._done())
-        self.broker.zk("get", config_path(topic), True, callback=read)
+        self.broker.zk.request("get", config_path(topic), True, callback=read)
 
     def _on_balance(self) -> None:
         self._write(self.core.check_leader_balance(), lambda written: self._done())
 
-    def _on_alter(self, src, rid, key, leader_id, leader_epoch, partition_epoch, new_isr) -> None:
-        outcome = self.core.on_alter_partition(key[0], key[1], leader_id, leader_epoch, partition_epoch, new_isr)
+    def _on_alter(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
+        if self.core.is_stale_broker_epoch(leader_id, broker_epoch):
+            self.broker.send(src, ("alter_resp", rid, ErrorCode.stale_broker_epoch, None))
+            self._done()
+            return
+        outcome = self.core.on_alter_partition(key[0], key[1], leader_id, proposal.leader_epoch,
+                                               proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
+                                               dict(proposal.broker_epochs))
         if outcome.error or outcome.change is None:
             self.broker.send(src, ("alter_resp", rid, outcome.error, outcome.state))
             self._done()
@@ -182,7 +201,7 @@ class SimController:
                 else:
                     follow_ups += self.core.on_write_conflict(change, data if result == BAD_VERSION else None)
             self._write(follow_ups, then, written, rounds + 1)
-        self.broker.zk("write_states", self.epoch_version, payload, callback=answered)
+        self.broker.zk.request("write_states", self.epoch_version, payload, callback=answered)
 
 
 def describe(state) -> str:

@@ -1,6 +1,8 @@
 """A partition's log in memory: what the simulator's brokers append to, truncate and crash.
 
-Rules kept here (those of weir.log.PartitionLog that replication depends on):
+It has the methods weir.replication.partition needs of a log (`ReplicaLog`), with one record per
+batch (`SimBatch`) in place of record-batch bytes. Rules kept here (those of
+weir.log.PartitionLog that replication depends on):
 
 - Offsets are dense from 0; each record carries the leader epoch it was written in.
 - A leader append stamps its epoch; the leader-epoch cache learns an epoch's start offset from the
@@ -14,6 +16,7 @@ Rules kept here (those of weir.log.PartitionLog that replication depends on):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from weir.log.leader_epoch_cache import LeaderEpochCache
 
@@ -28,56 +31,79 @@ class SimEpochCache(LeaderEpochCache):
         pass
 
 
+class SimBatch(NamedTuple):
+    """One record as a batch, with the header fields the producer table reads. A produced one has
+    offset and epoch -1 until the leader appends it."""
+    value: str
+    producer_id: int
+    base_offset: int = -1
+    leader_epoch: int = -1
+    producer_epoch: int = 0
+    base_sequence: int = 0
+    record_count: int = 1
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+
+
 class MemoryLog:
-    __slots__ = ("epochs", "values", "flushed", "leader_epochs")
+    __slots__ = ("batches", "values", "flushed", "leader_epochs")
 
     log_start_offset = 0
 
     def __init__(self) -> None:
-        self.epochs: list[int] = []  # leader epoch of each record
-        self.values: list[str] = []
+        self.batches: list[SimBatch] = []
+        self.values: list[str] = []  # the batches' values, for the checker
         self.flushed = 0
         self.leader_epochs = SimEpochCache()
 
     @property
     def log_end_offset(self) -> int:
-        return len(self.values)
+        return len(self.batches)
 
-    def append(self, values: list[str], leader_epoch: int) -> tuple[int, int]:
-        """As leader: returns (first offset, last offset)."""
-        assert values
-        first = len(self.values)
-        if leader_epoch > self.leader_epochs.latest_epoch:
-            self.leader_epochs.assign(leader_epoch, first)
-        self.values.extend(values)
-        self.epochs.extend([leader_epoch] * len(values))
-        return first, len(self.values) - 1
+    def append(self, batch: SimBatch, leader_epoch: int, now_ms: int) -> AppendInfo:
+        offset = len(self.batches)
+        self._add(batch._replace(base_offset=offset, leader_epoch=leader_epoch))
+        return AppendInfo(offset, offset)
 
-    def append_as_follower(self, base_offset: int, epochs: list[int], values: list[str]) -> None:
-        assert base_offset == len(self.values), ("append position must equal the LEO", base_offset, len(self.values))
-        for epoch, value in zip(epochs, values):
-            if epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(epoch, len(self.values))
-            self.epochs.append(epoch)
-            self.values.append(value)
+    def append_as_follower(self, batches: list[SimBatch], now_ms: int) -> AppendInfo:
+        assert batches[0].base_offset == len(self.batches), ("append position must equal the LEO", batches[0])
+        for batch in batches:
+            self._add(batch)
+        return AppendInfo(batches[0].base_offset, batches[-1].base_offset)
 
-    def read(self, offset: int, limit: int, max_records: int) -> tuple[list[int], list[str]]:
-        end = min(limit, offset + max_records)
-        return self.epochs[offset:end], self.values[offset:end]
+    def _add(self, batch: SimBatch) -> None:
+        assert batch.base_offset == len(self.batches)
+        if batch.leader_epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(batch.leader_epoch, batch.base_offset)
+        self.batches.append(batch)
+        self.values.append(batch.value)
+
+    def read(self, offset: int, limit: int, max_records: int) -> list[SimBatch]:
+        return self.batches[offset:min(limit, offset + max_records)]
+
+    def batch_headers(self, from_offset: int = 0) -> list[SimBatch]:
+        return self.batches[from_offset:]
 
     def truncate_to(self, offset: int) -> None:
-        if offset < len(self.values):
-            del self.values[offset:], self.epochs[offset:]
+        if offset < len(self.batches):
+            del self.batches[offset:], self.values[offset:]
             self.flushed = min(self.flushed, offset)
-        self.leader_epochs.truncate_from_end(len(self.values))
+            self.leader_epochs.truncate_from_end(offset)
 
     def flush(self) -> None:
-        self.flushed = len(self.values)
+        self.flushed = len(self.batches)
 
     def crash(self, lose_unflushed: bool) -> int:
         """The machine died. Returns how many records were lost."""
         if not lose_unflushed:
             return 0
-        lost = len(self.values) - self.flushed
+        lost = len(self.batches) - self.flushed
         self.truncate_to(self.flushed)
         return lost

@@ -28,9 +28,6 @@ class SimSettings:
     max_delay_ms: int = 8
     drop_rate: float = 0.01
     duplicate_rate: float = 0.01
-    fence_stale_states: bool = True  # a restarted broker ignores pre-registration states naming it in the ISR
-    fence_regressed_followers: bool = True  # the leader refuses an ISR member's fetch below its known LEO
-    kip207_reads: bool = True  # a new leader answers reads only once its HW reached its epoch start
     fault_window_ms: tuple[int, int] = (400, 7000)  # faults start within this window
     heal_at_ms: int = 8000  # every fault is healed by then
     liveness_bound_ms: int = 6000  # after healing, every partition has a leader and a full ISR within this

@@ -1,0 +1,354 @@
+"""One partition replica on one broker: everything the broker decides about it, as one object.
+
+Kafka's `Partition`: the broker's asyncio shell (weir/broker) and the simulator's broker
+(weir/sim) both feed it the same events and act on what it returns, so the rules below run in
+`weir sim` exactly as they run in production. It holds the log (anything with the `ReplicaLog`
+methods: weir.log.PartitionLog, or the simulator's MemoryLog), the role, the parked acks=all
+produces and the idempotent producers' state, and delegates the replication rules to the pure
+cores (LeaderPartition, FollowerPartition, ProducePurgatory, ProducerStateTable).
+
+Rules owned here:
+- ROLES come from controller states: we lead, follow, or neither (offline). Stale states (older
+  leader epoch, or same leader epoch and older partition epoch) are ignored. A state naming us
+  leader that was written before our current registration (broker epochs, KIP-380) describes a
+  previous incarnation of this broker, which may have held records we lost: we stay offline
+  until the controller rewrites it (it always does once it sees our registration).
+- REQUEST CHECKS in Kafka's order: the request's current leader epoch first (FENCED / UNKNOWN
+  LEADER EPOCH), then leadership (NOT_LEADER_OR_FOLLOWER). Producers and consumers are served
+  only while our leadership is proven (our ZooKeeper session known alive); followers always are,
+  so that what was appended can still commit.
+- PRODUCE: acks=all refused below min ISR; an idempotent producer's retry is answered from the
+  producer table, never appended twice; then the log append, the HW, the purgatory.
+- TRUNCATION (as follower) trims the leader-epoch cache to the new LEO every time, even when no
+  record goes, and forgets the producers of the cut batches.
+- READS: out of range only outside the log; consumers read up to the HW, followers to the LEO.
+  ListOffsets latest at a new leader whose HW is below its epoch's start is OFFSET_NOT_AVAILABLE
+  (KIP-207).
+
+Every event returns `Effects` for the shell: produce requests now decided, an ISR proposal to
+send, whether the role changed (drop queued proposals, re-route fetchers), whether readers
+waiting on the partition should look again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from weir.coordination.model import NO_LEADER, PartitionState
+from weir.protocol.errors import KafkaError
+from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_epoch
+from weir.replication.follower import AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch
+from weir.replication.leader import (AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, LeaderPartition,
+                                     ReplicationConfig, ReplicationStatus)
+from weir.replication.produce_purgatory import ProduceCompletion, ProducePurgatory, PurgatoryFull
+from weir.replication.producer_state import Duplicate, ProducerStateTable
+from weir.replication.truncation import EpochEndOffset, Truncation, answer_offset_for_leader_epoch
+
+LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
+
+
+class ReplicaLog(Protocol):
+    """What a partition needs of its log."""
+    log_start_offset: int
+    log_end_offset: int
+    leader_epochs: object  # a weir.log.LeaderEpochCache
+
+    def append(self, records, leader_epoch: int, now_ms: int): ...  # -> .first_offset, .last_offset
+
+    def append_as_follower(self, records, now_ms: int): ...
+
+    def truncate_to(self, offset: int) -> None: ...
+
+    def batch_headers(self, from_offset: int = 0) -> Iterable: ...  # producer fields and offsets
+
+
+@dataclass
+class Effects:
+    completions: list[ProduceCompletion] = field(default_factory=list)
+    isr_proposal: AlterPartitionProposal | None = None  # send it to the controller
+    role_changed: bool = False  # forget proposals queued for the old role; fetchers follow
+    data_changed: bool = False  # new records or a new HW: wake readers waiting on this partition
+
+
+@dataclass(frozen=True)
+class Produced:
+    first_offset: int
+    last_offset: int
+    effects: Effects
+
+
+@dataclass(frozen=True)
+class ProducerSnapshot:
+    offset: int  # the producer table covers the log below this offset
+    table_json: str
+
+
+class Partition:
+    def __init__(self, broker_id: int, topic: str, index: int, log: ReplicaLog, high_watermark: int) -> None:
+        self.broker_id = broker_id
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.state: PartitionState | None = None
+        self.replicas: tuple[int, ...] = ()
+        self.leader: LeaderPartition | None = None
+        self.follower: FollowerPartition | None = None
+        self.purgatory = ProducePurgatory()
+        self._high_watermark = min(high_watermark, log.log_end_offset)
+        self.producers = ProducerStateTable()
+        self._snapshot: ProducerSnapshot | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
+
+    @property
+    def role(self) -> str:
+        return LEADER if self.leader else FOLLOWER if self.follower else OFFLINE
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch if self.state else -1
+
+    @property
+    def high_watermark(self) -> int:
+        if self.leader:
+            return self.leader.high_watermark
+        if self.follower:
+            return self.follower.high_watermark
+        return self._high_watermark
+
+    def status(self) -> ReplicationStatus:
+        if self.leader:
+            return self.leader.status()
+        return ReplicationStatus(None, self.high_watermark, False)
+
+    # -- roles -------------------------------------------------------------------------
+
+    def apply_state(self, state: PartitionState, replicas: tuple[int, ...], config: ReplicationConfig, now_ms: int,
+                    state_zxid: int | None, own_broker_epoch: int | None) -> Effects:
+        """Take a controller state, written at `state_zxid`, while our registration is
+        `own_broker_epoch` (None: not yet known)."""
+        old = self.state
+        if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
+            return Effects()
+        if state.leader == self.broker_id and not may_lead_from(state_zxid, own_broker_epoch):
+            if self.role == OFFLINE and old is None:
+                return Effects()
+            return Effects(self.become_offline(), role_changed=True, data_changed=True)
+        self.state = state
+        self.replicas = replicas
+        if state.leader == self.broker_id:
+            if self.leader is not None and old is not None and old.leader == self.broker_id:
+                self.leader.on_partition_state(state.leader_epoch, state.partition_epoch, frozenset(state.isr),
+                                               replicas, now_ms, self.log.leader_epochs)
+                return Effects(self._poll(now_ms), role_changed=state.leader_epoch != old.leader_epoch,
+                               data_changed=True)
+            self._drop_role()
+            self.leader = LeaderPartition.become_leader(
+                self.broker_id, replicas, frozenset(state.isr), state.leader_epoch, state.partition_epoch,
+                self.log.log_end_offset, self._high_watermark, now_ms, self.log.leader_epochs, config)
+            return Effects(self._poll(now_ms), role_changed=True, data_changed=True)
+        if old is not None and old.leader == state.leader and old.leader_epoch == state.leader_epoch:
+            return Effects()
+        self._drop_role()
+        if state.leader != NO_LEADER:
+            self.follower = FollowerPartition(self.broker_id, state.leader, state.leader_epoch,
+                                              self.log.log_end_offset, self._high_watermark, self.log.leader_epochs)
+        return Effects(self.purgatory.fail_all(ErrorCode.not_leader_or_follower), role_changed=True,
+                       data_changed=True)
+
+    def _drop_role(self) -> None:
+        self._high_watermark = self.high_watermark
+        self.leader = None
+        self.follower = None
+
+    def become_offline(self) -> list[ProduceCompletion]:
+        """The topic is gone, or a state we may not act on names us leader."""
+        self._drop_role()
+        self.state = None
+        return self.purgatory.fail_all(ErrorCode.not_leader_or_follower)
+
+    def lose_leadership_proof(self) -> list[ProduceCompletion]:
+        """Our ZooKeeper session is suspended. The parked requests were appended and may yet commit
+        (a session that comes back leaves us leader), so they get REQUEST_TIMED_OUT, a "possibly
+        persisted" error, never NOT_LEADER_OR_FOLLOWER: librdkafka reads that one as "not
+        written" and resends without counting a retry, which wrote values twice."""
+        return self.purgatory.fail_all(ErrorCode.request_timed_out)
+
+    def on_config(self, config: ReplicationConfig, now_ms: int) -> Effects:
+        """min.insync.replicas is read at every produce in Kafka: a sitting leader takes it at once."""
+        if self.leader is None:
+            return Effects()
+        self.leader.config = config
+        return Effects(self._poll(now_ms))
+
+    # -- requests ----------------------------------------------------------------------
+
+    def check_request(self, current_leader_epoch: int, *, proven: bool = True) -> ErrorCode:
+        """Kafka's order: the request's leader epoch first, then whether we lead (and can prove it)."""
+        error = check_current_leader_epoch(current_leader_epoch, self.leader_epoch)
+        if error:
+            return error
+        if self.leader is None or not proven:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.none
+
+    def produce(self, records, header, acks: int, now_ms: int, *, proven: bool) -> Produced:
+        """Append a produced batch as leader; `header` carries its producer id, epoch, base
+        sequence and record count. Raises KafkaError when it is refused (nothing written)."""
+        error = self.check_request(NO_EPOCH_CHECK, proven=proven)
+        if error:
+            raise KafkaError(error, f"not the leader of {self.topic}-{self.index}")
+        leader = self.leader
+        if acks == -1 and leader.check_acks_all():
+            raise KafkaError(ErrorCode.not_enough_replicas, f"{self.topic}-{self.index}: ISR "
+                             f"{sorted(leader.committed_isr)} is below min.insync.replicas {leader.effective_min_isr}")
+        seen = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                    header.record_count)
+        if isinstance(seen, Duplicate):  # a retry: appended before, not again
+            return Produced(seen.first_offset, seen.last_offset, Effects())
+        if seen is not None:
+            raise KafkaError(seen, f"{self.topic}-{self.index}: producer {header.producer_id} epoch "
+                                   f"{header.producer_epoch} sequence {header.base_sequence}")
+        info = self.log.append(records, leader.leader_epoch, now_ms)
+        self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
+                              info.first_offset, info.last_offset)
+        effects = Effects(data_changed=True)
+        if leader.on_leader_append(self.log.log_end_offset):
+            effects.completions = self._poll(now_ms)
+        return Produced(info.first_offset, info.last_offset, effects)
+
+    def await_replication(self, key: Hashable, last_offset: int, deadline_ms: int,
+                          now_ms: int) -> ProduceCompletion | None:
+        """acks=all: park `key` until the HW passes `last_offset`; the answer if it is known now."""
+        try:
+            return self.purgatory.park(key, last_offset + 1, self.leader.leader_epoch, deadline_ms, self.status(),
+                                       now_ms)
+        except PurgatoryFull:
+            return ProduceCompletion(key, ErrorCode.request_timed_out)
+
+    def on_follower_fetch(self, replica_id: int, replica_epoch: int, fetch_offset: int, current_leader_epoch: int,
+                          now_ms: int) -> tuple[ErrorCode, Effects]:
+        """A follower's incarnation `replica_epoch` fetched at `fetch_offset` (once per request,
+        not again when a long poll looks again)."""
+        error = self.check_request(current_leader_epoch)
+        if error:
+            return error, Effects()
+        outcome = self.leader.on_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch)
+        if outcome.error:
+            return outcome.error, Effects()
+        effects = Effects(isr_proposal=outcome.alter_partition)
+        if outcome.high_watermark_advanced:
+            effects.completions, effects.data_changed = self._poll(now_ms), True
+        return ErrorCode.none, effects
+
+    def read_limit(self, offset: int, *, follower: bool) -> tuple[ErrorCode, int]:
+        """(OFFSET_OUT_OF_RANGE or none, the offset reads stop at). Out of range means outside the
+        log, as in Kafka: a consumer ahead of a new leader's lagging HW gets an empty answer."""
+        if offset > self.log.log_end_offset or offset < self.log.log_start_offset:
+            return ErrorCode.offset_out_of_range, offset
+        return ErrorCode.none, self.log.log_end_offset if follower else self.high_watermark
+
+    def latest_offset(self) -> int:
+        """ListOffsets latest (KIP-207: not while a new leader's HW is below where its epoch starts,
+        which would move a consumer's end offset backwards)."""
+        if self.leader.high_watermark < self.leader.leader_epoch_start_offset:
+            raise KafkaError(ErrorCode.offset_not_available, "the new leader's high watermark is catching up")
+        return self.high_watermark
+
+    def answer_epoch_request(self, requested_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch (KIP-101/279)."""
+        return answer_offset_for_leader_epoch(
+            requested_epoch, current_leader_epoch, is_leader=self.leader is not None,
+            our_leader_epoch=self.leader_epoch, epochs=self.log.leader_epochs, log_end_offset=self.log.log_end_offset)
+
+    # -- the follower loop ---------------------------------------------------------------
+
+    def next_fetch_request(self) -> SendOffsetForLeaderEpoch | SendFetch:
+        return self.follower.next_request()
+
+    def on_epoch_answer(self, request: SendOffsetForLeaderEpoch, answer: EpochEndOffset) -> Backoff | None:
+        """The leader answered our OffsetForLeaderEpoch `request`: truncate as told."""
+        decision = self.follower.on_offset_for_leader_epoch_response(request.current_leader_epoch,
+                                                                     request.leader_epoch, answer)
+        if isinstance(decision, Truncation):
+            self.truncate_to(decision.offset)
+            self.follower.on_truncated(self.log.log_end_offset)
+        return decision if isinstance(decision, Backoff) else None
+
+    def truncate_to(self, offset: int) -> bool:
+        """Cut the log at `offset` (whole batches); returns whether records went. The epoch cache
+        is trimmed to the LEO every time: an epoch starting at the LEO (a leadership that wrote
+        nothing) would otherwise claim the records fetched next."""
+        cuts = offset < self.log.log_end_offset
+        self.log.truncate_to(offset)
+        trim_epoch_cache(self.log)
+        if cuts:  # the cut batches' producers are forgotten
+            self.load_producers(self._snapshot if self._snapshot and self._snapshot.offset <= offset else None)
+        return cuts
+
+    def on_fetched(self, request: SendFetch, error: ErrorCode, leader_high_watermark: int, records, headers,
+                   now_ms: int) -> Backoff | AppendRecords | None:
+        """The leader answered our fetch `request`; `records` (None if empty) are appended as
+        follower, `headers` being their batches' headers (base offset first)."""
+        base_offset = headers[0].base_offset if records else None
+        decision = self.follower.on_fetch_response(request.fetch_offset, error, leader_high_watermark, base_offset)
+        if isinstance(decision, AppendRecords):
+            self.log.append_as_follower(records, now_ms)
+            self._record_batches(headers)
+            self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)
+        return decision if isinstance(decision, (Backoff, AppendRecords)) else None
+
+    # -- the leader's ISR ----------------------------------------------------------------
+
+    def check_isr(self, now_ms: int) -> Effects:
+        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind."""
+        if self.leader is None:
+            return Effects()
+        return Effects(isr_proposal=self.leader.maybe_shrink_isr(now_ms))
+
+    def on_isr_change_result(self, proposal: AlterPartitionProposal, result: IsrChangeAccepted | IsrChangeRejected,
+                             now_ms: int) -> Effects:
+        """The controller answered `proposal`; a retry comes back as `isr_proposal`."""
+        if self.leader is None or self.leader.pending is not proposal:
+            return Effects()  # leadership moved on meanwhile
+        outcome = self.leader.on_isr_change_result(result)
+        return Effects(self._poll(now_ms), isr_proposal=outcome.retry, data_changed=outcome.high_watermark_advanced)
+
+    def expire(self, now_ms: int) -> list[ProduceCompletion]:
+        return self._poll(now_ms) if len(self.purgatory) else []
+
+    def _poll(self, now_ms: int) -> list[ProduceCompletion]:
+        return self.purgatory.complete_ready(self.status(), now_ms)
+
+    # -- idempotent producers --------------------------------------------------------------
+
+    def _record_batches(self, headers) -> None:
+        for h in headers:
+            self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
+                                  h.base_offset, h.last_offset)
+
+    def load_producers(self, snapshot: ProducerSnapshot | None) -> None:
+        """Rebuild the producer table: from `snapshot` if it still fits the log, then the log after it."""
+        self.producers, start = ProducerStateTable(), self.log.log_start_offset
+        if snapshot is not None and snapshot.offset <= self.log.log_end_offset:
+            self.producers, start = ProducerStateTable.from_json(snapshot.table_json), snapshot.offset
+        self._snapshot = snapshot
+        self._record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
+
+    def producer_snapshot(self) -> ProducerSnapshot:
+        self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json())
+        return self._snapshot
+
+
+def may_lead_from(state_zxid: int | None, own_broker_epoch: int | None) -> bool:
+    """Broker epochs (KIP-380): only a state written after our current registration may make us lead."""
+    return own_broker_epoch is not None and state_zxid is not None and state_zxid > own_broker_epoch
+
+
+def trim_epoch_cache(log: ReplicaLog) -> None:
+    log.leader_epochs.truncate_from_end(log.log_end_offset)

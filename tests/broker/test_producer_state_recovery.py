@@ -1,7 +1,8 @@
 """Producer state is rebuilt from the log at start-up, from a snapshot plus the log after it."""
 
 from log.batches import make_batch
-from weir.broker.partition import PRODUCER_SNAPSHOT, Partition
+from weir.broker.producer_snapshots import PRODUCER_SNAPSHOT, read_producer_snapshot, write_producer_snapshot
+from weir.replication.partition import Partition
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.record_batch import read_batch_header
 from weir.replication.producer_state import Duplicate
@@ -17,7 +18,7 @@ def append(partition: Partition, first_sequence: int, count: int) -> None:
 
 def reopen(path) -> Partition:
     partition = Partition(0, "t", 0, PartitionLog.open(path, LogConfig(), 1_000), 0)
-    partition.load_producer_state()
+    partition.load_producers(read_producer_snapshot(path))
     return partition
 
 
@@ -34,7 +35,7 @@ def test_producer_state_rebuilt_from_the_log(tmp_path):
 def test_snapshot_then_log_tail(tmp_path):
     partition = reopen(tmp_path)
     append(partition, 0, 3)
-    partition.save_producer_state()
+    write_producer_snapshot(partition.log.directory, partition.producer_snapshot())
     append(partition, 3, 2)  # after the snapshot: must come from the log
     partition.log.close()
     assert (tmp_path / PRODUCER_SNAPSHOT).exists()
@@ -47,7 +48,7 @@ def test_snapshot_beyond_the_log_end_is_ignored(tmp_path):
     partition = reopen(tmp_path)
     append(partition, 0, 3)
     append(partition, 3, 2)
-    partition.save_producer_state()
+    write_producer_snapshot(partition.log.directory, partition.producer_snapshot())
     partition.log.truncate_to(3)  # as a follower truncating by leader epoch
     partition.log.close()
     again = reopen(tmp_path)

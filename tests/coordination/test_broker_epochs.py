@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from weir.broker.controller_service import registered_after_their_states
-from weir.broker.partition import FOLLOWER, LEADER, OFFLINE
+from weir.replication.partition import FOLLOWER, LEADER, OFFLINE
 from weir.broker.replica_manager import ReplicaManager
 from weir.config import BrokerConfig
 from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment

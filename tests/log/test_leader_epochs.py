@@ -58,19 +58,3 @@ def test_log_start_moving_up_trims_epochs(open_log):
     append(log, 3, 1)
     log.delete_records_before(3)
     assert log.leader_epochs.entries == [(2, 3), (3, 5)]
-
-
-def test_truncation_at_the_log_end_trims_an_epoch_that_wrote_nothing(open_log):
-    """A follower that led epoch 3 without writing keeps (3, LEO) in its cache; its leader of epoch
-    4 answers "epoch 2 ends past your LEO", so it truncates to its LEO and fetches epoch-2 records.
-    Untrimmed, (3, 10) would claim them, and OffsetForLeaderEpoch(2) on this replica would answer
-    10, making its own followers cut committed epoch-2 records."""
-    log = open_log()
-    for i in range(10):
-        log.append(make_batch([b"%d" % i]), 2, NOW)
-    log.leader_epochs.assign(3, log.log_end_offset)  # became leader of epoch 3, wrote nothing
-    log.truncate_to(log.log_end_offset)
-    assert log.leader_epochs.entries == [(2, 0)]
-    for i in range(10, 15):
-        log.append_as_follower(make_batch([b"%d" % i], base_offset=i, leader_epoch=2), NOW)
-    assert log.end_offset_for_epoch(2) == (2, 15)

@@ -256,3 +256,22 @@ def test_a_fetch_of_an_older_incarnation_is_refused_and_epochs_go_into_proposals
     assert leader.followers[3].log_end_offset == 40 and leader.pending is None
     proposal = leader.on_follower_fetch(3, 100, T0, broker_epoch=900).alter_partition
     assert proposal.new_isr == {1, 2, 3} and dict(proposal.broker_epochs)[3] == 900
+
+
+def test_a_member_that_comes_back_without_its_tail_is_refused_until_it_leaves_the_isr():
+    """Found by `weir sim` once it ran the broker's glue: replica 3 restarted having lost records
+    it had shown the leader; counted in the ISR at its lower LEO, it would sit below the HW (and
+    could be elected without committed records). The leader refuses it until the ISR drops it."""
+    leader = make_leader()
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 10, T0, broker_epoch=50)
+    leader.on_follower_fetch(3, 10, T0, broker_epoch=60)
+    assert leader.high_watermark == 10
+    assert leader.on_follower_fetch(3, 4, T0 + 1, broker_epoch=70).error == ErrorCode.not_leader_or_follower
+    leader.on_leader_append(12)
+    leader.on_follower_fetch(2, 12, T0 + LAG, broker_epoch=50)
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    assert proposal.new_isr == {1, 2}
+    accept(leader, proposal)
+    assert leader.on_follower_fetch(3, 4, T0 + LAG + 2, broker_epoch=70).error == ErrorCode.none
+    leader.check_invariants()

@@ -15,8 +15,6 @@ from ..protocol.header import RequestHeader
 from ..protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
                                       encode_produce_response)
 from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from ..replication.truncation import answer_offset_for_leader_epoch
-from ..replication.epoch_fencing import check_current_leader_epoch
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
 
@@ -137,7 +135,7 @@ class DataApis:
         for fetch_topic in request.topics:
             name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
             wanted.append((name, fetch_topic, fetch_topic.partitions))
-        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id)
+        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         while (_bytes(results) < request.min_bytes and not _has_error(results)
                and (remaining := deadline - time.monotonic()) > 0):
@@ -145,10 +143,10 @@ class DataApis:
             if not keys:
                 break
             await self.replicas.waiters.wait(keys, remaining)
-            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id)
+            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False)
         return encode_fetch_response(header.api_version, 0, results)
 
-    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool) -> list:
+    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool) -> list:
         out = []
         budget = max_bytes
         now = now_ms()
@@ -161,7 +159,7 @@ class DataApis:
                 # The log returns at least one whole batch (KIP-74), so a
                 # consumer progresses past a batch larger than its limits.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, now, replica_epoch)
+                                            p.current_leader_epoch, replica_id, now, replica_epoch, first=first)
                 budget -= _records_size(result)
                 results.append(result)
             out.append((name or "", fetch_topic.topic_id if by_id else None, results))
@@ -177,10 +175,8 @@ class DataApis:
                 out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1,
                        "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
                 try:
-                    partition = self.replicas.leader_partition(t.name, p.partition_index)
-                    error = check_current_leader_epoch(getattr(p, "current_leader_epoch", -1), partition.leader_epoch)
-                    if error:
-                        raise KafkaError(error)
+                    partition = self.replicas.leader_partition(t.name, p.partition_index,
+                                                               getattr(p, "current_leader_epoch", -1))
                     out["leader_epoch"] = partition.leader_epoch
                     out["offset"], out["timestamp"] = self._offset_for(partition, p.timestamp)
                 except KafkaError as e:
@@ -195,12 +191,7 @@ class DataApis:
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
         if timestamp == LATEST:
-            leader = partition.leader
-            if leader.high_watermark < leader.leader_epoch_start_offset:
-                # KIP-207: a new leader's HW may lag what its predecessor exposed; answering
-                # it would move a consumer's end offset backwards.
-                raise KafkaError(ErrorCode.offset_not_available, "the new leader's high watermark is catching up")
-            return partition.high_watermark, -1
+            return partition.latest_offset(), -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
         elif timestamp >= 0:
@@ -223,10 +214,7 @@ class DataApis:
                     partitions.append({"error_code": ErrorCode.unknown_topic_or_partition, "partition": p.partition,
                                        "leader_epoch": -1, "end_offset": -1})
                     continue
-                answer = answer_offset_for_leader_epoch(
-                    p.leader_epoch, p.current_leader_epoch, is_leader=partition.leader is not None,
-                    our_leader_epoch=partition.leader_epoch, epochs=partition.log.leader_epochs,
-                    log_end_offset=partition.log.log_end_offset)
+                answer = partition.answer_epoch_request(p.leader_epoch, p.current_leader_epoch)
                 partitions.append({"error_code": answer.error, "partition": p.partition,
                                    "leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})
             topics.append({"topic": t.topic, "partitions": partitions})

@@ -7,22 +7,20 @@ Fetch with our replica id while fetching - and applies the results to the log.
 
 import asyncio
 import logging
-import struct
 import time
 
 from ..client import BrokerConnection, ClientError
 from ..protocol.errors import ErrorCode
 from ..protocol.record_batch import batch_headers
 from ..protocol.versions import ApiKey
-from ..replication.follower import AppendRecords, Backoff, SendFetch, SendOffsetForLeaderEpoch
-from ..replication.truncation import EpochEndOffset, Truncation
-from .partition import Partition
+from ..replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch
+from ..replication.partition import Partition
+from ..replication.truncation import EpochEndOffset
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 15  # by topic id, with our broker epoch (KIP-903)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
-_BASE_OFFSET = struct.Struct(">q")
 # The leader has not yet read the state that made us its follower (both learn it from ZooKeeper
 # at about the same moment): retry soon rather than after replica.fetch.backoff.ms.
 LEADER_CATCHING_UP = frozenset({ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower})
@@ -82,7 +80,7 @@ class ReplicaFetcher:
             waits = [t - now for t in self._backoff_until.values() if t > now]
             await self._wait(min(waits, default=1.0))
             return
-        asks = {p.key: p.follower.next_request() for p in ready}
+        asks = {p.key: p.next_fetch_request() for p in ready}
         truncating = [p for p in ready if isinstance(asks[p.key], SendOffsetForLeaderEpoch)]
         if truncating:
             await self._truncate(conn, truncating, asks)
@@ -104,22 +102,13 @@ class ReplicaFetcher:
                 p = self.partitions.get((topic.topic, r.partition))
                 if p is None or p.follower is None or asks.get(p.key) is None:
                     continue
-                ask = asks[p.key]
-                decision = p.follower.on_offset_for_leader_epoch_response(
-                    ask.current_leader_epoch, ask.leader_epoch,
-                    EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch, r.end_offset))
-                if isinstance(decision, Truncation):
-                    cuts = decision.offset < p.log.log_end_offset
-                    if cuts:
-                        log.info("%s-%d: truncating to %d by leader epoch (LEO was %d)", *p.key, decision.offset,
-                                 p.log.log_end_offset)
-                    p.log.truncate_to(decision.offset)  # trims the epoch cache even when no record goes
-                    if cuts:
-                        p.load_producer_state()  # the cut batches' producers are forgotten
-                        p.save_producer_state()
-                    p.follower.on_truncated(p.log.log_end_offset)
-                elif isinstance(decision, Backoff):
-                    self._back_off(p, decision.error)
+                leo = p.log.log_end_offset
+                backoff = p.on_epoch_answer(asks[p.key], EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch,
+                                                                        r.end_offset))
+                if backoff is not None:
+                    self._back_off(p, backoff.error)
+                elif p.log.log_end_offset < leo:
+                    log.info("%s-%d: truncated to %d by leader epoch (LEO was %d)", *p.key, p.log.log_end_offset, leo)
 
     async def _fetch(self, conn: BrokerConnection, partitions: list[Partition], asks) -> None:
         config = self.manager.config
@@ -152,16 +141,12 @@ class ReplicaFetcher:
                 if p is None or p.follower is None or not isinstance(ask, SendFetch):
                     continue
                 records = r.records or None
-                base = _BASE_OFFSET.unpack_from(records)[0] if records else None
-                decision = p.follower.on_fetch_response(ask.fetch_offset, ErrorCode(r.error_code), r.high_watermark,
-                                                        base)
-                if isinstance(decision, AppendRecords):
-                    p.log.append_as_follower(records, now_ms)
-                    p.record_batches(batch_headers(records))
-                    p.follower.on_appended(p.log.log_end_offset, decision.leader_high_watermark)
-                    self.manager.replicas.follower_advanced(p)
-                elif isinstance(decision, Backoff):
+                decision = p.on_fetched(ask, ErrorCode(r.error_code), r.high_watermark, records,
+                                        batch_headers(records) if records else (), now_ms)
+                if isinstance(decision, Backoff):
                     self._back_off(p, decision.error)
+                elif decision is not None:
+                    self.manager.replicas.waiters.notify(p.key)
 
     def _back_off(self, partition: Partition, error: ErrorCode) -> None:
         log.debug("%s-%d: leader %d answered %s; backing off", *partition.key, self.leader_id, error.name)

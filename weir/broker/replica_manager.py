@@ -21,12 +21,12 @@ from ..log.log_validator import ValidationConfig, validate_produced_batch
 from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.hot_responses import FetchPartitionResult, FileRegion
-from ..replication.epoch_fencing import check_current_leader_epoch
+from ..replication.epoch_fencing import NO_EPOCH_CHECK
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
-from ..replication.produce_purgatory import ProduceCompletion, PurgatoryFull
-from ..replication.producer_state import Duplicate
+from ..replication.partition import Effects, Partition
+from ..replication.produce_purgatory import ProduceCompletion
 from .fetch_waiters import FetchWaiters
-from .partition import OFFLINE, Partition
+from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -130,44 +130,32 @@ class ReplicaManager:
     def _apply_state(self, assignment: TopicAssignment, index: int, state, now_ms: int,
                      state_zxid: int | None = None) -> None:
         partition = self.partitions.get((assignment.name, index))
-        hosted = partition is not None
-        if not hosted:
+        if partition is None:
             partition = self._host(assignment, index, now_ms)
-        if state.leader == self.broker_id and not self._may_lead_from(state_zxid):
-            self._fence_stale_leadership(partition, state, hosted)
-            return
-        changed, done = partition.apply_state(state, assignment.replicas[index],
-                                              self.replication_config(assignment.name), now_ms)
-        if changed:
-            log.info("%s-%d: %s, leader %d, leader epoch %d, isr %s", assignment.name, index, partition.role,
-                     state.leader, state.leader_epoch, list(state.isr))
-            self.isr_outbox.pop(partition.key, None)
-            self.on_role_change(partition)
-        self._complete(done)
+        effects = partition.apply_state(state, assignment.replicas[index], self.replication_config(assignment.name),
+                                        now_ms, state_zxid, self.view.own_broker_epoch(self.broker_id))
+        if effects.role_changed:
+            if state.leader == self.broker_id and partition.leader is None:
+                log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
+                         "isr %s); offline until the controller rewrites it", *partition.key, state.leader_epoch,
+                         list(state.isr))
+            else:
+                log.info("%s-%d: %s, leader %d, leader epoch %d, isr %s", *partition.key, partition.role,
+                         state.leader, state.leader_epoch, list(state.isr))
+        self._act(partition, effects)
         self.waiters.notify(partition.key)
 
-    def _may_lead_from(self, state_zxid: int | None) -> bool:
-        """Broker epochs (KIP-380): a state naming us leader may be acted on only if it was written
-        after our own current registration. An older one describes a previous incarnation of this
-        broker (we restarted, or our session expired, before the controller noticed), which may have
-        held records we lost; leading from it would let followers truncate committed records away.
-        The controller rewrites every such state once it sees our registration (a bounce, a
-        return, or a new controller's start-up), and we take that one."""
-        own_epoch = self.view.own_broker_epoch(self.broker_id)
-        return own_epoch is not None and state_zxid is not None and state_zxid > own_epoch
-
-    def _fence_stale_leadership(self, partition: Partition, state, hosted: bool) -> None:
-        """Stay offline for `partition` until a state newer than our registration arrives."""
-        active = partition.role != OFFLINE or partition.state is not None
-        if active or not hosted:
-            log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
-                     "isr %s); offline until the controller rewrites it", *partition.key, state.leader_epoch,
-                     list(state.isr))
-        if active:
-            self._complete(partition.become_offline())
+    def _act(self, partition: Partition, effects: Effects) -> None:
+        """Carry out what the partition decided."""
+        self._complete(effects.completions)
+        if effects.role_changed:
             self.isr_outbox.pop(partition.key, None)
             self.on_role_change(partition)
-        self.waiters.notify(partition.key)
+        if effects.isr_proposal is not None:
+            log.info("%s-%d: proposing ISR %s", *partition.key, sorted(effects.isr_proposal.new_isr))
+            self.send_isr_change(partition, effects.isr_proposal)
+        if effects.data_changed:
+            self.waiters.notify(partition.key)
 
     def _host(self, assignment: TopicAssignment, index: int, now_ms: int) -> Partition:
         config = self.log_config(assignment.name)
@@ -179,7 +167,7 @@ class ReplicaManager:
             plog = self.logs.open_partition(assignment.name, index, assignment.topic_id, config, now_ms)
         partition = Partition(self.broker_id, assignment.name, index, plog,
                               self._checkpointed_hw.get((assignment.name, index), 0))
-        partition.load_producer_state()
+        partition.load_producers(read_producer_snapshot(plog.directory))
         self.partitions[partition.key] = partition
         return partition
 
@@ -192,28 +180,27 @@ class ReplicaManager:
         log.info("deleted the replicas of topic %s", name)
 
     def lose_leadership_proof(self) -> None:
-        """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive.
-
-        The parked requests were appended, and may yet commit (a session that comes back without
-        expiring leaves us leader, and the followers fetch them), so they are answered
-        REQUEST_TIMED_OUT, a "possibly persisted" error, never NOT_LEADER_OR_FOLLOWER: librdkafka
-        reads that as "rejected or not sent" and resends without counting a retry, even with
-        retries=0, which wrote values twice, or refused the resend (NOT_ENOUGH_REPLICAS) while
-        the first copy committed."""
+        """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""
         self.can_lead = False
         for partition in self.partitions.values():
-            self._complete(partition.purgatory.fail_all(ErrorCode.request_timed_out))
+            self._complete(partition.lose_leadership_proof())
 
     # -- produce -------------------------------------------------------------------
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
+    def hosted(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
             if topic in self.view.topics and index in self.view.topics[topic].replicas:
                 raise KafkaError(ErrorCode.not_leader_or_follower, f"{topic}-{index} is not hosted here")
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partition {topic}-{index}")
-        if partition.leader is None or not self.can_lead:
-            raise KafkaError(ErrorCode.not_leader_or_follower, f"not the leader of {topic}-{index}")
+        return partition
+
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH_CHECK) -> Partition:
+        """The partition if we lead it and can prove it (the request's leader epoch checked first)."""
+        partition = self.hosted(topic, index)
+        error = partition.check_request(current_leader_epoch, proven=self.can_lead)
+        if error:
+            raise KafkaError(error, f"{topic}-{index}: {error.name}")
         return partition
 
     def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int) -> AppendResult:
@@ -221,40 +208,19 @@ class ReplicaManager:
         valid (weir.log.log_validator), and a failed append leaves the log as it was."""
         partition = self.leader_partition(topic, index)
         validated = validate_produced_batch(records, self.validation_config(topic), now_ms)
-        header = validated.header
-        if acks == -1:
-            error = partition.leader.check_acks_all()
-            if error:
-                raise KafkaError(error, f"{topic}-{index}: ISR {sorted(partition.leader.committed_isr)} is below "
-                                        f"min.insync.replicas {partition.leader.effective_min_isr}")
-        seen = partition.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
-                                         header.record_count)
-        if isinstance(seen, Duplicate):  # a retry: appended before, not again
-            return AppendResult(partition, seen.first_offset, seen.last_offset, validated.log_append_time_ms)
-        if seen is not None:
-            raise KafkaError(seen, f"{topic}-{index}: producer {header.producer_id} epoch {header.producer_epoch} "
-                                   f"sequence {header.base_sequence}")
         try:
-            info = partition.log.append(validated.records, partition.leader.leader_epoch, now_ms)
+            produced = partition.produce(validated.records, validated.header, acks, now_ms, proven=self.can_lead)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
-        partition.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                                   header.record_count, info.first_offset, info.last_offset)
-        if partition.leader.on_leader_append(partition.log.log_end_offset):
-            self._high_watermark_advanced(partition, now_ms)
-        self.waiters.notify(partition.key)  # followers long-polling for new data
-        return AppendResult(partition, info.first_offset, info.last_offset, validated.log_append_time_ms)
+        self._act(partition, produced.effects)
+        return AppendResult(partition, produced.first_offset, produced.last_offset, validated.log_append_time_ms)
 
     def await_replication(self, partition: Partition, last_offset: int, timeout_ms: int,
                           now_ms: int) -> asyncio.Future:
         """acks=all: a future answered with an ErrorCode once the HW passes `last_offset`."""
         key = next(self._produce_keys)
         future = asyncio.get_running_loop().create_future()
-        try:
-            done = partition.purgatory.park(key, last_offset + 1, partition.leader.leader_epoch,
-                                            now_ms + timeout_ms, partition.status(), now_ms)
-        except PurgatoryFull:
-            done = ProduceCompletion(key, ErrorCode.request_timed_out)
+        done = partition.await_replication(key, last_offset, now_ms + timeout_ms, now_ms)
         if done is not None:
             future.set_result(done.error)
         else:
@@ -267,44 +233,33 @@ class ReplicaManager:
             if future is not None and not future.done():
                 future.set_result(completion.error)
 
-    def _high_watermark_advanced(self, partition: Partition, now_ms: int) -> None:
-        self._complete(partition.purgatory.complete_ready(partition.status(), now_ms))
-        self.waiters.notify(partition.key)
-
     # -- fetch -----------------------------------------------------------------------
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now_ms: int, replica_epoch: int = -1) -> FetchPartitionResult:
+             replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True) -> FetchPartitionResult:
         """A fetch from a consumer (replica_id < 0: committed data only) or a follower (up to the
-        LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903)."""
+        LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903). A long
+        poll reads again with `first` false: the follower's position is taken once per request."""
+        follower = replica_id >= 0
         try:
-            partition = self.leader_partition(topic, index) if replica_id < 0 else self._leader_for_follower(
-                topic, index)
+            partition = self.hosted(topic, index)
         except KafkaError as e:
             return FetchPartitionResult(index, e.code)
-        error = check_current_leader_epoch(current_leader_epoch, partition.leader_epoch)
-        if error:
-            return FetchPartitionResult(index, error)
-        leader = partition.leader
-        if replica_id >= 0:
-            outcome = leader.on_follower_fetch(replica_id, offset, now_ms, replica_epoch)
-            if outcome.error:
-                return FetchPartitionResult(index, outcome.error, leader.high_watermark, leader.high_watermark,
-                                            partition.log.log_start_offset)
-            if outcome.alter_partition is not None:
-                self.send_isr_change(partition, outcome.alter_partition)
-            if outcome.high_watermark_advanced:
-                self._high_watermark_advanced(partition, now_ms)
+        if follower and first:
+            error, effects = partition.on_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch,
+                                                         now_ms)
+            self._act(partition, effects)
+        else:
+            error = partition.check_request(current_leader_epoch, proven=follower or self.can_lead)
         plog = partition.log
-        hw = leader.high_watermark
-        limit = plog.log_end_offset if replica_id >= 0 else hw
-        result = FetchPartitionResult(index, 0, hw, hw, plog.log_start_offset)
-        # Out of range means outside the log, as in Kafka: a consumer ahead of a new leader's
-        # lagging HW (but within its log) gets an empty answer, not a reason to reset.
-        if offset > plog.log_end_offset or offset < plog.log_start_offset:
-            result.error_code = ErrorCode.offset_out_of_range
-            return result
-        if offset >= limit or max_bytes <= 0:
+        hw = partition.high_watermark
+        if error:
+            if error == ErrorCode.offset_out_of_range:
+                return FetchPartitionResult(index, error, hw, hw, plog.log_start_offset)
+            return FetchPartitionResult(index, error)
+        error, limit = partition.read_limit(offset, follower=follower)
+        result = FetchPartitionResult(index, error, hw, hw, plog.log_start_offset)
+        if error or offset >= limit or max_bytes <= 0:
             return result
         try:
             fetched = plog.read(offset, max_bytes, limit)
@@ -314,21 +269,10 @@ class ReplicaManager:
         result.records = [FileRegion(fd, position, size) for fd, position, size in fetched.file_slices]
         return result
 
-    def _leader_for_follower(self, topic: str, index: int) -> Partition:
-        partition = self.partitions.get((topic, index))
-        if partition is None or partition.leader is None:
-            raise KafkaError(ErrorCode.not_leader_or_follower)
-        return partition
-
-    def on_topic_config_changed(self, topic: str) -> None:
-        """min.insync.replicas is read at every produce in Kafka: hand the new value to our leaders."""
+    def on_topic_config_changed(self, topic: str, now_ms: int) -> None:
         for partition in self.partitions.values():
-            if partition.topic == topic and partition.leader is not None:
-                partition.leader.config = self.replication_config(topic)
-
-    def follower_advanced(self, partition: Partition) -> None:
-        """A follower appended or learned a new HW: wake consumers reading from it (none today)."""
-        self.waiters.notify(partition.key)
+            if partition.topic == topic:
+                self._act(partition, partition.on_config(self.replication_config(topic), now_ms))
 
     # -- ISR changes (AlterPartition) -----------------------------------------------
 
@@ -339,33 +283,21 @@ class ReplicaManager:
     def on_isr_change_result(self, key: tuple[str, int], proposal: AlterPartitionProposal,
                              result: IsrChangeAccepted | IsrChangeRejected, now_ms: int) -> None:
         partition = self.partitions.get(key)
-        if partition is None or partition.leader is None or partition.leader.pending is not proposal:
-            return  # leadership moved on meanwhile
-        outcome = partition.leader.on_isr_change_result(result)
-        if isinstance(result, IsrChangeAccepted):
-            log.info("%s-%d: ISR now %s", *key, sorted(result.isr))
-        if outcome.retry is not None:
-            self.send_isr_change(partition, outcome.retry)
-        if outcome.high_watermark_advanced:
-            self._high_watermark_advanced(partition, now_ms)
-        self._complete(partition.purgatory.complete_ready(partition.status(), now_ms))
+        if partition is not None:
+            if isinstance(result, IsrChangeAccepted) and partition.leader and partition.leader.pending is proposal:
+                log.info("%s-%d: ISR now %s", *key, sorted(result.isr))
+            self._act(partition, partition.on_isr_change_result(proposal, result, now_ms))
 
     # -- timers ------------------------------------------------------------------------
 
     def check_isr(self, now_ms: int) -> None:
         """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind."""
         for partition in self.partitions.values():
-            if partition.leader is not None:
-                proposal = partition.leader.maybe_shrink_isr(now_ms)
-                if proposal is not None:
-                    log.info("%s-%d: proposing ISR %s (followers fell behind)", *partition.key,
-                             sorted(proposal.new_isr))
-                    self.send_isr_change(partition, proposal)
+            self._act(partition, partition.check_isr(now_ms))
 
     def expire_produces(self, now_ms: int) -> None:
         for partition in self.partitions.values():
-            if len(partition.purgatory):
-                self._complete(partition.purgatory.complete_ready(partition.status(), now_ms))
+            self._complete(partition.expire(now_ms))
 
     def maintain(self, now_ms: int) -> None:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW."""
@@ -379,13 +311,13 @@ class ReplicaManager:
 
     def checkpoint(self) -> None:
         for partition in self.partitions.values():
-            partition.save_producer_state()
+            write_producer_snapshot(partition.log.directory, partition.producer_snapshot())
         self.logs.write_checkpoints()
         write_offset_checkpoint(self.root / HW_CHECKPOINT,
                                 {key: p.high_watermark for key, p in self.partitions.items()})
 
     def close(self) -> None:
         for partition in self.partitions.values():  # appended, fate unknown: see lose_leadership_proof
-            self._complete(partition.purgatory.fail_all(ErrorCode.request_timed_out))
+            self._complete(partition.lose_leadership_proof())
         self.checkpoint()
         self.logs.close()

@@ -181,7 +181,7 @@ class Broker:
             asyncio.get_running_loop().call_soon(self._apply_pending)
         self._pending_keys.add(key if kind == "partition" else "all")
         if kind == "config":
-            self.replicas.on_topic_config_changed(key)
+            self.replicas.on_topic_config_changed(key, int(time.time() * 1000))
         self.admin.metadata_changed()
         self.controller.on_metadata_change(kind, key)
 

@@ -133,12 +133,12 @@ class Partition:
         """Take a controller state, written at `state_zxid`, while our registration is
         `own_broker_epoch` (None: not yet known)."""
         old = self.state
-        if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
-            return Effects()
         if state.leader == self.broker_id and not may_lead_from(state_zxid, own_broker_epoch):
             if self.role == OFFLINE and old is None:
                 return Effects()
             return Effects(self.become_offline(), role_changed=True, data_changed=True)
+        if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
+            return Effects()
         self.state = state
         self.replicas = replicas
         if state.leader == self.broker_id:
@@ -293,9 +293,9 @@ class Partition:
 
     def on_fetched(self, request: SendFetch, error: ErrorCode, leader_high_watermark: int, records, headers,
                    now_ms: int) -> Backoff | AppendRecords | None:
-        """The leader answered our fetch `request`; `records` (None if empty) are appended as
-        follower, `headers` being their batches' headers (base offset first)."""
-        base_offset = headers[0].base_offset if records else None
+        """The leader answered our fetch `request`; `records` are appended as follower, `headers`
+        being their whole batches' headers (none: nothing to append)."""
+        base_offset = headers[0].base_offset if headers else None
         decision = self.follower.on_fetch_response(request.fetch_offset, error, leader_high_watermark, base_offset)
         if isinstance(decision, AppendRecords):
             self.log.append_as_follower(records, now_ms)

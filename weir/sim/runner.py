@@ -19,7 +19,7 @@ import os
 import random
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from weir.controller.assignment import assign_replicas
 from weir.coordination.model import BrokerInfo

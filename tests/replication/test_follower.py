@@ -20,7 +20,7 @@ def test_follower_truncates_before_it_fetches():
     follower = FollowerPartition(2, 1, 3, 10, 5, MemoryEpochCache([(0, 0)]))
     assert follower.state is FollowerState.TRUNCATING
     assert isinstance(follower.next_request(), SendOffsetForLeaderEpoch)
-    assert follower.on_fetch_response(10, ErrorCode.none, 10, 10) == Ignore()
+    assert follower.on_fetch_response(10, ErrorCode.none, 10, 10, current_leader_epoch=follower.leader_epoch) == Ignore()
 
 
 def test_follower_fetches_from_its_leo():
@@ -30,7 +30,7 @@ def test_follower_fetches_from_its_leo():
 
 def test_follower_appends_records_starting_at_its_leo_and_advances():
     follower = fetching_follower(leo=10, hw=5)
-    decision = follower.on_fetch_response(10, ErrorCode.none, 12, 10)
+    decision = follower.on_fetch_response(10, ErrorCode.none, 12, 10, current_leader_epoch=follower.leader_epoch)
     assert decision == AppendRecords(10, 12)
     follower.on_appended(15, decision.leader_high_watermark)
     assert follower.log_end_offset == 15 and follower.next_request() == SendFetch(1, 3, 15)
@@ -42,31 +42,31 @@ def test_follower_hw_is_min_of_leader_hw_and_own_leo():
     assert follower.high_watermark == 12
     follower.on_appended(20, 30)
     assert follower.high_watermark == 20
-    assert follower.on_fetch_response(20, ErrorCode.none, 25, None) == Ignore()   # no records, new HW
+    assert follower.on_fetch_response(20, ErrorCode.none, 25, None, current_leader_epoch=follower.leader_epoch) == Ignore()   # no records, new HW
     assert follower.high_watermark == 20
 
 
 def test_records_must_start_at_the_follower_leo():
     follower = fetching_follower(leo=10)
-    assert follower.on_fetch_response(10, ErrorCode.none, 10, 8) == Backoff(ErrorCode.corrupt_message)
+    assert follower.on_fetch_response(10, ErrorCode.none, 10, 8, current_leader_epoch=follower.leader_epoch) == Backoff(ErrorCode.corrupt_message)
     assert follower.log_end_offset == 10
 
 
 def test_response_to_an_older_fetch_is_ignored():
     follower = fetching_follower(leo=10)
-    assert follower.on_fetch_response(7, ErrorCode.none, 10, 7) == Ignore()
+    assert follower.on_fetch_response(7, ErrorCode.none, 10, 7, current_leader_epoch=follower.leader_epoch) == Ignore()
 
 
 def test_fenced_or_misdirected_fetch_backs_off():
     follower = fetching_follower()
     for error in (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower):
-        assert follower.on_fetch_response(10, error, 0, None) == Backoff(error)
+        assert follower.on_fetch_response(10, error, 0, None, current_leader_epoch=follower.leader_epoch) == Backoff(error)
         assert follower.state is FollowerState.FETCHING
 
 
 def test_offset_out_of_range_goes_back_to_truncation_by_epoch():
     follower = fetching_follower(leo=10)
-    assert follower.on_fetch_response(10, ErrorCode.offset_out_of_range, 0, None) == Backoff(
+    assert follower.on_fetch_response(10, ErrorCode.offset_out_of_range, 0, None, current_leader_epoch=follower.leader_epoch) == Backoff(
         ErrorCode.offset_out_of_range)
     assert follower.next_request() == SendOffsetForLeaderEpoch(1, 3, 3)
 

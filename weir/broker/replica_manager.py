@@ -134,14 +134,13 @@ class ReplicaManager:
             partition = self._host(assignment, index, now_ms)
         effects = partition.apply_state(state, assignment.replicas[index], self.replication_config(assignment.name),
                                         now_ms, state_zxid, self.view.own_broker_epoch(self.broker_id))
-        if effects.role_changed:
-            if state.leader == self.broker_id and partition.leader is None:
-                log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
-                         "isr %s); offline until the controller rewrites it", *partition.key, state.leader_epoch,
-                         list(state.isr))
-            else:
-                log.info("%s-%d: %s, leader %d, leader epoch %d, isr %s", *partition.key, partition.role,
-                         state.leader, state.leader_epoch, list(state.isr))
+        if effects.fenced:
+            log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
+                     "isr %s); offline until the controller rewrites it", *partition.key, state.leader_epoch,
+                     list(state.isr))
+        elif effects.role_changed:
+            log.info("%s-%d: %s, leader %d, leader epoch %d, isr %s", *partition.key, partition.role,
+                     state.leader, state.leader_epoch, list(state.isr))
         self._act(partition, effects)
         self.waiters.notify(partition.key)
 

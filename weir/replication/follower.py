@@ -131,10 +131,13 @@ class FollowerPartition:
     # ----- fetching
 
     def on_fetch_response(self, fetch_offset: int, error: ErrorCode, leader_high_watermark: int,
-                          records_base_offset: int | None) -> AppendRecords | Backoff | Ignore:
-        """The leader's answer to our fetch at `fetch_offset`; `records_base_offset` is the base
-        offset of its first batch, or None if it carried no records."""
-        if self.state is not FollowerState.FETCHING or fetch_offset != self.log_end_offset:
+                          records_base_offset: int | None, *, current_leader_epoch: int) -> AppendRecords | Backoff | Ignore:
+        """The leader's answer to our fetch at `fetch_offset`, sent while we followed leader epoch
+        `current_leader_epoch`; `records_base_offset` is the base offset of its first batch, or None
+        if it carried no records. An answer of an earlier leadership (the old leader's records that
+        the new one does not have) is ignored."""
+        if (self.state is not FollowerState.FETCHING or fetch_offset != self.log_end_offset
+                or current_leader_epoch != self.leader_epoch):
             return Ignore()
         if error is ErrorCode.offset_out_of_range and self.epochs.latest_epoch != UNDEFINED_EPOCH:
             self.state = FollowerState.TRUNCATING

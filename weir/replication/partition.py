@@ -71,6 +71,7 @@ class Effects:
     isr_proposal: AlterPartitionProposal | None = None  # send it to the controller
     role_changed: bool = False  # forget proposals queued for the old role; fetchers follow
     data_changed: bool = False  # new records or a new HW: wake readers waiting on this partition
+    fenced: bool = False  # a state naming us leader, written before our registration: not acted on
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ class Partition:
         old = self.state
         if state.leader == self.broker_id and not may_lead_from(state_zxid, own_broker_epoch):
             if self.role == OFFLINE and old is None:
-                return Effects()
-            return Effects(self.become_offline(), role_changed=True, data_changed=True)
+                return Effects(fenced=True)
+            return Effects(self.become_offline(), role_changed=True, data_changed=True, fenced=True)
         if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
             return Effects()
         self.state = state
@@ -296,7 +297,8 @@ class Partition:
         """The leader answered our fetch `request`; `records` are appended as follower, `headers`
         being their whole batches' headers (none: nothing to append)."""
         base_offset = headers[0].base_offset if headers else None
-        decision = self.follower.on_fetch_response(request.fetch_offset, error, leader_high_watermark, base_offset)
+        decision = self.follower.on_fetch_response(request.fetch_offset, error, leader_high_watermark, base_offset,
+                                                   current_leader_epoch=request.current_leader_epoch)
         if isinstance(decision, AppendRecords):
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)

@@ -339,14 +339,15 @@ class SimBroker:
         if entry is not None:
             self.later(self.settings.replica_fetch_backoff_ms, self._fetch_tick, entry[0].key, entry[1])
 
+    # Answers go to the partition's current follower, whose core matches them to what it asked.
     def _on_ofle_resp(self, partition: Partition, follower, request, answer: EpochEndOffset) -> None:
-        if partition.follower is follower:
+        if partition.follower is not None:
             backoff = partition.on_epoch_answer(request, answer)
             self.later(self.settings.replica_fetch_backoff_ms if backoff else 0, self._fetch_tick, partition.key,
                        follower)
 
     def _on_fetch_resp(self, partition: Partition, follower, request, error, leader_hw, batches) -> None:
-        if partition.follower is follower:
+        if partition.follower is not None:
             decision = partition.on_fetched(request, error, leader_hw, batches, batches, self.now)
             delay = {AppendRecords: 0, Backoff: self.settings.replica_fetch_backoff_ms}.get(
                 type(decision), self.settings.replica_fetch_wait_ms)

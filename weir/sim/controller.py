@@ -116,7 +116,37 @@ class SimController:
         while self.active and not self.busy and self.queue:
             event = self.queue.popleft()
             self.busy = True
-            getattr(self, "_on_" + event[0])(*event[1:])
+            if self.core.unconfirmed_keys:
+                self._settle(event)
+            else:
+                getattr(self, "_on_" + event[0])(*event[1:])
+
+    def _settle(self, event) -> None:
+        """ControllerService._settle: states decided whose write had no answer are read back and
+        adopted before the next decision; the event fails if ZooKeeper cannot be read."""
+        keys = self.core.unconfirmed_keys
+
+        def read(status, snapshot):
+            if not self.active:
+                return
+            if status != OK:
+                self._fail(event)
+                return
+            self.world.trace(f"controller b{self.broker.id}: re-read {keys} whose write had no answer")
+            changes = []
+            for key in keys:
+                stored = snapshot["states"].get(key)
+                changes += self.core.adopt_stored(key, None if stored is None else stored[0])
+            self._write(changes, lambda written: getattr(self, "_on_" + event[0])(*event[1:]),
+                        failed=lambda: self._fail(event))
+        self.broker.zk.request("read_all", self.world.topics, False, callback=read)
+
+    def _fail(self, event) -> None:
+        """An event whose ZooKeeper request failed: an AlterPartition is answered REQUEST_TIMED_OUT
+        (admin_apis), anything else is dropped (the shell logs it); the next event settles first."""
+        if event[0] == "alter":
+            self.broker.send(event[1], ("alter_resp", event[2], ErrorCode.request_timed_out, None))
+        self._done()
 
     def _on_brokers(self) -> None:
         def read(status, children):
@@ -172,11 +202,12 @@ class SimController:
             else:
                 self.broker.send(src, ("alter_resp", rid, ErrorCode.invalid_update_version, None))
             self._done()
-        self._write([outcome.change], written)
+        self._write([outcome.change], written,
+                    failed=lambda: self._fail(("alter", src, rid, key, leader_id, broker_epoch, proposal)))
 
     # ----- writing decisions (ControllerService._write)
 
-    def _write(self, changes, then, written=None, rounds: int = 0) -> None:
+    def _write(self, changes, then, written=None, rounds: int = 0, failed=None) -> None:
         written = {} if written is None else written
         if not changes or rounds >= MAX_CONFLICT_ROUNDS:
             then(written)
@@ -189,8 +220,8 @@ class SimController:
             if status == FENCED:
                 self.broker._resign("fenced by a newer controller epoch")
                 return
-            if status != OK:  # lost: send again, the compare-and-set keeps it safe
-                self.broker.later(50, self._write, changes, then, written, rounds)
+            if status != OK:  # no answer: the write may or may not be stored (the core knows it is unconfirmed)
+                failed() if failed is not None else self._done()
                 return
             follow_ups = []
             for change, (result, data) in zip(changes, results):
@@ -200,7 +231,7 @@ class SimController:
                     self.world.on_state_written(self, change)
                 else:
                     follow_ups += self.core.on_write_conflict(change, data if result == BAD_VERSION else None)
-            self._write(follow_ups, then, written, rounds + 1)
+            self._write(follow_ups, then, written, rounds + 1, failed)
         self.broker.zk.request("write_states", self.epoch_version, payload, callback=answered)
 
 

@@ -9,6 +9,13 @@ class or module swapped for the duration of one run, then restored), never by ed
 - no-truncation: a follower never truncates on a new leadership (it skips the leader-epoch answer).
 - isr-shrink-without-controller: the leader drops lagging followers from its ISR by itself,
   without an AlterPartition accepted by the controller.
+- stale-epoch-answer: a follower applies an OffsetForLeaderEpoch answer whatever leadership and
+  epoch it was asked in.
+- untrimmed-epoch-cache: a follower's truncation at or above its LEO leaves the epoch cache as it is.
+- no-broker-epoch: broker epochs are ignored (KIP-903): the leader takes a fetch of any incarnation,
+  the controller an AlterPartition of any.
+- controller-view-drift: the controller does not re-read the states whose write had no answer
+  before its next decision.
 """
 
 from __future__ import annotations
@@ -16,11 +23,15 @@ from __future__ import annotations
 import contextlib
 
 from weir.controller import partition_change
-from weir.replication.follower import FollowerPartition
+from weir.controller.decisions import ControllerCore
+from weir.replication import partition
+from weir.replication.follower import FollowerPartition, FollowerState
 from weir.replication.leader import LeaderPartition
+from weir.replication.replica import FollowerReplica
 from weir.replication.truncation import Truncation
 
-MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller")
+MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
+           "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift")
 
 
 def _hw_max(self) -> bool:
@@ -71,11 +82,26 @@ def _shrink_locally(self, now_ms):
     return None
 
 
+def _any_epoch_answer(self, current_leader_epoch, requested_epoch, answer):
+    if self.state is FollowerState.TRUNCATING:
+        current_leader_epoch, requested_epoch = self.leader_epoch, self._epoch_to_ask
+    return _original_ofle_response(self, current_leader_epoch, requested_epoch, answer)
+
+
+def _never_stale(*args) -> bool:
+    return False
+
+
 _PATCHES = {
-    "hw-max": (LeaderPartition, "maybe_increment_high_watermark", _hw_max),
-    "elect-outside-isr": (partition_change, "elect_leader", _elect_ignoring_isr),
-    "no-truncation": (FollowerPartition, "on_offset_for_leader_epoch_response", _no_truncation),
-    "isr-shrink-without-controller": (LeaderPartition, "maybe_shrink_isr", _shrink_locally),
+    "hw-max": [(LeaderPartition, "maybe_increment_high_watermark", _hw_max)],
+    "elect-outside-isr": [(partition_change, "elect_leader", _elect_ignoring_isr)],
+    "no-truncation": [(FollowerPartition, "on_offset_for_leader_epoch_response", _no_truncation)],
+    "isr-shrink-without-controller": [(LeaderPartition, "maybe_shrink_isr", _shrink_locally)],
+    "stale-epoch-answer": [(FollowerPartition, "on_offset_for_leader_epoch_response", _any_epoch_answer)],
+    "untrimmed-epoch-cache": [(partition, "trim_epoch_cache", lambda log: None)],
+    "no-broker-epoch": [(FollowerReplica, "is_stale_epoch", _never_stale),
+                        (ControllerCore, "is_stale_broker_epoch", _never_stale)],
+    "controller-view-drift": [(ControllerCore, "unconfirmed_keys", property(lambda self: []))],
 }
 
 
@@ -87,10 +113,11 @@ def applied(name: str | None):
         return
     if name not in _PATCHES:
         raise ValueError(f"unknown mutant {name!r}; known: {', '.join(MUTANTS)}")
-    owner, attribute, replacement = _PATCHES[name]
-    original = owner.__dict__[attribute]
-    setattr(owner, attribute, replacement)
+    originals = [(owner, attribute, owner.__dict__[attribute]) for owner, attribute, _ in _PATCHES[name]]
+    for owner, attribute, replacement in _PATCHES[name]:
+        setattr(owner, attribute, replacement)
     try:
         yield
     finally:
-        setattr(owner, attribute, original)
+        for owner, attribute, original in originals:
+            setattr(owner, attribute, original)

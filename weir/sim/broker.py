@@ -376,7 +376,8 @@ class SimBroker:
         if error == NOT_CONTROLLER or partition is None:
             self.later(100, self._send_alter, key, proposal)
             return
-        self.isr_outbox.pop(key, None)
+        if self.isr_outbox.get(key) is proposal:
+            del self.isr_outbox[key]
         result = (IsrChangeRejected(error) if error else
                   IsrChangeAccepted(state.leader_epoch, state.partition_epoch, frozenset(state.isr)))
         effects = partition.on_isr_change_result(proposal, result, self.now)

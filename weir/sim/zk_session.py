@@ -13,7 +13,7 @@ timeouts, heartbeats, and the session's states as weir.coordination.zk_client re
 from __future__ import annotations
 
 from weir.sim.network import ZK
-from weir.sim.zookeeper import OK, SESSION_EXPIRED, broker_path
+from weir.sim.zookeeper import NODE_EXISTS, OK, SESSION_EXPIRED, broker_path
 
 TIMEOUT = "timeout"
 
@@ -94,6 +94,8 @@ class ZkSession:
         def registered(status, result):
             if sid != self.sid:
                 return
+            if status == NODE_EXISTS and result[1] == sid:  # our own create, whose answer was lost (Kafka's
+                status, result = OK, result[0]               # checkedEphemeralCreate)
             if status == OK:
                 self.registered = True
                 self.registration_zxid = result

@@ -198,7 +198,10 @@ class ZooKeeper:
 
     def _op_create(self, session, path, data, ephemeral):
         node = self.create(path, data, session.sid if ephemeral else None)
-        return (OK, node.czxid) if node is not None else (NODE_EXISTS, None)
+        if node is None:
+            existing = self.znodes[path]
+            return NODE_EXISTS, (existing.czxid, existing.ephemeral_owner)
+        return OK, node.czxid
 
     def _op_get(self, session, path, watch):
         if watch:

@@ -199,7 +199,8 @@ class ReplicaManager:
         partition = self.hosted(topic, index)
         error = partition.check_request(current_leader_epoch, proven=self.can_lead)
         if error:
-            raise KafkaError(error, f"{topic}-{index}: {error.name}")
+            raise KafkaError(error, f"not the leader of {topic}-{index}" if error == ErrorCode.not_leader_or_follower
+                             else f"{topic}-{index}: {error.name}")
         return partition
 
     def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int) -> AppendResult:

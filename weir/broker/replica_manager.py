@@ -297,7 +297,7 @@ class ReplicaManager:
 
     def expire_produces(self, now_ms: int) -> None:
         for partition in self.partitions.values():
-            self._complete(partition.expire(now_ms))
+            self._act(partition, partition.expire(now_ms))
 
     def maintain(self, now_ms: int) -> None:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW."""

@@ -289,7 +289,7 @@ class Partition:
         self.log.truncate_to(offset)
         trim_epoch_cache(self.log)
         if cuts:  # the cut batches' producers are forgotten
-            self.load_producers(self._snapshot if self._snapshot and self._snapshot.offset <= offset else None)
+            self.load_producers(self._snapshot)
         return cuts
 
     def on_fetched(self, request: SendFetch, error: ErrorCode, leader_high_watermark: int, records, headers,
@@ -321,8 +321,9 @@ class Partition:
         outcome = self.leader.on_isr_change_result(result)
         return Effects(self._poll(now_ms), isr_proposal=outcome.retry, data_changed=outcome.high_watermark_advanced)
 
-    def expire(self, now_ms: int) -> list[ProduceCompletion]:
-        return self._poll(now_ms) if len(self.purgatory) else []
+    def expire(self, now_ms: int) -> Effects:
+        """The produce timer: parked requests past their deadline are answered."""
+        return Effects(self._poll(now_ms) if len(self.purgatory) else [])
 
     def _poll(self, now_ms: int) -> list[ProduceCompletion]:
         return self.purgatory.complete_ready(self.status(), now_ms)

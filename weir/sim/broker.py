@@ -247,8 +247,7 @@ class SimBroker:
 
     def _every_partition(self, event: str, interval_ms: int) -> None:
         for partition in self.partitions.values():
-            result = getattr(partition, event)(self.now)
-            self._act(partition, result if isinstance(result, Effects) else Effects(result))
+            self._act(partition, getattr(partition, event)(self.now))
         self.later(interval_ms, self._every_partition, event, interval_ms)
 
     def _flush(self) -> None:

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from weir.broker.controller_service import registered_after_their_states
+from weir.controller.events import registered_after_their_states
 from weir.replication.partition import FOLLOWER, LEADER, OFFLINE
 from weir.broker.replica_manager import ReplicaManager
 from weir.config import BrokerConfig

@@ -25,6 +25,7 @@ from weir.protocol.errors import ErrorCode
 from .test_zk_metadata import assignment, run
 
 KEY = ("t", 0)
+SHRINK = ("t", 0, 0, 0, (1, 2), None)  # leader 1, at leader epoch 0 and partition epoch 0, drops 3
 EVENT_TIMEOUT_S = 15
 
 
@@ -68,10 +69,11 @@ def test_a_write_with_no_answer_is_reread_before_the_controller_answers_again(ch
                 raise ConnectionLoss()
             store.write_partition_states = connection_lost
             with pytest.raises(ConnectionLoss):  # the leader's request fails; it will retry
-                await service.call("alter_partition", "t", 0, 1, 0, 0, (1, 2))
+                await service.call("alter_partition", 1, -1, [SHRINK])
             store.write_partition_states = real_write
 
-            error, answered = await service.call("alter_partition", "t", 0, 1, 0, 0, (1, 2))
+            error, answers = await service.call("alter_partition", 1, -1, [SHRINK])
+            error, answered = answers[KEY] if not error else (error, None)
             stored = (await store.read_partition_states([KEY]))[KEY]
             assert error == ErrorCode.none
             assert (answered.isr, answered.partition_epoch) == (stored.isr, stored.partition_epoch) == ((1, 2), 1)

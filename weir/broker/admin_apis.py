@@ -387,37 +387,37 @@ class AdminApis:
     async def _alter_partition(self, request) -> dict:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}
-        if self.controller.core.is_stale_broker_epoch(request.broker_id, request.broker_epoch):
-            # a leader's previous incarnation: it must not change ISRs
-            return {"throttle_time": 0, "error_code": ErrorCode.stale_broker_epoch, "topics": []}
         by_id = {topic_id: a.name for topic_id, a in self.controller.core.view.topics_by_id().items()}
-        topics = []
+        items = []
         for t in request.topics:
-            partitions = []
-            name = by_id.get(t.topic_id)
-            for p in t.partitions:
-                out = {"partition_index": p.partition_index, "error_code": 0, "leader_id": NO_LEADER,
-                       "leader_epoch": -1, "isr": [], "leader_recovery_state": 0, "partition_epoch": -1}
-                if name is None:
-                    out["error_code"] = ErrorCode.unknown_topic_id
-                else:
+            if t.topic_id in by_id:
+                for p in t.partitions:
                     if hasattr(p, "new_isr_with_epochs"):  # v3 (KIP-903)
                         new_isr = tuple(b.broker_id for b in p.new_isr_with_epochs)
                         epochs = {b.broker_id: b.broker_epoch for b in p.new_isr_with_epochs}
                     else:
                         new_isr, epochs = tuple(p.new_isr), None
-                    try:
-                        result = await self.controller.call("alter_partition", name, p.partition_index,
-                                                            request.broker_id, p.leader_epoch, p.partition_epoch,
-                                                            new_isr, epochs)
-                    except Exception as e:  # ZooKeeper unreachable: the outcome is unknown, the leader retries
-                        log.warning("AlterPartition of %s-%d failed: %r", name, p.partition_index, e)
-                        result = (ErrorCode.request_timed_out, None)
-                    error, state = result if result is not None else (ErrorCode.not_controller, None)
-                    out["error_code"] = error
-                    if state is not None:
-                        out.update(leader_id=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
-                                   partition_epoch=state.partition_epoch)
+                    items.append((by_id[t.topic_id], p.partition_index, p.leader_epoch, p.partition_epoch, new_isr,
+                                  epochs))
+        try:
+            result = await self.controller.call("alter_partition", request.broker_id, request.broker_epoch, items)
+        except Exception as e:  # ZooKeeper unreachable: the outcome is unknown, the leader retries
+            log.warning("AlterPartition from broker %d failed: %r", request.broker_id, e)
+            result = ErrorCode.none, {(name, p): (ErrorCode.request_timed_out, None) for name, p, *_ in items}
+        error, answers = result if result is not None else (ErrorCode.not_controller, {})
+        if error:
+            return {"throttle_time": 0, "error_code": error, "topics": []}
+        topics = []
+        for t in request.topics:
+            partitions = []
+            for p in t.partitions:
+                out = {"partition_index": p.partition_index, "error_code": 0, "leader_id": NO_LEADER,
+                       "leader_epoch": -1, "isr": [], "leader_recovery_state": 0, "partition_epoch": -1}
+                code, state = answers.get((by_id.get(t.topic_id), p.partition_index), (ErrorCode.unknown_topic_id, None))
+                out["error_code"] = code
+                if state is not None:
+                    out.update(leader_id=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
+                               partition_epoch=state.partition_epoch)
                 partitions.append(out)
             topics.append({"topic_id": t.topic_id, "partitions": partitions})
         return {"throttle_time": 0, "error_code": 0, "topics": topics}

@@ -157,7 +157,7 @@ class Broker:
             log.warning("ZooKeeper session lost")
             self.replicas.lose_leadership_proof()
             self._registered = False
-            self.controller.core = None
+            self.controller.on_session_lost()
         elif state == KazooState.CONNECTED and not self.zk.closing:
             asyncio.get_running_loop().create_task(self._reconnected())
 

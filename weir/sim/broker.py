@@ -122,8 +122,6 @@ class SimBroker:
         self.can_lead = False
         for partition in self.partitions.values():
             self._act(partition, Effects(partition.lose_leadership_proof()))
-        if self.controller is not None:
-            self.controller.on_session_suspended()
 
     def on_zk_reconnected(self) -> None:
         self._read_all()
@@ -202,6 +200,7 @@ class SimBroker:
                     from weir.sim.controller import SimController
                     self.trace(f"won the controller election (epoch {result[0]})")
                     self.controller = SimController(self, *result)
+                    self.controller.start()
         self.zk.request("elect", self.id, callback=elected)
 
     def _resign(self, why: str) -> None:

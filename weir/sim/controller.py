@@ -1,88 +1,61 @@
-"""The simulated controller: weir/broker/controller_service.py on simulated time.
+"""The simulated controller: the broker's controller shell (weir/broker/controller_service.py) on
+simulated time and simulated ZooKeeper.
 
-One event at a time into `ControllerCore` (brokers changed, topic config changed, AlterPartition,
-the leader-balance timer); each event's StateChanges are written as one ZooKeeper request of
-compare-and-sets fenced by the controller epoch, and the next event waits until they are settled
-(`on_state_written` / `on_write_conflict`, up to MAX_CONFLICT_ROUNDS rounds of re-decisions).
-A write whose answer is lost is sent again: the compare-and-set makes that safe. A fenced write
-means another controller has won: this one resigns.
-
-Brokers are live when registered under /brokers/ids; a registration whose czxid changed since the
-last look is a bounce (Kafka's broker epoch), reported to `on_brokers_changed` as such. A new
-controller has no last look: it counts as bounced every broker registered after a partition state
-naming it in the ISR was written (the state describes its previous incarnation).
+Every decision and every write is weir/controller/events.py's, as in the real shell; this file
+queues events, carries out the store operations the handlers yield as ZooKeeper requests, and
+throws the failures back in: a fenced write (a newer controller) makes it resign, any other failed
+request (lost, timed out, an expired session) fails the event, and the handler's states stay
+unconfirmed until the next event reads them back. An AlterPartition whose event failed is
+answered REQUEST_TIMED_OUT (as admin_apis.py does); a failed metadata event is tried again, as
+the real watcher reads everything again once its session is back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 
 from kio.schema.errors import ErrorCode
 
-from weir.controller.decisions import ControllerConfig, ControllerCore
+from weir.controller.decisions import ControllerConfig
+from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates
 from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, TopicAssignment
+from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 
-from weir.sim.zookeeper import BAD_VERSION, BROKERS, FENCED, OK, config_path, state_path
+from weir.sim.zookeeper import BAD_VERSION, FENCED, OK, state_path
 
-MAX_CONFLICT_ROUNDS = 10
+RETRY_MS = 100
+
+
+class StoreUnavailable(Exception):
+    """A ZooKeeper request without an answer (or on an expired session): its outcome is unknown."""
 
 
 class SimController:
     def __init__(self, broker, epoch: int, epoch_version: int) -> None:
         self.broker = broker
         self.world = broker.world
-        self.epoch = epoch
         self.epoch_version = epoch_version
-        self.core: ControllerCore | None = None
+        s = self.world.settings
+        self.events = ControllerEvents(broker.id, ControllerConfig(
+            unclean_leader_election_enable=False, auto_leader_rebalance_enable=s.auto_leader_rebalance_enable),
+            on_written=lambda change, core: self.world.on_state_written(self, change))
         self.queue: deque = deque()
-        self.busy = True
-        self.known: dict[int, int] = {}  # broker id -> registration czxid
-        self._load()
+        self.busy = False
+        self.epoch = epoch
+
+    def start(self) -> None:
+        """Once it is the broker's controller: take over, then run events."""
+        self.enqueue(("elected", self.epoch))
+        self.broker.later(self.world.settings.leader_imbalance_check_interval_ms, self._balance_timer)
+
+    @property
+    def core(self):
+        return self.events.core
 
     @property
     def active(self) -> bool:
         return self.broker.controller is self and self.broker.up
-
-    def _load(self) -> None:
-        def loaded(status, snapshot):
-            if not self.active:
-                return
-            if status != OK:
-                self.broker.later(100, self._load)
-                return
-            self._start(snapshot)
-        self.broker.zk.request("read_all", self.world.topics, True, callback=loaded)
-
-    def _start(self, snapshot) -> None:
-        world = self.world
-        self.known = dict(snapshot["brokers"])
-        view = ClusterView(brokers={b: BrokerInfo(b, "sim", 9092) for b in sorted(self.known)},
-                           controller_id=self.broker.id, controller_epoch=self.epoch)
-        new_topics = []
-        for topic, partitions in world.topics.items():
-            assignment = TopicAssignment(topic, world.topic_ids[topic], {p: world.assignment[(topic, p)]
-                                                                          for p in partitions})
-            if all((topic, p) in snapshot["states"] for p in partitions):
-                view.topics[topic] = assignment
-                view.topic_configs[topic] = dict(snapshot["configs"].get(topic, {}))
-                for p in partitions:
-                    view.states[(topic, p)] = snapshot["states"][(topic, p)][0]
-            else:
-                new_topics.append(assignment)
-        s = world.settings
-        self.core = ControllerCore(view, ControllerConfig(
-            unclean_leader_election_enable=False, auto_leader_rebalance_enable=s.auto_leader_rebalance_enable))
-        # A broker registered after a state naming it in the ISR was written has bounced since
-        # (its previous incarnation is the one in the ISR): the core must hear it as such.
-        bounced = {b for b, czxid in self.known.items()
-                   if any(b in state.isr and czxid > mzxid for state, mzxid in snapshot["states"].values())}
-        if bounced:
-            world.trace(f"controller b{self.broker.id}: registered after their states were written: {sorted(bounced)}")
-        changes = self.core.on_brokers_changed(view.brokers, bounced, self.known)
-        for assignment in new_topics:
-            changes += self.core.on_topic_created(assignment, snapshot["configs"].get(assignment.name, {}))
-        self._write(changes, lambda written: self._done())
-        self.broker.later(s.leader_imbalance_check_interval_ms, self._balance_timer)
 
     def _balance_timer(self) -> None:
         if self.active:
@@ -92,147 +65,116 @@ class SimController:
     # ----- the broker tells
 
     def on_metadata_change(self) -> None:
-        self.enqueue(("brokers",))
-        for topic in self.world.topics:
-            self.enqueue(("config", topic))
+        self.enqueue(("metadata",))
 
     def on_alter_partition(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
-        self.enqueue(("alter", src, rid, key, leader_id, broker_epoch, proposal))
+        item = (*key, proposal.leader_epoch, proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
+                dict(proposal.broker_epochs))
+        self.enqueue(("alter_partition", leader_id, broker_epoch, [item], (src, rid, key)))
 
-    def on_session_suspended(self) -> None:
-        pass
-
-    # ----- the event queue
+    # ----- the event queue (ControllerService._run)
 
     def enqueue(self, event) -> None:
+        if self.queue and event == ("metadata",) and self.queue[-1] == event:
+            return  # one look at ZooKeeper answers both
         self.queue.append(event)
         self._next()
 
-    def _done(self) -> None:
+    def _next(self) -> None:
+        if self.active and not self.busy and self.queue:
+            self.busy = True
+            event = self.queue.popleft()
+            if self.core is None and event[0] != "elected":  # not in charge yet: as ControllerService
+                self._finish(event, (ErrorCode.not_controller, {}))
+                return
+            if event[0] == "elected":
+                handler = self.events.elected(event[1])
+            elif event[0] == "alter_partition":
+                handler = self.events.handle(*event[:4])
+            else:
+                handler = self.events.handle(*event)
+            self._step(event, handler, None, None)
+
+    def _step(self, event, handler, result, error) -> None:
+        """ControllerService._drive, with callbacks for awaits."""
+        if not self.active:
+            return
+        try:
+            op = handler.send(result) if error is None else handler.throw(error)
+        except StopIteration as done:
+            self._finish(event, done.value)
+            return
+        except ControllerFenced:
+            self.broker._resign("fenced by a newer controller epoch")
+            return
+        except StoreUnavailable:
+            self._fail(event)
+            return
+        self._execute(op, lambda result, error=None: self._step(event, handler, result, error))
+
+    def _finish(self, event, answer) -> None:
+        if event[0] == "alter_partition":
+            src, rid, key = event[4]
+            error, answers = answer
+            self.broker.send(src, ("alter_resp", rid, *(answers[key] if not error else (error, None))))
         self.busy = False
         self._next()
 
-    def _next(self) -> None:
-        while self.active and not self.busy and self.queue:
-            event = self.queue.popleft()
-            self.busy = True
-            if self.core.unconfirmed_keys:
-                self._settle(event)
-            else:
-                getattr(self, "_on_" + event[0])(*event[1:])
-
-    def _settle(self, event) -> None:
-        """ControllerService._settle: states decided whose write had no answer are read back and
-        adopted before the next decision; the event fails if ZooKeeper cannot be read."""
-        keys = self.core.unconfirmed_keys
-
-        def read(status, snapshot):
-            if not self.active:
-                return
-            if status != OK:
-                self._fail(event)
-                return
-            self.world.trace(f"controller b{self.broker.id}: re-read {keys} whose write had no answer")
-            changes = []
-            for key in keys:
-                stored = snapshot["states"].get(key)
-                changes += self.core.adopt_stored(key, None if stored is None else stored[0])
-            self._write(changes, lambda written: getattr(self, "_on_" + event[0])(*event[1:]),
-                        failed=lambda: self._fail(event))
-        self.broker.zk.request("read_all", self.world.topics, False, callback=read)
-
     def _fail(self, event) -> None:
-        """An event whose ZooKeeper request failed: an AlterPartition is answered REQUEST_TIMED_OUT
-        (admin_apis), anything else is dropped (the shell logs it); the next event settles first."""
-        if event[0] == "alter":
-            self.broker.send(event[1], ("alter_resp", event[2], ErrorCode.request_timed_out, None))
-        self._done()
+        if event[0] == "alter_partition":
+            src, rid, _ = event[4]
+            self.broker.send(src, ("alter_resp", rid, ErrorCode.request_timed_out, None))
+        elif event[0] == "metadata" or (event[0] == "elected" and self.core is None):
+            self.broker.later(RETRY_MS, self.enqueue, event)
+        self.busy = False
+        self._next()
 
-    def _on_brokers(self) -> None:
-        def read(status, children):
-            if not self.active:
-                return
-            if status != OK:
-                self.busy = False
-                self.enqueue(("brokers",))
-                return
-            now = {int(name): czxid for name, (_, czxid) in children.items()}
-            bounced = {b for b, czxid in now.items() if b in self.known and self.known[b] != czxid}
-            if now.keys() == self.known.keys() and not bounced:
-                self._done()
-                return
-            self.world.trace(f"controller b{self.broker.id}: brokers {sorted(now)}"
-                             f"{' bounced ' + str(sorted(bounced)) if bounced else ''}")
-            self.known = now
-            changes = self.core.on_brokers_changed({b: BrokerInfo(b, "sim", 9092) for b in sorted(now)}, bounced, now)
-            self._write(changes, lambda written: self._done())
-        self.broker.zk.request("children", BROKERS, True, callback=read)
+    # ----- store operations as ZooKeeper requests
 
-    def _on_config(self, topic: str) -> None:
-        def read(status, result):
-            if not self.active:
-                return
-            if status != OK:
-                self._done()
-                return
-            config = {} if result is None else result[0]
-            changes = self.core.on_topic_config_changed(topic, config)
-            self._write(changes, lambda written: self._done())
-        self.broker.zk.request("get", config_path(topic), True, callback=read)
-
-    def _on_balance(self) -> None:
-        self._write(self.core.check_leader_balance(), lambda written: self._done())
-
-    def _on_alter(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
-        if self.core.is_stale_broker_epoch(leader_id, broker_epoch):
-            self.broker.send(src, ("alter_resp", rid, ErrorCode.stale_broker_epoch, None))
-            self._done()
-            return
-        outcome = self.core.on_alter_partition(key[0], key[1], leader_id, proposal.leader_epoch,
-                                               proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
-                                               dict(proposal.broker_epochs))
-        if outcome.error or outcome.change is None:
-            self.broker.send(src, ("alter_resp", rid, outcome.error, outcome.state))
-            self._done()
-            return
-
-        def written(states):
-            if outcome.change.key in states:
-                self.broker.send(src, ("alter_resp", rid, ErrorCode.none, states[outcome.change.key]))
-            else:
-                self.broker.send(src, ("alter_resp", rid, ErrorCode.invalid_update_version, None))
-            self._done()
-        self._write([outcome.change], written,
-                    failed=lambda: self._fail(("alter", src, rid, key, leader_id, broker_epoch, proposal)))
-
-    # ----- writing decisions (ControllerService._write)
-
-    def _write(self, changes, then, written=None, rounds: int = 0, failed=None) -> None:
-        written = {} if written is None else written
-        if not changes or rounds >= MAX_CONFLICT_ROUNDS:
-            then(written)
-            return
-        payload = [(state_path(c.topic, c.partition), c.expected_version, c.new) for c in changes]
-
-        def answered(status, results):
-            if not self.active:
-                return
-            if status == FENCED:
-                self.broker._resign("fenced by a newer controller epoch")
-                return
-            if status != OK:  # no answer: the write may or may not be stored (the core knows it is unconfirmed)
-                failed() if failed is not None else self._done()
-                return
-            follow_ups = []
-            for change, (result, data) in zip(changes, results):
-                if result == OK:
-                    self.core.on_state_written(change, data)
-                    written[change.key] = change.new
-                    self.world.on_state_written(self, change)
+    def _execute(self, op, answer) -> None:
+        if isinstance(op, (ReadCluster, ReadStates)):
+            def read(status, snapshot):
+                if status != OK:
+                    answer(None, StoreUnavailable(status))
+                elif isinstance(op, ReadCluster):
+                    answer(self._view(snapshot))
                 else:
-                    follow_ups += self.core.on_write_conflict(change, data if result == BAD_VERSION else None)
-            self._write(follow_ups, then, written, rounds + 1, failed)
-        self.broker.zk.request("write_states", self.epoch_version, payload, callback=answered)
+                    answer({key: snapshot["states"].get(key, (None,))[0] for key in op.keys})
+            self.broker.zk.request("read_all", self.world.topics, isinstance(op, ReadCluster), callback=read)
+            return
+        if isinstance(op, CreateStates):
+            writes = [(op.topic, p, None, state) for p, state in sorted(op.states.items())]
+        else:
+            writes = list(op.changes)
+
+        def written(status, results):
+            if status == FENCED:
+                answer(None, ControllerFenced("controller epoch superseded"))
+            elif status != OK:
+                answer(None, StoreUnavailable(status))
+            elif isinstance(op, CreateStates):
+                answer({p: dataclasses.replace(new, partition_epoch=0)
+                        for (_, p, _, new), (result, _) in zip(writes, results) if result == OK})
+            else:
+                answer([PartitionWriteResult(t, p, state=dataclasses.replace(new, partition_epoch=data))
+                        if result == OK else
+                        PartitionWriteResult(t, p, error="conflict" if result == BAD_VERSION else "missing",
+                                             current=data if result == BAD_VERSION else None)
+                        for (t, p, _, new), (result, data) in zip(writes, results)])
+        payload = [(state_path(t, p), expected, new) for t, p, expected, new in writes]
+        self.broker.zk.request("write_states", self.epoch_version, payload, callback=written)
+
+    def _view(self, snapshot) -> ClusterView:
+        world = self.world
+        brokers = snapshot["brokers"]
+        return ClusterView(
+            brokers={b: BrokerInfo(b, "sim", 9092) for b in sorted(brokers)}, broker_epochs=dict(brokers),
+            topics={t: TopicAssignment(t, world.topic_ids[t], {p: world.assignment[(t, p)] for p in partitions})
+                    for t, partitions in world.topics.items()},
+            topic_configs={t: dict(snapshot["configs"].get(t, {})) for t in world.topics},
+            states={key: state for key, (state, _) in snapshot["states"].items()},
+            state_zxids={key: mzxid for key, (_, mzxid) in snapshot["states"].items()},
+            controller_id=self.broker.id)
 
 
 def describe(state) -> str:

@@ -14,6 +14,7 @@ breaks the same rule), so the trace printed for a failure is that of a minimal s
 from __future__ import annotations
 
 import hashlib
+import logging
 import multiprocessing
 import os
 import random
@@ -170,8 +171,13 @@ def run_seed(seed: int, settings: SimSettings | None = None, schedule: list[Faul
         settings, scenario_schedule, acks_choice = scenarios.build(scenario, seed)
         schedule = scenario_schedule if schedule is None else schedule
     settings = settings or SimSettings()
-    with mutants_module.applied(mutant):
-        return World(seed, settings, schedule, acks_choice).run()
+    shared = logging.getLogger("weir.controller")  # the shell's log lines; the run has its own trace
+    level, shared.level = shared.level, logging.ERROR
+    try:
+        with mutants_module.applied(mutant):
+            return World(seed, settings, schedule, acks_choice).run()
+    finally:
+        shared.setLevel(level)
 
 
 # ----- shrinking

@@ -76,7 +76,9 @@ class Checker:
     # ----- after every step
 
     def after_step(self) -> None:
-        for broker in self.world.brokers:
+        """Only a broker that ran code in this step can have changed its partitions."""
+        touched = self.world.touched
+        for broker in sorted(touched, key=lambda b: b.id) if len(touched) > 1 else touched:
             if not broker.up:
                 continue
             for key, partition in broker.partitions.items():
@@ -110,6 +112,7 @@ class Checker:
                         w.follower_hw = follower.high_watermark
                 else:
                     w.follower = None
+        touched.clear()
 
     def _leader_hw(self, broker, key, epoch, log, old, new) -> None:
         ledger = self.ledgers[key]

@@ -105,7 +105,7 @@ class SimController:
             self._finish(event, done.value)
             return
         except ControllerFenced:
-            self.broker._resign("fenced by a newer controller epoch")
+            self.broker.watcher.resign("fenced by a newer controller epoch")
             return
         except StoreUnavailable:
             self._fail(event)

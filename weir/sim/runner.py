@@ -79,6 +79,7 @@ class World:
             "unclean.leader.election.enable": "true" if settings.unclean_leader_election_enable else "false"})
         self.brokers = [SimBroker(self, b) for b in range(1, settings.brokers + 1)]
         self.brokers_by_id = {b.id: b for b in self.brokers}
+        self.touched: set = set()  # brokers that ran code in the current step: the checker looks at them
         self.checker = Checker(self)
         self.acks_choice = acks_choice or (lambda rng: rng.choice((-1, -1, -1, 1, 0)))
         if schedule is None:

@@ -20,6 +20,7 @@ from weir.replication.truncation import EpochEndOffset
 
 from weir.sim.apis import SimApis
 from weir.sim.memlog import MemoryLog
+from weir.sim.network import ZK
 from weir.sim.isr_sender import SimIsrSender
 from weir.sim.replica_fetcher import SimFetcher
 from weir.sim.watcher import SimWatcher
@@ -55,6 +56,7 @@ class SimBroker:
         self.isr_sender = SimIsrSender(self)
         self.fetcher = SimFetcher(self)
         self.apis = SimApis(self)
+        self.stalled: list | None = None  # requests waiting while request handling is stalled
         self.controller = None
 
     # ----- scheduling gated on this process being alive and not paused
@@ -70,7 +72,12 @@ class SimBroker:
     def _receive(self, src, message) -> None:
         if self.up:
             self.world.touched.add(self)
-            self._held.append((self._handle, (src, message))) if self.paused else self._handle(src, message)
+            if self.paused:
+                self._held.append((self._handle, (src, message)))
+            elif self.stalled is not None and src != ZK:
+                self.stalled.append((src, message))
+            else:
+                self._handle(src, message)
 
     def _rid(self) -> int:
         self._next_id += 1
@@ -133,6 +140,16 @@ class SimBroker:
         held, self._held = self._held, []
         for fn, args in held:
             self.later(0, fn, *args)
+
+    def stall(self) -> None:
+        self.stalled = []
+        self.trace("request handling stalls")
+
+    def unstall(self) -> None:
+        held, self.stalled = self.stalled or [], None
+        self.trace(f"request handling resumes ({len(held)} waiting)")
+        for src, message in held:
+            self.later(0, self._handle, src, message)
 
     # ----- the ZooKeeper session's states (server.py's _on_zk_state)
 

@@ -57,6 +57,7 @@ class PartitionLedger:
     acked: dict = field(default_factory=dict)  # offset -> (value, protected)
     commit_leaders: dict = field(default_factory=dict)  # leader epoch -> broker
     unclean_epochs: set = field(default_factory=set)
+    voided_below: int = 0  # the latest allowed unclean election's epoch: earlier leaderships' records may be gone
     lost: list = field(default_factory=list)  # acknowledged acks=all writes voided by unclean elections
 
 
@@ -85,8 +86,11 @@ class Checker:
                 w = self.watched.get((broker.id, key))
                 if w is None:
                     w = self.watched[(broker.id, key)] = _Watched()
+                voided = self.ledgers[key].voided_below
                 leader = partition.leader
-                if leader is not None:
+                if leader is not None and leader.leader_epoch < voided:
+                    w.leader = None  # a history an allowed unclean election voided: nothing to check
+                elif leader is not None:
                     if leader is not w.leader or leader.leader_epoch != w.leader_epoch:
                         w.leader, w.leader_epoch, w.leader_hw = leader, leader.leader_epoch, 0
                         self._new_leadership(broker, key, leader.leader_epoch, partition.log)
@@ -101,7 +105,8 @@ class Checker:
                 else:
                     w.leader = None
                 follower = partition.follower
-                if follower is not None and follower.state is FollowerState.FETCHING:
+                if follower is not None and follower.state is FollowerState.FETCHING \
+                        and follower.leader_epoch >= voided:
                     if follower is not w.follower:
                         w.follower, w.follower_hw = follower, 0
                     if follower.high_watermark > w.follower_hw:
@@ -213,6 +218,7 @@ class Checker:
         ledger = self.ledgers[change.key]
         if unclean_allowed:
             ledger.unclean_epochs.add(new.leader_epoch)
+            ledger.voided_below = max(ledger.voided_below, new.leader_epoch)
             self.world.trace(f"checker: unclean election of b{new.leader} for {change.key} (epoch "
                              f"{new.leader_epoch}, old ISR {list(old.isr)})")
         else:

@@ -13,6 +13,9 @@ Faults:
   is kept as the last ISR member while the others' sessions expire, then re-elected (the case
   KIP-966 addresses). Otherwise the crash is downgraded to a process crash, and the trace says so.
 - pause: the process stops (a GC pause, SIGSTOP); everything sent to it and its timers wait.
+- stall: the broker's request handling stops (busy handler threads, a stuck disk) while its
+  ZooKeeper session, its timers and its own replica fetchers go on; the requests that arrived
+  are handled, in order, when it ends: a fetch can be handled long after its sender restarted.
 - partition, by shape: leader-followers (the leader of a partition from the other brokers),
   leader-zk (the leader from ZooKeeper), leader-replicas (the leader from the partition's other
   replicas only, so that it can still reach a controller elsewhere), isolate (a broker from everyone, ZooKeeper included),
@@ -54,7 +57,7 @@ class Fault:
         return f"@{self.at_ms} " + " ".join(parts)
 
 
-KINDS = ("crash", "crash", "pause", "partition", "partition", "partition", "slow", "controller", "config")
+KINDS = ("crash", "crash", "pause", "stall", "partition", "partition", "partition", "slow", "controller", "config")
 SHAPES = ("leader-followers", "leader-zk", "isolate", "halves", "client", "flap")
 
 
@@ -69,7 +72,7 @@ def random_schedule(rng: random.Random, settings, *, config_flips: bool = True) 
         duration = rng.randint(150, 2500)
         if kind == "crash":
             faults.append(Fault(at, kind, target, duration, rng.random() < 0.5))
-        elif kind == "pause":
+        elif kind in ("pause", "stall"):
             faults.append(Fault(at, kind, target, rng.randint(100, 2500)))
         elif kind == "partition":
             shape = rng.choice(SHAPES)
@@ -152,6 +155,11 @@ class Nemesis:
             self.paused[broker_id] = index
             self._say(fault, f"paused b{broker_id}")
             world.events.after(fault.duration_ms, self._resume, index, broker_id)
+        elif fault.kind == "stall":
+            if broker.up and broker.stalled is None:
+                broker.stall()
+                self._say(fault, f"b{broker_id} stalls")
+                world.events.after(fault.duration_ms, self._unstall, broker)
         elif fault.kind == "slow":
             world.network.extra_delay[broker_id] = fault.option
             self._say(fault, f"b{broker_id} slow by {fault.option}ms")
@@ -183,6 +191,10 @@ class Nemesis:
             broker = self.world.brokers_by_id[broker_id]
             if broker.paused:
                 broker.resume()
+
+    def _unstall(self, broker) -> None:
+        if broker.up and broker.stalled is not None:
+            broker.unstall()
 
     def _unslow(self, broker_id) -> None:
         self.world.network.extra_delay.pop(broker_id, None)
@@ -239,6 +251,7 @@ class Nemesis:
         for broker in world.brokers:
             if broker.paused:
                 broker.resume()
+            self._unstall(broker)
             if not broker.up:
                 broker.start()
         self.crashed.clear()

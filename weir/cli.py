@@ -19,31 +19,6 @@ def _broker(args) -> int:
     return 0
 
 
-def _up(args) -> int:
-    """ZooKeeper and three brokers in the foreground (the first on 9092); Ctrl-C stops them all."""
-    import signal
-    import threading
-
-    from .local_cluster import LocalCluster
-    cluster = LocalCluster(args.data_dir, args.brokers, base_port=9092, zookeeper_port=args.zookeeper_port,
-                           overrides=dict(o.split("=", 1) for o in args.override), echo=True)
-    stopping = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    try:
-        cluster.start()
-        print(f"weir is up: bootstrap {cluster.bootstrap}, ZooKeeper {cluster.zookeeper_connect}. Ctrl-C stops it.",
-              flush=True)
-        while not stopping.wait(0.5):
-            if not all(b.running for b in cluster.brokers):
-                print("weir: a broker exited", file=sys.stderr)
-                break
-    finally:
-        print("weir: shutting down", flush=True)
-        cluster.stop()
-    return 0
-
-
 def _bench(args) -> int:
     from .bench import run_bench
     return run_bench(args)
@@ -60,12 +35,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="set a broker setting, overriding the file")
     broker.set_defaults(func=_broker)
 
-    up = sub.add_parser("up", help="run ZooKeeper and a 3-broker cluster on 127.0.0.1 (bootstrap 9092)")
-    up.add_argument("--data-dir", default="data")
-    up.add_argument("--brokers", type=int, default=3)
-    up.add_argument("--zookeeper-port", type=int, default=2181)
-    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
-    up.set_defaults(func=_up)
+    from . import up
+    up.register(sub)
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
     bench.add_argument("workload", choices=["produce", "consume", "replication"])

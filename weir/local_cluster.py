@@ -37,12 +37,18 @@ class BrokerProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def ready(self) -> bool:
+        """Running and said it is ready (since its last start)."""
+        return self.running and self._ready.is_set()
+
     def start(self, wait: bool = True) -> "BrokerProcess":
         args = [sys.executable, "-m", "weir.cli", "broker"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
+        # Its own session: a Ctrl-C meant for `weir up` reaches the brokers only as `weir up` stops them.
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
         self._ready = threading.Event()
         threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
         if wait:

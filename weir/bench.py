@@ -30,8 +30,10 @@ class SinkApis:
 
     def __init__(self, port: int) -> None:
         from .broker.apis import DataApis
+        from .broker.metrics import BrokerMetrics
         self.port = port
         self.api_versions_body = DataApis.api_versions_body
+        self.metrics = BrokerMetrics()  # the broker's request loop times every request; so does the sink's
         self.next_offset = 0
         self.handlers = {
             ApiKey.API_VERSIONS: lambda h, r: self.api_versions_body(0),

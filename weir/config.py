@@ -50,6 +50,7 @@ SETTINGS = {s.name: s for s in [
             "CreateTime: refuse records whose timestamp is further than this in the past."),
     Setting("log.message.timestamp.after.max.ms", int, 3600000,
             "CreateTime: refuse records whose timestamp is further than this in the future."),
+    Setting("metrics.port", int, -1, "Port of the Prometheus endpoint (GET /metrics); -1: none, 0: any free port."),
     Setting("socket.request.max.bytes", int, 104857600, "Largest request frame; larger ones close the connection."),
     Setting("replica.fetch.wait.max.ms", int, 500, "Longest wait of a follower's fetch."),
     Setting("fetch.max.bytes", int, 57671680, "Largest fetch response."),

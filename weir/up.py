@@ -152,6 +152,8 @@ def run_up(args) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster(data_dir, args.brokers, base_port=args.port, zookeeper_port=args.zookeeper_port,
                            overrides=dict(o.split("=", 1) for o in args.override), echo=True)
+    for broker in cluster.brokers:
+        broker.overrides.setdefault("metrics.port", str(args.metrics_port + broker.broker_id))
     supervisor = Supervisor(cluster, RestartPolicy(restart=not args.no_restart,
                                                    first_backoff_s=args.restart_backoff_ms / 1000))
     stopping = threading.Event()
@@ -167,7 +169,8 @@ def run_up(args) -> int:
         print(f"weir is up: bootstrap {cluster.bootstrap}, ZooKeeper {cluster.zookeeper_connect}. Ctrl-C stops it.",
               flush=True)
         for broker in cluster.brokers:
-            say(f"broker {broker.broker_id} on {broker.bootstrap}")
+            say(f"broker {broker.broker_id} on {broker.bootstrap}, metrics "
+                f"http://127.0.0.1:{broker.overrides['metrics.port']}/metrics")
         say(f"`weir lab status|stop|kill|pause|resume|start --broker N --data-dir {args.data_dir}` acts on one")
         while not stopping.is_set():
             try:
@@ -215,6 +218,7 @@ def register(sub) -> None:
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--port", type=int, default=9092, help="the first broker's port; the others follow")
     up.add_argument("--zookeeper-port", type=int, default=2181)
+    up.add_argument("--metrics-port", type=int, default=9404, help="broker 0's Prometheus port; the others follow")
     up.add_argument("--no-restart", action="store_true", help="leave a broker that dies down")
     up.add_argument("--restart-backoff-ms", type=int, default=1000, help="first restart delay (doubles on repeats)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")

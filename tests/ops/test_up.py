@@ -8,9 +8,14 @@ import subprocess
 import sys
 import threading
 
+import urllib.error
+import urllib.request
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from waiting import wait_until
 from weir.coordination.zookeeper_server import free_port
@@ -39,10 +44,12 @@ class Up:
     def __init__(self, data_dir, *args: str) -> None:
         self.data_dir = str(data_dir)
         self.base = consecutive_free_ports(3)
+        self.metrics_base = consecutive_free_ports(3)
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "weir.cli", "up", "--data-dir", self.data_dir, "--port", str(self.base),
-             "--zookeeper-port", str(free_port()), "--override", "zookeeper.session.timeout.ms=6000", *args],
+             "--metrics-port", str(self.metrics_base), "--zookeeper-port", str(free_port()),
+             "--override", "zookeeper.session.timeout.ms=6000", *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
         threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
         wait_until(lambda: self.said("weir is up") or self.proc.poll() is not None, "weir up to start", 120)
@@ -67,6 +74,22 @@ class Up:
     def status(self) -> dict[int, dict]:
         rows = [line.split() for line in self.lab("status").splitlines()[1:]]
         return {int(r[0]): {"state": r[2], "pid": None if r[3] == "-" else int(r[3])} for r in rows}
+
+    def metrics(self, broker_id: int) -> dict[str, list]:
+        """What Prometheus would scrape from the broker: name → [(labels, value)]."""
+        url = f"http://127.0.0.1:{self.metrics_base + broker_id}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = response.read().decode()
+        samples: dict[str, list] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+        return samples
+
+    def total(self, name: str, brokers=(0, 1, 2), **labels) -> float:
+        return sum(value for b in brokers for sample_labels, value in self.metrics(b).get(name, [])
+                   if labels.items() <= sample_labels.items())
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
@@ -155,3 +178,63 @@ def test_lab_commands_stop_pause_and_start_one_broker_and_ctrl_c_stops_everythin
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+KAFKA_METRICS = (
+    "kafka_server_replicamanager_underreplicatedpartitions", "kafka_server_replicamanager_underminisrpartitioncount",
+    "kafka_controller_kafkacontroller_offlinepartitionscount", "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_server_replicamanager_partitioncount", "kafka_server_replicamanager_leadercount",
+    "kafka_server_replicamanager_isrshrinks_total", "kafka_server_replicamanager_isrexpands_total",
+    "kafka_server_brokertopicmetrics_bytesin_total", "kafka_server_brokertopicmetrics_messagesin_total",
+    "kafka_server_brokertopicmetrics_bytesout_total", "kafka_network_requestmetrics_requests_total",
+    "kafka_network_requestmetrics_totaltimems_bucket", "kafka_network_requestmetrics_requestqueuetimems_bucket",
+    "kafka_network_requestmetrics_localtimems_bucket", "kafka_network_requestmetrics_remotetimems_bucket",
+    "kafka_server_delayedoperationpurgatory_purgatorysize", "kafka_server_replicafetchermanager_maxlag",
+    "kafka_log_log_size", "kafka_log_log_logendoffset", "kafka_server_sessionexpirelistener_sessionstate",
+    "kafka_controller_controllereventmanager_events_total", "kafka_controller_controllerstats_leaderelections_total",
+    "weir_partition_replica_log_end_offset", "weir_partition_replica_lag", "weir_partition_high_watermark",
+)
+
+
+def test_metrics_show_under_replication_while_a_broker_is_down_and_none_once_it_caught_up(up):
+    admin = AdminClient({"bootstrap.servers": up.bootstrap})
+    admin.create_topics([NewTopic("watched", 3, 3, config={"min.insync.replicas": "2"})])["watched"].result(30)
+    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
+    for i in range(300):
+        producer.produce("watched", f"m-{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": "watcher", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["watched"])
+    read = 0
+    while read < 300:
+        message = consumer.poll(10)
+        assert message is not None, f"read {read} of 300"
+        read += message.error() is None
+    consumer.close()
+
+    names = set().union(*(up.metrics(b) for b in (0, 1, 2)))
+    assert not set(KAFKA_METRICS) - names, sorted(set(KAFKA_METRICS) - names)
+    assert up.total("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    topics = admin.list_topics(timeout=10).topics.values()  # "watched" and the groups' __consumer_offsets
+    partitions = [p for t in topics for p in t.partitions.values()]
+    assert up.total("kafka_server_replicamanager_leadercount") == len(partitions)
+    on_broker_2 = sum(2 in p.replicas for p in partitions)
+    assert up.total("kafka_server_brokertopicmetrics_messagesin_total", topic="watched") == 300
+    assert up.total("kafka_log_log_logendoffset", topic="watched") == 900  # 100 per partition, on each replica
+    assert up.total("kafka_network_requestmetrics_requests_total", request="Produce") > 0
+    assert up.total("kafka_server_brokertopicmetrics_bytesout_total", topic="watched") > 300 * len(b"m-100")
+    wait_until(lambda: up.total("kafka_server_replicamanager_underreplicatedpartitions") == 0, "a full ISR")
+
+    up.lab("stop", "--broker", "2")
+    wait_until(lambda: up.total("kafka_server_replicamanager_underreplicatedpartitions", brokers=(0, 1))
+               == on_broker_2,
+               "every partition under-replicated while broker 2 is down")
+    assert up.total("weir_partition_replica_in_isr", brokers=(0, 1), replica="2") == 0
+    up.lab("start", "--broker", "2")
+    wait_until(lambda: up.said("broker 2 is up"), "broker 2 to start again")
+    wait_until(lambda: up.total("kafka_server_replicamanager_underreplicatedpartitions") == 0,
+               "no under-replicated partition once broker 2 caught up")
+    assert up.total("weir_partition_replica_lag", topic="watched") == 0
+    assert up.total("kafka_server_replicamanager_isrexpands_total") >= on_broker_2  # its leaders took it back
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(f"http://127.0.0.1:{up.metrics_base}/other", timeout=10)

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Coroutine
 
@@ -34,13 +35,15 @@ MAX_QUEUED_FRAMES = 64
 
 class Connection(asyncio.Protocol):
     def __init__(self, apis, max_request_bytes: int) -> None:
-        """`apis`: `.handlers` by api key, and `.api_versions_body(error)` for UNSUPPORTED_VERSION."""
+        """`apis`: `.handlers` by api key, `.api_versions_body(error)` for UNSUPPORTED_VERSION, and
+        `.metrics` (weir.broker.metrics.BrokerMetrics) for request times."""
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = None
         self._buffer = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._frames: deque[tuple[float, bytes]] = deque()  # (when it arrived, the frame)
+        self._timings: dict[int, tuple[int, float, float, float]] = {}  # id(header) → api, arrived, started, local
         self._busy = False
         self._in_order: deque[list] = deque()  # [header, task or None, body]: answers not yet written
         self._in_order_drained = asyncio.Event()
@@ -82,7 +85,7 @@ class Connection(asyncio.Protocol):
                     break
                 if end - start - 4 < size:
                     break
-                self._frames.append(bytes(view[start + 4:start + 4 + size]))
+                self._frames.append((time.perf_counter(), bytes(view[start + 4:start + 4 + size])))
                 start += 4 + size
         if start:
             del buffer[:start]
@@ -92,7 +95,7 @@ class Connection(asyncio.Protocol):
 
     def _process(self) -> None:
         while self._frames and not self._busy and not self._closed:
-            pending = self._handle(self._frames.popleft())
+            pending = self._handle(*self._frames.popleft())
             if pending is not None:
                 self._busy = True
                 asyncio.get_running_loop().create_task(self._finish(pending))
@@ -123,8 +126,9 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
             self._reading_paused = False
 
-    def _handle(self, frame: bytes) -> Coroutine | None:
+    def _handle(self, arrived: float, frame: bytes) -> Coroutine | None:
         """Answer one request now, or return a coroutine that will."""
+        started = time.perf_counter()
         try:
             header = read_request_header(frame)
         except MalformedHeader as e:
@@ -147,6 +151,7 @@ class Connection(asyncio.Protocol):
             return None
         try:
             body = self.apis.handlers[api_key](header, request)
+            self._timings[id(header)] = (api_key, arrived, started, time.perf_counter() - started)
         except CloseConnection as e:
             self.close(str(e))
             return None
@@ -190,6 +195,8 @@ class Connection(asyncio.Protocol):
 
     def _respond(self, header: RequestHeader, body) -> Coroutine | None:
         """Write a handler's answer: a dict for kio, bytes, a list of buffers, or None (no answer)."""
+        api_key, arrived, started, local_s = self._timings.pop(id(header))
+        self.apis.metrics.observe_request(api_key, started - arrived, local_s, time.perf_counter() - arrived)
         if body is None:
             return
         if isinstance(body, dict):

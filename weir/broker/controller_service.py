@@ -12,11 +12,12 @@ import asyncio
 import logging
 
 from ..config import BrokerConfig
-from ..controller.decisions import ControllerConfig, ControllerCore
+from ..controller.decisions import ControllerConfig, ControllerCore, StateChange
 from ..controller.events import ControllerEvents, CreateStates, Handler, ReadCluster, ReadStates, WriteStates
 from ..coordination.model import PartitionState
 from ..coordination.zk_metadata import ControllerFenced, ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
+from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ SHELL_EVENTS = ("elect", "rewatch_shutdowns")
 
 
 class ControllerService:
-    def __init__(self, config: BrokerConfig, store: ZkMetadataStore, watcher: MetadataWatcher) -> None:
+    def __init__(self, config: BrokerConfig, store: ZkMetadataStore, watcher: MetadataWatcher,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.broker_id = config["broker.id"]
         self.store = store
         self.watcher = watcher
@@ -36,7 +38,8 @@ class ControllerService:
             auto_leader_rebalance_enable=config["auto.leader.rebalance.enable"],
             leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
             leader_imbalance_check_interval_seconds=config["leader.imbalance.check.interval.seconds"])
-        self.events = ControllerEvents(self.broker_id, self.core_config)
+        self.metrics = metrics or BrokerMetrics()
+        self.events = ControllerEvents(self.broker_id, self.core_config, on_written=self._on_written)
         self._written_at_election: dict[tuple[str, int], PartitionState] = {}
         self._events: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
@@ -96,6 +99,7 @@ class ControllerService:
     async def _run(self) -> None:
         while True:
             name, args, future = await self._events.get()
+            self.metrics.controller_events.labels(name).inc()
             try:
                 if name not in SHELL_EVENTS and not self.active:
                     if future is not None:
@@ -118,6 +122,11 @@ class ControllerService:
                 log.exception("controller event %s failed", name)
                 if future is not None and not future.done():
                     future.set_exception(e)
+
+    def _on_written(self, change: StateChange, core: ControllerCore) -> None:
+        log.info("controller: %s-%d leader %d epoch %d isr %s (%s)", change.topic, change.partition,
+                 change.new.leader, change.new.leader_epoch, list(change.new.isr), change.reason)
+        self.metrics.on_state_written(change.old, change.new)
 
     async def _drive(self, handler: Handler):
         """Run a handler: carry out each store operation it yields, send back the result or throw

@@ -27,6 +27,7 @@ from ..replication.partition import Effects, Partition
 from ..replication.produce_purgatory import ProduceCompletion
 from .fetch_waiters import FetchWaiters
 from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
+from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class ReplicaManager:
         self.isr_outbox: dict[tuple[str, int], AlterPartitionProposal] = {}
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles
+        self.metrics = BrokerMetrics()
         self.can_lead = False  # only while our ZooKeeper session is known to be alive
         self._validation_configs: dict[str, tuple[dict | None, ValidationConfig]] = {}
 
@@ -132,8 +134,10 @@ class ReplicaManager:
         partition = self.partitions.get((assignment.name, index))
         if partition is None:
             partition = self._host(assignment, index, now_ms)
+        isr = partition.leader.committed_isr if partition.leader else None
         effects = partition.apply_state(state, assignment.replicas[index], self.replication_config(assignment.name),
                                         now_ms, state_zxid, self.view.own_broker_epoch(self.broker_id))
+        self._count_isr_change(partition, isr, effects)
         if effects.fenced:
             log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
                      "isr %s); offline until the controller rewrites it", *partition.key, state.leader_epoch,
@@ -213,6 +217,8 @@ class ReplicaManager:
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         self._act(partition, produced.effects)
+        self.metrics.bytes_in.labels(topic).inc(len(records))
+        self.metrics.messages_in.labels(topic).inc(validated.header.record_count)
         return AppendResult(partition, produced.first_offset, produced.last_offset, validated.log_append_time_ms)
 
     def await_replication(self, partition: Partition, last_offset: int, timeout_ms: int,
@@ -267,6 +273,8 @@ class ReplicaManager:
             result.error_code = ErrorCode.offset_out_of_range
             return result
         result.records = [FileRegion(fd, position, size) for fd, position, size in fetched.file_slices]
+        (self.metrics.replication_bytes_out if follower else self.metrics.bytes_out).labels(topic).inc(
+            sum(region.size for region in result.records))
         return result
 
     def on_topic_config_changed(self, topic: str, now_ms: int) -> None:
@@ -286,7 +294,16 @@ class ReplicaManager:
         if partition is not None:
             if isinstance(result, IsrChangeAccepted) and partition.leader and partition.leader.pending is proposal:
                 log.info("%s-%d: ISR now %s", *key, sorted(result.isr))
-            self._act(partition, partition.on_isr_change_result(proposal, result, now_ms))
+            isr = partition.leader.committed_isr if partition.leader else None
+            effects = partition.on_isr_change_result(proposal, result, now_ms)
+            self._count_isr_change(partition, isr, effects)
+            self._act(partition, effects)
+
+    def _count_isr_change(self, partition: Partition, isr_before, effects: Effects) -> None:
+        """IsrShrinks/IsrExpands: the ISR of a partition led here changed (by our AlterPartition's
+        answer or by the controller's state, whichever arrived first), leadership unchanged."""
+        if isr_before is not None and partition.leader is not None and not effects.role_changed:
+            self.metrics.on_isr_change(isr_before, partition.leader.committed_isr)
 
     # -- timers ------------------------------------------------------------------------
 

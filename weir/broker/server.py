@@ -23,6 +23,8 @@ from .apis import DataApis
 from .connection import Connection
 from .controller_service import CONTROLLED_SHUTDOWN_PATH, ControllerService
 from .isr_sender import send_isr_changes
+from .metrics import BrokerMetrics
+from .metrics import serve as serve_metrics
 from .replica_fetcher import ReplicaFetchers
 from .replica_manager import ReplicaManager
 
@@ -39,9 +41,10 @@ def _now_ms() -> int:
 class BrokerApis:
     """Every handler this broker serves, by api key."""
 
-    def __init__(self, data: DataApis, admin: AdminApis, groups: GroupApis) -> None:
+    def __init__(self, data: DataApis, admin: AdminApis, groups: GroupApis, metrics: BrokerMetrics) -> None:
         self.handlers = {**data.handlers, **admin.handlers, **groups.handlers}
         self.api_versions_body = data.api_versions_body
+        self.metrics = metrics
 
 
 class Broker:
@@ -66,7 +69,7 @@ class Broker:
         self.store = ZkMetadataStore(self.zk, on_controller_gone=lambda: self.controller.elect())
         await self.store.ensure_paths()
         self.watcher = MetadataWatcher(self.zk, on_change=self._on_metadata_change)
-        self.controller = ControllerService(config, self.store, self.watcher)
+        self.controller = ControllerService(config, self.store, self.watcher, self.replicas.metrics)
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
         self.admin = AdminApis(self.replicas, self.store, self.controller,
@@ -79,10 +82,15 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        apis = BrokerApis(DataApis(self.replicas), self.admin, GroupApis(self.groups))
+        apis = BrokerApis(DataApis(self.replicas), self.admin, GroupApis(self.groups), self.replicas.metrics)
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
                                                host, port, reuse_address=True, backlog=1024)
+        self.metrics_server = None
+        if config["metrics.port"] >= 0:
+            self.replicas.metrics.collect_state(self)
+            self.metrics_server = await serve_metrics(self.replicas.metrics, host, config["metrics.port"])
+            log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.sockets[0].getsockname()[1])
         await self._register()
         self.replicas.can_lead = True
         self.replicas.apply_view(self.watcher.view, _now_ms())

@@ -75,16 +75,12 @@ def registered_after_their_states(view: ClusterView) -> set[int]:
     return bounced
 
 
-def _log_written(change: StateChange, core: ControllerCore) -> None:
-    log.info("controller: %s-%d leader %d epoch %d isr %s (%s)", change.topic, change.partition, change.new.leader,
-             change.new.leader_epoch, list(change.new.isr), change.reason)
-
-
 class ControllerEvents:
     """The active controller's core and what it has been told, with a handler per event."""
 
     def __init__(self, broker_id: int, config: ControllerConfig,
-                 on_written: Callable[[StateChange, ControllerCore], None] = _log_written) -> None:
+                 on_written: Callable[[StateChange, ControllerCore], None] = lambda change, core: None) -> None:
+        """`on_written(change, core)`: after each state the store confirmed (the shells log it)."""
         self.broker_id = broker_id
         self.config = config
         self.on_written = on_written

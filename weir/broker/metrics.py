@@ -1,0 +1,203 @@
+"""One broker's metrics in Prometheus' text format, named as Kafka's JMX metrics come out of the
+usual JMX-exporter rules (`kafka.server<type=ReplicaManager, name=UnderReplicatedPartitions>` →
+`kafka_server_replicamanager_underreplicatedpartitions`, `...PerSec` meters → `..._total`
+counters). What Kafka does not measure on a broker (each replica's LEO as its leader sees it, the
+HW) is under `weir_`; consumer-group lag uses kafka_exporter's `kafka_consumergroup_lag`.
+
+Counters and histograms are updated where things happen; gauges are read from the broker's state
+when Prometheus scrapes, on the event loop (GET /metrics on `metrics.port`, served by `serve`).
+prometheus_client does the exposition format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from ..protocol.versions import ApiKey
+
+log = logging.getLogger(__name__)
+
+MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+PHASES = ("requestqueue", "local", "remote", "total")
+# The classic text format, which every Prometheus version reads (generate_latest writes it for these names).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's request names: PRODUCE → Produce, OFFSET_FOR_LEADER_EPOCH → OffsetForLeaderEpoch."""
+    try:
+        return "".join(word.capitalize() for word in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return str(api_key)
+
+
+class BrokerMetrics:
+    """The counters and histograms; `collect_state` adds the gauges read at scrape time."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests answered, by API.", ["request"],
+                                registry=r)
+        self.times = {phase: Histogram(f"kafka_network_requestmetrics_{phase}timems",
+                                       f"Request {phase} time in milliseconds, by API.", ["request"],
+                                       buckets=MS_BUCKETS, registry=r) for phase in PHASES}
+        self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Bytes produced, by topic.", ["topic"],
+                                registry=r)
+        self.messages_in = Counter("kafka_server_brokertopicmetrics_messagesin", "Records produced, by topic.",
+                                   ["topic"], registry=r)
+        self.bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout", "Bytes fetched by consumers, by topic.",
+                                 ["topic"], registry=r)
+        self.replication_bytes_out = Counter("kafka_server_brokertopicmetrics_replicationbytesout",
+                                             "Bytes fetched by followers, by topic.", ["topic"], registry=r)
+        self.isr_shrinks = Counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here.",
+                                   registry=r)
+        self.isr_expands = Counter("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here.",
+                                   registry=r)
+        self.controller_events = Counter("kafka_controller_controllereventmanager_events",
+                                         "Controller events handled, by kind.", ["event"], registry=r)
+        self.leader_elections = Counter("kafka_controller_controllerstats_leaderelections",
+                                        "Leader changes written by this controller.", registry=r)
+        self.unclean_elections = Counter("kafka_controller_controllerstats_uncleanleaderelections",
+                                         "Leaders elected from outside the ISR by this controller.", registry=r)
+
+    def observe_request(self, api_key: int, queue_s: float, local_s: float, total_s: float) -> None:
+        name = request_name(api_key)
+        self.requests.labels(name).inc()
+        remote_s = max(0.0, total_s - queue_s - local_s)
+        for phase, seconds in zip(PHASES, (queue_s, local_s, remote_s, total_s)):
+            self.times[phase].labels(name).observe(seconds * 1000)
+
+    def on_state_written(self, old, new) -> None:
+        """The controller wrote a partition state: count leader elections as Kafka's ControllerStats."""
+        if old is not None and new.leader >= 0 and new.leader != old.leader:
+            self.leader_elections.inc()
+            if new.leader not in old.isr:
+                self.unclean_elections.inc()
+
+    def on_isr_change(self, old_isr, new_isr) -> None:
+        if len(new_isr) < len(old_isr):
+            self.isr_shrinks.inc()
+        elif len(new_isr) > len(old_isr):
+            self.isr_expands.inc()
+
+    def collect_state(self, broker) -> None:
+        self.registry.register(BrokerState(broker))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class BrokerState:
+    """Gauges read from a running broker (weir.broker.server.Broker) when scraped."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def collect(self):
+        broker = self.broker
+        gauges: dict[str, GaugeMetricFamily] = {}
+
+        def gauge(name: str, doc: str, labels=()):
+            if name not in gauges:
+                gauges[name] = GaugeMetricFamily(name, doc, labels=list(labels))
+            return gauges[name]
+
+        hosted = [p for p in broker.replicas.partitions.values() if p.role != "offline"]
+        leaders = [p for p in hosted if p.leader is not None]
+        under = [p for p in leaders if len(p.leader.committed_isr) < len(p.replicas)]
+        gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted here.").add_metric([], len(hosted))
+        gauge("kafka_server_replicamanager_leadercount", "Partitions led here.").add_metric([], len(leaders))
+        gauge("kafka_server_replicamanager_underreplicatedpartitions",
+              "Partitions led here whose ISR is smaller than their replica set.").add_metric([], len(under))
+        gauge("kafka_server_replicamanager_underminisrpartitioncount",
+              "Partitions led here whose ISR is below min.insync.replicas.").add_metric(
+            [], sum(p.leader.is_under_min_isr for p in leaders))
+        gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "acks=all produce requests waiting.",
+              ["delayedOperation"]).add_metric(["Produce"], sum(len(p.purgatory) for p in leaders))
+        controller = broker.controller
+        gauge("kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller.").add_metric(
+            [], 1 if controller.active else 0)
+        offline = 0
+        if controller.active:
+            offline = sum(state.leader < 0 for state in controller.core.view.states.values())
+        gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
+              "Partitions without a leader (on the active controller).").add_metric([], offline)
+        gauge("kafka_server_sessionexpirelistener_sessionstate", "The ZooKeeper session's state (1: current).",
+              ["state"]).add_metric([str(broker.zk.state)], 1)
+        max_lag = 0
+        for p in hosted:
+            labels = [p.topic, str(p.index)]
+            plog = p.log
+            gauge("kafka_log_log_size", "Bytes of the partition's log here.", ["topic", "partition"]).add_metric(
+                labels, plog.size_in_bytes())
+            gauge("kafka_log_log_logendoffset", "The log end offset here.", ["topic", "partition"]).add_metric(
+                labels, plog.log_end_offset)
+            gauge("kafka_log_log_logstartoffset", "The log start offset here.", ["topic", "partition"]).add_metric(
+                labels, plog.log_start_offset)
+            gauge("weir_partition_high_watermark", "The high watermark as this replica knows it.",
+                  ["topic", "partition"]).add_metric(labels, p.high_watermark)
+            if p.follower is not None:
+                lag = max(0, p.follower.high_watermark - plog.log_end_offset)
+                max_lag = max(max_lag, lag)
+                gauge("kafka_server_fetcherlagmetrics_consumerlag", "This follower's lag behind its leader's HW.",
+                      ["clientId", "topic", "partition"]).add_metric(["ReplicaFetcherThread", *labels], lag)
+                continue
+            leader = p.leader
+            gauge("kafka_cluster_partition_underreplicated", "1 if the ISR is smaller than the replica set.",
+                  ["topic", "partition"]).add_metric(labels, int(p in under))
+            gauge("kafka_cluster_partition_insyncreplicascount", "ISR size.", ["topic", "partition"]).add_metric(
+                labels, len(leader.committed_isr))
+            gauge("kafka_cluster_partition_replicascount", "Replica set size.", ["topic", "partition"]).add_metric(
+                labels, len(p.replicas))
+            for replica in p.replicas:
+                leo = plog.log_end_offset if replica == broker.broker_id else leader.followers[replica].log_end_offset
+                replica_labels = [*labels, str(replica)]
+                gauge("weir_partition_replica_log_end_offset", "Each replica's LEO as its leader knows it.",
+                      ["topic", "partition", "replica"]).add_metric(replica_labels, leo)
+                gauge("weir_partition_replica_lag", "How far each replica's LEO is behind the leader's.",
+                      ["topic", "partition", "replica"]).add_metric(replica_labels,
+                                                                    max(0, plog.log_end_offset - leo))
+                gauge("weir_partition_replica_in_isr", "1 if the replica is in the ISR.",
+                      ["topic", "partition", "replica"]).add_metric(replica_labels,
+                                                                    int(replica in leader.committed_isr))
+        gauge("kafka_server_replicafetchermanager_maxlag", "The largest lag of this broker's followers.",
+              ["clientId"]).add_metric(["Replica"], max_lag)
+        end_offsets = {p.key: p.high_watermark for p in leaders}
+        for group in broker.groups.groups.values():
+            for (topic, index), committed in group.offsets.items():
+                end = end_offsets.get((topic, index))
+                if end is not None:
+                    gauge("kafka_consumergroup_lag", "Records a group has not committed yet, for partitions led here.",
+                          ["consumergroup", "topic", "partition"]).add_metric(
+                        [group.group_id, topic, str(index)], max(0, end - committed.offset))
+        yield from gauges.values()
+
+
+async def serve(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:
+    """GET /metrics → the exposition; anything else → 404. One request per connection."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request_line = await asyncio.wait_for(reader.readline(), 10)
+            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = request_line.split()
+            if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
+                status, ctype, body = "200 OK", CONTENT_TYPE, metrics.exposition()
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"metrics are at /metrics\n"
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                         f"Connection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("metrics request failed")
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port, reuse_address=True)

@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import up
     up.register(sub)
+    from .console import server as console
+    console.register(sub)
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
     bench.add_argument("workload", choices=["produce", "consume", "replication"])

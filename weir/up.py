@@ -147,6 +147,20 @@ class Supervisor:
                 self.brokers[broker_id].resume()
 
 
+def start_console(bootstrap: str, metrics_port: int, port: int) -> None:
+    """The web console, on its own event loop in a thread of `weir up`; prints its URL once it listens."""
+    import asyncio
+
+    from .console.server import Console, serve
+    started = threading.Event()
+
+    def run() -> None:
+        console = Console(bootstrap, metrics_port, {})
+        asyncio.run(serve(console, "127.0.0.1", port, lambda url: (say(f"console on {url}"), started.set())))
+    threading.Thread(target=run, daemon=True, name="weir-up-console").start()
+    started.wait(10)
+
+
 def run_up(args) -> int:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -171,6 +185,8 @@ def run_up(args) -> int:
         for broker in cluster.brokers:
             say(f"broker {broker.broker_id} on {broker.bootstrap}, metrics "
                 f"http://127.0.0.1:{broker.overrides['metrics.port']}/metrics")
+        if args.console_port >= 0:
+            start_console(cluster.bootstrap, args.metrics_port, args.console_port)
         say(f"`weir lab status|stop|kill|pause|resume|start --broker N --data-dir {args.data_dir}` acts on one")
         while not stopping.is_set():
             try:
@@ -219,6 +235,7 @@ def register(sub) -> None:
     up.add_argument("--port", type=int, default=9092, help="the first broker's port; the others follow")
     up.add_argument("--zookeeper-port", type=int, default=2181)
     up.add_argument("--metrics-port", type=int, default=9404, help="broker 0's Prometheus port; the others follow")
+    up.add_argument("--console-port", type=int, default=8080, help="the web console's port (-1: no console)")
     up.add_argument("--no-restart", action="store_true", help="leave a broker that dies down")
     up.add_argument("--restart-backoff-ms", type=int, default=1000, help="first restart delay (doubles on repeats)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")

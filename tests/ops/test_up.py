@@ -3,9 +3,6 @@ kill -9 and `weir lab`, watched through a real Kafka client."""
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 
 import urllib.error
@@ -15,85 +12,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from lab import Up
 from waiting import wait_until
-from weir.coordination.zookeeper_server import free_port
 
 TOPIC = "lab"
-
-
-def consecutive_free_ports(count: int) -> int:
-    for _ in range(100):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no consecutive free ports")
-
-
-class Up:
-    """A running `weir up` and what it printed."""
-
-    def __init__(self, data_dir, *args: str) -> None:
-        self.data_dir = str(data_dir)
-        self.base = consecutive_free_ports(3)
-        self.metrics_base = consecutive_free_ports(3)
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "weir.cli", "up", "--data-dir", self.data_dir, "--port", str(self.base),
-             "--metrics-port", str(self.metrics_base), "--zookeeper-port", str(free_port()),
-             "--override", "zookeeper.session.timeout.ms=6000", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
-        wait_until(lambda: self.said("weir is up") or self.proc.poll() is not None, "weir up to start", 120)
-        assert self.proc.poll() is None, self.output()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.base}"
-
-    def said(self, text: str) -> bool:
-        return any(line.startswith("weir") and text in line for line in list(self.lines))
-
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def lab(self, *args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "weir.cli", "lab", *args, "--data-dir", self.data_dir],
-                              capture_output=True, text=True, timeout=150)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def status(self) -> dict[int, dict]:
-        rows = [line.split() for line in self.lab("status").splitlines()[1:]]
-        return {int(r[0]): {"state": r[2], "pid": None if r[3] == "-" else int(r[3])} for r in rows}
-
-    def metrics(self, broker_id: int) -> dict[str, list]:
-        """What Prometheus would scrape from the broker: name → [(labels, value)]."""
-        url = f"http://127.0.0.1:{self.metrics_base + broker_id}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            text = response.read().decode()
-        samples: dict[str, list] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                samples.setdefault(sample.name, []).append((sample.labels, sample.value))
-        return samples
-
-    def total(self, name: str, brokers=(0, 1, 2), **labels) -> float:
-        return sum(value for b in brokers for sample_labels, value in self.metrics(b).get(name, [])
-                   if labels.items() <= sample_labels.items())
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(90)
 
 
 @pytest.fixture

@@ -94,20 +94,22 @@ def test_acks_all_success_beats_timeout_in_the_same_poll():
     assert purgatory.complete_ready(ReplicationStatus(5, 5, False), T0 + 10) == [ProduceCompletion("a", ErrorCode.none)]
 
 
-def test_acks_all_fails_with_not_leader_when_leadership_moves():
+def test_acks_all_answers_possibly_persisted_when_leadership_moves():
+    """The batch was appended: REQUEST_TIMED_OUT, never NOT_LEADER_OR_FOLLOWER (which librdkafka
+    resends even with retries=0, writing the record twice)."""
     leader, purgatory = make_leader(), ProducePurgatory()
     produce_acks_all(leader, purgatory, "a", 3)
     # became a follower: the shell reports "no leader epoch"
     status = ReplicationStatus(None, leader.high_watermark, False)
-    assert purgatory.complete_ready(status, T0) == [ProduceCompletion("a", ErrorCode.not_leader_or_follower)]
+    assert purgatory.complete_ready(status, T0) == [ProduceCompletion("a", ErrorCode.request_timed_out)]
 
 
-def test_acks_all_fails_with_not_leader_when_leader_epoch_changes():
+def test_acks_all_answers_possibly_persisted_when_leader_epoch_changes():
     leader, purgatory = make_leader(), ProducePurgatory()
     produce_acks_all(leader, purgatory, "a", 3)
     leader.on_partition_state(6, 11, frozenset({1, 2, 3}), (1, 2, 3), T0, MemoryEpochCache())
     produce_acks_all(leader, purgatory, "b", 3)       # parked under epoch 6: unaffected
-    assert purgatory.complete_ready(leader.status(), T0) == [ProduceCompletion("a", ErrorCode.not_leader_or_follower)]
+    assert purgatory.complete_ready(leader.status(), T0) == [ProduceCompletion("a", ErrorCode.request_timed_out)]
     assert "b" in purgatory
 
 

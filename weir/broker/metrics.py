@@ -149,6 +149,8 @@ class BrokerState:
             leader = p.leader
             gauge("kafka_cluster_partition_underreplicated", "1 if the ISR is smaller than the replica set.",
                   ["topic", "partition"]).add_metric(labels, int(p in under))
+            gauge("kafka_cluster_partition_underminisr", "1 if the ISR is below min.insync.replicas.",
+                  ["topic", "partition"]).add_metric(labels, int(leader.is_under_min_isr))
             gauge("kafka_cluster_partition_insyncreplicascount", "ISR size.", ["topic", "partition"]).add_metric(
                 labels, len(leader.committed_isr))
             gauge("kafka_cluster_partition_replicascount", "Replica set size.", ["topic", "partition"]).add_metric(
@@ -156,14 +158,16 @@ class BrokerState:
             for replica in p.replicas:
                 leo = plog.log_end_offset if replica == broker.broker_id else leader.followers[replica].log_end_offset
                 replica_labels = [*labels, str(replica)]
+                gauge("weir_partition_replica_in_isr", "1 if the replica is in the ISR.",
+                      ["topic", "partition", "replica"]).add_metric(replica_labels,
+                                                                    int(replica in leader.committed_isr))
+                if leo < 0:  # a follower this leader has not heard from yet
+                    continue
                 gauge("weir_partition_replica_log_end_offset", "Each replica's LEO as its leader knows it.",
                       ["topic", "partition", "replica"]).add_metric(replica_labels, leo)
                 gauge("weir_partition_replica_lag", "How far each replica's LEO is behind the leader's.",
                       ["topic", "partition", "replica"]).add_metric(replica_labels,
                                                                     max(0, plog.log_end_offset - leo))
-                gauge("weir_partition_replica_in_isr", "1 if the replica is in the ISR.",
-                      ["topic", "partition", "replica"]).add_metric(replica_labels,
-                                                                    int(replica in leader.committed_isr))
         gauge("kafka_server_replicafetchermanager_maxlag", "The largest lag of this broker's followers.",
               ["clientId"]).add_metric(["Replica"], max_lag)
         end_offsets = {p.key: p.high_watermark for p in leaders}

@@ -159,7 +159,7 @@ class Partition:
         if state.leader != NO_LEADER:
             self.follower = FollowerPartition(self.broker_id, state.leader, state.leader_epoch,
                                               self.log.log_end_offset, self._high_watermark, self.log.leader_epochs)
-        return Effects(self.purgatory.fail_all(ErrorCode.not_leader_or_follower), role_changed=True,
+        return Effects(self.purgatory.fail_all(), role_changed=True,
                        data_changed=True)
 
     def _drop_role(self) -> None:
@@ -171,14 +171,12 @@ class Partition:
         """The topic is gone, or a state we may not act on names us leader."""
         self._drop_role()
         self.state = None
-        return self.purgatory.fail_all(ErrorCode.not_leader_or_follower)
+        return self.purgatory.fail_all()
 
     def lose_leadership_proof(self) -> list[ProduceCompletion]:
-        """Our ZooKeeper session is suspended. The parked requests were appended and may yet commit
-        (a session that comes back leaves us leader), so they get REQUEST_TIMED_OUT, a "possibly
-        persisted" error, never NOT_LEADER_OR_FOLLOWER: librdkafka reads that one as "not
-        written" and resends without counting a retry, which wrote values twice."""
-        return self.purgatory.fail_all(ErrorCode.request_timed_out)
+        """Our ZooKeeper session is suspended: the parked requests were appended and may yet commit
+        (a session that comes back leaves us leader); they get REQUEST_TIMED_OUT (purgatory rule 1)."""
+        return self.purgatory.fail_all()
 
     def on_config(self, config: ReplicationConfig, now_ms: int) -> Effects:
         """min.insync.replicas is read at every produce in Kafka: a sitting leader takes it at once."""

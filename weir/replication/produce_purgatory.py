@@ -7,8 +7,12 @@ Rules owned here (Kafka's DelayedProduce and Partition.checkEnoughReplicasReachO
   acks=0 never; neither is parked here.
 - Answers, checked in this order each time the purgatory is polled:
     1. leadership moved (not the leader any more, or the leader epoch changed since the request
-       was parked) -> NOT_LEADER_OR_FOLLOWER (6): the batch may be truncated away by the new
-       leader, so no promise can be made;
+       was parked) -> REQUEST_TIMED_OUT (7): the batch was appended and the new leader may or may
+       not keep it, so the answer must be one of Kafka's "possibly persisted" errors. Kafka itself
+       answers NOT_LEADER_OR_FOLLOWER here, which librdkafka reads as "not written" and resends
+       without counting a retry (even with retries=0): the record then lands twice (seen by `weir
+       verify --nemesis zk-pause`). NOT_LEADER_OR_FOLLOWER stays the answer to a produce the
+       broker did not append (epoch_fencing.py);
     2. HW >= required offset -> NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) if the committed
        ISR has fallen below the minimum by then;
     3. the committed ISR is below the minimum -> NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) at once:
@@ -64,7 +68,7 @@ def _decide_at_once(required_offset: int, leader_epoch: int, deadline_ms: int, s
                     now_ms: int) -> ErrorCode | None:
     """Rules 1-4 for one request, or None if it must wait."""
     if leader_epoch != status.leader_epoch:
-        return ErrorCode.not_leader_or_follower
+        return ErrorCode.request_timed_out
     if status.under_min_isr:
         return ErrorCode.not_enough_replicas_after_append
     if required_offset <= status.high_watermark:
@@ -116,7 +120,7 @@ class ProducePurgatory:
         if set(self._epochs) - {status.leader_epoch}:
             for entry in list(self._parked.values()):
                 if entry.leader_epoch != status.leader_epoch:
-                    done.append(self._remove(entry, ErrorCode.not_leader_or_follower))
+                    done.append(self._remove(entry, ErrorCode.request_timed_out))
         after_hw = ErrorCode.not_enough_replicas_after_append if status.under_min_isr else ErrorCode.none
         while self._by_offset and self._by_offset[0][0] <= status.high_watermark:
             _, seq, key = heapq.heappop(self._by_offset)
@@ -134,9 +138,10 @@ class ProducePurgatory:
         self._drop_stale_heap_entries()
         return done
 
-    def fail_all(self, error: ErrorCode = ErrorCode.not_leader_or_follower) -> list[ProduceCompletion]:
-        """Answer everything with `error` (the partition was deleted or became a follower)."""
-        done = [self._remove(entry, error) for entry in list(self._parked.values())]
+    def fail_all(self) -> list[ProduceCompletion]:
+        """Answer everything REQUEST_TIMED_OUT (rule 1: the partition was deleted, became a follower
+        or lost its proof of leadership; what was appended may or may not be kept)."""
+        done = [self._remove(entry, ErrorCode.request_timed_out) for entry in list(self._parked.values())]
         self._by_offset.clear()
         self._by_deadline.clear()
         return done

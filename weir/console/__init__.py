@@ -1,0 +1,1 @@
+"""The live web console: `weir console` and the one `weir up` serves."""

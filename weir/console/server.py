@@ -1,0 +1,139 @@
+"""The console's server: every POLL_S, a picture of the cluster (Metadata through any live broker,
+each broker's Prometheus metrics), served as JSON at /api/state; the page (page.html) at /
+redraws from it without reloading. Read-only: it never changes the cluster.
+
+`weir console --bootstrap-server H:P` finds metrics at `--metrics-port` + broker id on each
+broker's host (what `weir up` sets up), or at the `--metrics broker=URL` given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..client import ClusterClient
+from .state import ConsoleState
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+PAGE = Path(__file__).with_name("page.html")
+
+
+async def http_get(url: str, timeout_s: float = 2.0) -> bytes:
+    parts = urlsplit(url)
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 80), timeout_s)
+    try:
+        writer.write(f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode())
+        response = await asyncio.wait_for(reader.read(), timeout_s)
+    finally:
+        writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        status_line = head.split(b"\r\n", 1)[0]
+        raise ConnectionError(f"{url}: {status_line!r}")
+    return body
+
+
+def parse_metrics(text: str) -> dict[str, list]:
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+class Console:
+    def __init__(self, bootstrap: str, metrics_port: int | None, metrics_urls: dict[int, str]) -> None:
+        self.client = ClusterClient(bootstrap, client_id="weir-console", timeout_s=5, retries=1)
+        self.metrics_port = metrics_port
+        self.metrics_urls = metrics_urls
+        self.state = ConsoleState()
+        self.picture: dict = {"brokers": [], "topics": [], "groups": [], "timeline": [], "error": "starting"}
+
+    def metrics_url(self, broker) -> str | None:
+        if broker.node_id in self.metrics_urls:
+            return self.metrics_urls[broker.node_id]
+        if self.metrics_port is not None:
+            return f"http://{broker.host}:{self.metrics_port + broker.node_id}/metrics"
+        return None
+
+    async def poll_forever(self) -> None:
+        while True:
+            try:
+                await self.poll()
+            except Exception as e:  # a cluster mid-failover: keep the last picture, say why it is old
+                log.info("console: no picture this round: %r", e)
+                self.picture = {**self.picture, "error": f"{type(e).__name__}: {e}"}
+            await asyncio.sleep(POLL_S)
+
+    async def poll(self) -> None:
+        await self.client.refresh_metadata()
+        brokers = dict(self.client.brokers)
+        urls = {b: self.metrics_url(info) for b, info in brokers.items()}
+        fetched = await asyncio.gather(*(http_get(url) for url in urls.values() if url), return_exceptions=True)
+        metrics = {b: parse_metrics(body.decode()) for b, body in zip([b for b, u in urls.items() if u], fetched)
+                   if not isinstance(body, BaseException)}
+        self.picture = self.state.picture(int(time.time() * 1000), brokers, self.client.controller_id,
+                                          dict(self.client.topics), metrics)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request_line = await asyncio.wait_for(reader.readline(), 10)
+            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = request_line.split()
+            path = parts[1].split(b"?")[0] if len(parts) >= 2 else b""
+            if path == b"/api/state":
+                status, ctype, body = "200 OK", "application/json", json.dumps(self.picture).encode()
+            elif path == b"/":
+                status, ctype, body = "200 OK", "text/html; charset=utf-8", PAGE.read_bytes()
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                         f"Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def serve(console: Console, host: str, port: int, ready=None) -> None:
+    server = await asyncio.start_server(console.handle, host, port, reuse_address=True)
+    url = f"http://{host}:{server.sockets[0].getsockname()[1]}/"
+    if ready is not None:
+        ready(url)
+    async with server:
+        await console.poll_forever()
+
+
+def run(args) -> int:
+    metrics_urls = {}
+    for item in args.metrics:
+        broker, _, url = item.partition("=")
+        metrics_urls[int(broker)] = url
+    console = Console(args.bootstrap_server, args.metrics_port, metrics_urls)
+    try:
+        asyncio.run(serve(console, args.host, args.port, lambda url: print(f"weir console on {url}", flush=True)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def register(sub) -> None:
+    console = sub.add_parser("console", help="a live web console of a cluster (read-only)")
+    console.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=8080)
+    console.add_argument("--metrics-port", type=int, default=9404,
+                         help="broker N's metrics are at this port + N on its host (as `weir up` sets them)")
+    console.add_argument("--metrics", action="append", default=[], metavar="BROKER=URL",
+                         help="a broker's metrics URL, when not at --metrics-port + id")
+    console.set_defaults(func=run)

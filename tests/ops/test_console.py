@@ -8,10 +8,10 @@ import shutil
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from playwright.sync_api import sync_playwright
 
 from lab import Up
 
-playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, with no network beyond this machine: no sandbox, no background traffic.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -29,7 +29,7 @@ def up(tmp_path):
 
 @pytest.fixture
 def page():
-    with playwright.sync_playwright() as pw:
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser.new_page(viewport={"width": 1280, "height": 900})
         browser.close()

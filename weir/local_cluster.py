@@ -18,8 +18,9 @@ READY_TIMEOUT_S = 60
 
 class BrokerProcess:
     def __init__(self, broker_id: int, data_dir: Path, zookeeper_connect: str, port: int | None = None,
-                 overrides: dict[str, str] | None = None, echo: bool = False) -> None:
+                 overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO") -> None:
         self.broker_id = broker_id
+        self.log_level = log_level
         self.data_dir = data_dir
         self.port = port or free_port()
         self.echo = echo
@@ -43,7 +44,7 @@ class BrokerProcess:
         return self.running and self._ready.is_set()
 
     def start(self, wait: bool = True) -> "BrokerProcess":
-        args = [sys.executable, "-m", "weir.cli", "broker"]
+        args = [sys.executable, "-m", "weir.cli", "--log-level", self.log_level, "broker"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         # Its own session: a Ctrl-C meant for `weir up` reaches the brokers only as `weir up` stops them.
@@ -99,14 +100,14 @@ class LocalCluster:
 
     def __init__(self, data_dir: Path, size: int = 3, *, base_port: int | None = None,
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
-                 overrides: dict[str, str] | None = None, echo: bool = False) -> None:
+                 overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO") -> None:
         self.data_dir = Path(data_dir)
         self.zookeeper = None
         if zookeeper_connect is None:
             self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper", port=zookeeper_port)
         self._zookeeper_connect = zookeeper_connect
         self.brokers = [BrokerProcess(i, self.data_dir / f"broker-{i}", "", base_port + i if base_port else None,
-                                      overrides, echo) for i in range(size)]
+                                      overrides, echo, log_level) for i in range(size)]
 
     @property
     def zookeeper_connect(self) -> str:

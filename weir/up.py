@@ -9,6 +9,7 @@ SIGTERM) stops every broker cleanly (paused ones are resumed first), then ZooKee
 
 from __future__ import annotations
 
+import argparse
 import json
 import queue
 import signal
@@ -165,7 +166,8 @@ def run_up(args) -> int:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster(data_dir, args.brokers, base_port=args.port, zookeeper_port=args.zookeeper_port,
-                           overrides=dict(o.split("=", 1) for o in args.override), echo=True)
+                           overrides=dict(o.split("=", 1) for o in args.override), echo=True,
+                           log_level=args.log_level.upper())
     for broker in cluster.brokers:
         broker.overrides.setdefault("metrics.port", str(args.metrics_port + broker.broker_id))
     supervisor = Supervisor(cluster, RestartPolicy(restart=not args.no_restart,
@@ -230,15 +232,19 @@ def run_lab_command(args) -> int:
 
 def register(sub) -> None:
     up = sub.add_parser("up", help="run ZooKeeper and a 3-broker cluster on 127.0.0.1 (bootstrap 9092), supervised")
-    up.add_argument("--data-dir", default="data")
-    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--data-dir", default="data", help="ZooKeeper's and the brokers' data, and the control socket")
+    up.add_argument("--brokers", type=int, default=3, help="how many brokers (ids 0, 1, ...)")
     up.add_argument("--port", type=int, default=9092, help="the first broker's port; the others follow")
-    up.add_argument("--zookeeper-port", type=int, default=2181)
+    up.add_argument("--zookeeper-port", type=int, default=2181, help="ZooKeeper's client port")
     up.add_argument("--metrics-port", type=int, default=9404, help="broker 0's Prometheus port; the others follow")
     up.add_argument("--console-port", type=int, default=8080, help="the web console's port (-1: no console)")
     up.add_argument("--no-restart", action="store_true", help="leave a broker that dies down")
     up.add_argument("--restart-backoff-ms", type=int, default=1000, help="first restart delay (doubles on repeats)")
-    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for every broker (repeatable), e.g. min.insync.replicas=2")
+    up.add_argument("--log-level", default=argparse.SUPPRESS,
+                    help="INFO (default: leader, ISR and election changes, fencing, truncation) or DEBUG; "
+                         "also `weir --log-level`")
     up.set_defaults(func=run_up)
     lab = sub.add_parser("lab", help="stop, kill, pause, resume or start one broker of a running `weir up`")
     lab.add_argument("op", choices=COMMANDS)

@@ -155,7 +155,7 @@ class ReplicaManager:
             self.isr_outbox.pop(partition.key, None)
             self.on_role_change(partition)
         if effects.isr_proposal is not None:
-            log.info("%s-%d: proposing ISR %s", *partition.key, sorted(effects.isr_proposal.new_isr))
+            log.debug("%s-%d: proposing ISR %s", *partition.key, sorted(effects.isr_proposal.new_isr))
             self.send_isr_change(partition, effects.isr_proposal)
         if effects.data_changed:
             self.waiters.notify(partition.key)

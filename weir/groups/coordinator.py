@@ -186,7 +186,7 @@ class GroupCoordinator:
             self._schedule(group)
         self.owned[index] = epoch
         self.loading.pop(index, None)
-        log.info("%s-%d: coordinating %d group(s), loaded from %d record(s) in %.0f ms", OFFSETS_TOPIC, index,
+        log.debug("%s-%d: coordinating %d group(s), loaded from %d record(s) in %.0f ms", OFFSETS_TOPIC, index,
                  len(groups), records, (time.monotonic() - started) * 1000)
 
     async def _read_partition(self, index: int, epoch: int) -> tuple[dict[str, Group], int]:

@@ -63,13 +63,37 @@ class BrokerMetrics:
                                         "Leader changes written by this controller.", registry=r)
         self.unclean_elections = Counter("kafka_controller_controllerstats_uncleanleaderelections",
                                          "Leaders elected from outside the ISR by this controller.", registry=r)
+        self._per_api: dict[int, tuple] = {}
+        self._per_topic: dict[str, tuple] = {}
 
     def observe_request(self, api_key: int, queue_s: float, local_s: float, total_s: float) -> None:
-        name = request_name(api_key)
-        self.requests.labels(name).inc()
-        remote_s = max(0.0, total_s - queue_s - local_s)
-        for phase, seconds in zip(PHASES, (queue_s, local_s, remote_s, total_s)):
-            self.times[phase].labels(name).observe(seconds * 1000)
+        children = self._per_api.get(api_key)
+        if children is None:  # labels() costs a lock and a lookup: once per API, not per request
+            name = request_name(api_key)
+            children = self._per_api[api_key] = (self.requests.labels(name),
+                                                 *(self.times[phase].labels(name) for phase in PHASES))
+        count, queue, local, remote, total = children
+        count.inc()
+        queue.observe(queue_s * 1000)
+        local.observe(local_s * 1000)
+        remote.observe(max(0.0, total_s - queue_s - local_s) * 1000)
+        total.observe(total_s * 1000)
+
+    def _topic(self, topic: str) -> tuple:
+        """The topic's counters (labels() costs a lock and a lookup: once per topic)."""
+        children = self._per_topic.get(topic)
+        if children is None:
+            children = self._per_topic[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic),
+                                                 self.bytes_out.labels(topic), self.replication_bytes_out.labels(topic))
+        return children
+
+    def produced(self, topic: str, size: int, records: int) -> None:
+        bytes_in, messages_in, _, _ = self._topic(topic)
+        bytes_in.inc(size)
+        messages_in.inc(records)
+
+    def fetched(self, topic: str, size: int, follower: bool) -> None:
+        self._topic(topic)[3 if follower else 2].inc(size)
 
     def on_state_written(self, old, new) -> None:
         """The controller wrote a partition state: count leader elections as Kafka's ControllerStats."""

@@ -217,8 +217,7 @@ class ReplicaManager:
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         self._act(partition, produced.effects)
-        self.metrics.bytes_in.labels(topic).inc(len(records))
-        self.metrics.messages_in.labels(topic).inc(validated.header.record_count)
+        self.metrics.produced(topic, len(records), validated.header.record_count)
         return AppendResult(partition, produced.first_offset, produced.last_offset, validated.log_append_time_ms)
 
     def await_replication(self, partition: Partition, last_offset: int, timeout_ms: int,
@@ -273,8 +272,7 @@ class ReplicaManager:
             result.error_code = ErrorCode.offset_out_of_range
             return result
         result.records = [FileRegion(fd, position, size) for fd, position, size in fetched.file_slices]
-        (self.metrics.replication_bytes_out if follower else self.metrics.bytes_out).labels(topic).inc(
-            sum(region.size for region in result.records))
+        self.metrics.fetched(topic, sum(region.size for region in result.records), follower)
         return result
 
     def on_topic_config_changed(self, topic: str, now_ms: int) -> None:

@@ -12,14 +12,12 @@ prometheus_client does the exposition format.
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from ..http_server import serve_http
 from ..protocol.versions import ApiKey
-
-log = logging.getLogger(__name__)
 
 MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 PHASES = ("requestqueue", "local", "remote", "total")
@@ -206,26 +204,5 @@ class BrokerState:
 
 
 async def serve(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:
-    """GET /metrics → the exposition; anything else → 404. One request per connection."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request_line = await asyncio.wait_for(reader.readline(), 10)
-            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
-                pass
-            parts = request_line.split()
-            if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
-                status, ctype, body = "200 OK", CONTENT_TYPE, metrics.exposition()
-            else:
-                status, ctype, body = "404 Not Found", "text/plain", b"metrics are at /metrics\n"
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                         f"Connection: close\r\n\r\n".encode() + body)
-            await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
-        except Exception:
-            log.exception("metrics request failed")
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(handle, host, port, reuse_address=True)
+    """GET /metrics → the exposition."""
+    return await serve_http({"/metrics": lambda: (CONTENT_TYPE, metrics.exposition())}, host, port)

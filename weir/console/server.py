@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..client import ClusterClient
+from ..http_server import serve_http
 from .state import ConsoleState
 
 log = logging.getLogger(__name__)
@@ -83,30 +84,11 @@ class Console:
         self.picture = self.state.picture(int(time.time() * 1000), brokers, self.client.controller_id,
                                           dict(self.client.topics), metrics)
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request_line = await asyncio.wait_for(reader.readline(), 10)
-            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
-                pass
-            parts = request_line.split()
-            path = parts[1].split(b"?")[0] if len(parts) >= 2 else b""
-            if path == b"/api/state":
-                status, ctype, body = "200 OK", "application/json", json.dumps(self.picture).encode()
-            elif path == b"/":
-                status, ctype, body = "200 OK", "text/html; charset=utf-8", PAGE.read_bytes()
-            else:
-                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                         f"Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode() + body)
-            await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
 
 async def serve(console: Console, host: str, port: int, ready=None) -> None:
-    server = await asyncio.start_server(console.handle, host, port, reuse_address=True)
+    server = await serve_http({"/": lambda: ("text/html; charset=utf-8", PAGE.read_bytes()),
+                               "/api/state": lambda: ("application/json", json.dumps(console.picture).encode())},
+                              host, port)
     url = f"http://{host}:{server.sockets[0].getsockname()[1]}/"
     if ready is not None:
         ready(url)

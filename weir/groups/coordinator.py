@@ -186,8 +186,9 @@ class GroupCoordinator:
             self._schedule(group)
         self.owned[index] = epoch
         self.loading.pop(index, None)
-        log.debug("%s-%d: coordinating %d group(s), loaded from %d record(s) in %.0f ms", OFFSETS_TOPIC, index,
-                 len(groups), records, (time.monotonic() - started) * 1000)
+        log.log(logging.INFO if groups else logging.DEBUG,  # groups moving here matter; 50 empty partitions do not
+                "%s-%d: coordinating %d group(s), loaded from %d record(s) in %.0f ms", OFFSETS_TOPIC, index,
+                len(groups), records, (time.monotonic() - started) * 1000)
 
     async def _read_partition(self, index: int, epoch: int) -> tuple[dict[str, Group], int]:
         partition = self.replicas.partitions[(OFFSETS_TOPIC, index)]

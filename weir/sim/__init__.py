@@ -4,8 +4,10 @@
 One seed is one reproducible run: the simulated clock and event queue (events.py), in-memory logs
 that lose their unflushed tail on a crash (memlog.py), a network that delays, drops, duplicates and
 partitions (network.py), a model of ZooKeeper with sessions, ephemerals, versions and one-shot
-watches (zookeeper.py), brokers (broker.py) and the controller (controller.py) built as thin shells
-around the very cores the real broker runs, producers and readers (clients.py), the fault schedule
+watches (zookeeper.py), brokers (broker.py with apis.py, replica_fetcher.py, isr_sender.py,
+watcher.py, zk_session.py) and the controller (controller.py) as simulated I/O around the very
+objects the real broker runs (weir.replication.partition.Partition, weir.controller.events),
+producers and readers (clients.py), the fault schedule
 (nemesis.py), the invariants checked after every step (checker.py), and the runner that ties them
 together, shrinks failing schedules and runs many seeds in parallel (runner.py). Named scenarios
 are in scenarios.py, deliberately broken rules in mutants.py.

@@ -84,13 +84,13 @@ def test_a_send_never_completed_counts_as_indefinite():
     assert result["valid"] is True and result["stats"]["info"] == 1
 
 
-def test_duplicates_are_reported_but_violate_only_idempotent_or_never_retrying_runs():
+def test_duplicates_are_reported_but_violate_only_idempotent_runs():
     s = Script().send(1, 0, OK, 0).final([(0, 0, 1), (0, 1, 1)])
-    retried, idempotent = check(s.ops, retries=5), check(s.ops, idempotent=True, retries=5)
-    assert retried["counts"]["duplicate"] == 1 and retried["valid"] is True
-    assert retried["anomalies"]["duplicate"][0]["offsets"] == [0, 1]
+    plain, idempotent = check(s.ops), check(s.ops, idempotent=True)
+    assert plain["counts"]["duplicate"] == 1 and plain["valid"] is True
+    assert plain["anomalies"]["duplicate"][0]["offsets"] == [0, 1]
     assert idempotent["valid"] is False and idempotent["violations"] == ["duplicate"]
-    assert check(s.ops, retries=0)["violations"] == ["duplicate"]  # one attempt: the broker wrote it twice
+    # even with retries=0: librdkafka resends some failed batches without counting a retry
 
 
 def test_one_offset_with_two_values_is_inconsistent():

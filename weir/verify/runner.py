@@ -185,7 +185,7 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
         client_log.close()
         if not opts.keep_data:
             shutil.rmtree(run_dir / "data", ignore_errors=True)
-    result = check(history.ops, opts.idempotent, opts.retries)
+    result = check(history.ops, opts.idempotent)
     results = {
         "name": name, "options": {**dataclasses.asdict(opts), "out": str(opts.out), "seed": seed},
         "settings": cluster.settings, "cell": opts.cell(), "result": result, "timings": timings,

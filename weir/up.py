@@ -157,7 +157,11 @@ def start_console(bootstrap: str, metrics_port: int, port: int) -> None:
 
     def run() -> None:
         console = Console(bootstrap, metrics_port, {})
-        asyncio.run(serve(console, "127.0.0.1", port, lambda url: (say(f"console on {url}"), started.set())))
+        try:
+            asyncio.run(serve(console, "127.0.0.1", port, lambda url: (say(f"console on {url}"), started.set())))
+        except OSError as e:  # a taken port costs the console, not the cluster
+            say(f"no console: port {port}: {e}")
+            started.set()
     threading.Thread(target=run, daemon=True, name="weir-up-console").start()
     started.wait(10)
 

@@ -89,8 +89,11 @@ class Broker:
         self.metrics_server = None
         if config["metrics.port"] >= 0:
             self.replicas.metrics.collect_state(self)
-            self.metrics_server = await serve_metrics(self.replicas.metrics, host, config["metrics.port"])
-            log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.sockets[0].getsockname()[1])
+            try:
+                self.metrics_server = await serve_metrics(self.replicas.metrics, host, config["metrics.port"])
+                log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.sockets[0].getsockname()[1])
+            except OSError as e:  # a taken port costs the metrics, not the broker
+                log.error("metrics.port %d: %s; serving no metrics", config["metrics.port"], e)
         await self._register()
         self.replicas.can_lead = True
         self.replicas.apply_view(self.watcher.view, _now_ms())

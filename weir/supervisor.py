@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
+ALIVE = ("starting", "running", "paused")  # BrokerLife.state of a broker with a process
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 STABLE_AFTER_S = 60.0

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .local_cluster import LocalCluster
-from .supervisor import BrokerLife, RestartPolicy
+from .supervisor import ALIVE, BrokerLife, RestartPolicy
 
 SOCKET_NAME = "weir-up.sock"
 TICK_S = 0.2
@@ -71,7 +71,6 @@ class ControlServer(threading.Thread):
 
 class Supervisor:
     def __init__(self, cluster: LocalCluster, policy: RestartPolicy) -> None:
-        self.cluster = cluster
         self.policy = policy
         self.brokers = {b.broker_id: b for b in cluster.brokers}
         self.lives = {b.broker_id: BrokerLife(b.broker_id) for b in cluster.brokers}
@@ -84,7 +83,7 @@ class Supervisor:
     def tick(self, now: float) -> None:
         for broker_id, broker in self.brokers.items():
             life = self.lives[broker_id]
-            if life.state in ("starting", "running", "paused") and broker.proc.poll() is not None:
+            if life.state in ALIVE and broker.proc.poll() is not None:
                 say(self.policy.died(life, broker.proc.returncode, now))
             elif life.state == "starting" and broker.ready:
                 life.state = "running"
@@ -100,12 +99,12 @@ class Supervisor:
     def handle(self, request: dict, now: float) -> dict:
         op, broker_id = request.get("op"), request.get("broker")
         if op == "status":
-            return {"ok": True, "brokers": [self._status(b) for b in sorted(self.brokers)]}
+            return {"ok": True, "brokers": [self._status(b, now) for b in sorted(self.brokers)]}
         if op not in COMMANDS or broker_id not in self.brokers:
             return {"ok": False, "message": f"unknown command {op!r} or broker {broker_id!r} "
                                             f"(brokers: {sorted(self.brokers)})"}
         broker, life = self.brokers[broker_id], self.lives[broker_id]
-        alive = life.state in ("starting", "running", "paused")
+        alive = life.state in ALIVE
         if (op == "start" and life.state == "paused") or op == "resume":
             if life.state != "paused":
                 return {"ok": False, "message": f"broker {broker_id} is not paused ({life.state})"}
@@ -135,12 +134,11 @@ class Supervisor:
         life.state = "paused"
         return {"ok": True, "message": f"broker {broker_id} paused (SIGSTOP); `weir lab resume` resumes it"}
 
-    def _status(self, broker_id: int) -> dict:
+    def _status(self, broker_id: int, now: float) -> dict:
         broker, life = self.brokers[broker_id], self.lives[broker_id]
         return {"broker": broker_id, "address": broker.bootstrap, "state": life.state,
                 "pid": broker.proc.pid if broker.running else None, "deaths": len(life.deaths),
-                "restart_in_s": None if life.restart_at is None else round(max(0.0, life.restart_at - time.monotonic()),
-                                                                          1)}
+                "restart_in_s": None if life.restart_at is None else round(max(0.0, life.restart_at - now), 1)}
 
     def resume_paused(self) -> None:
         for broker_id, life in self.lives.items():

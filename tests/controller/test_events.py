@@ -3,13 +3,14 @@ each store operation they yield is carried out against a store held here, failur
 The same handlers run against real ZooKeeper in tests/coordination/test_controller_writes.py and
 under simulated faults in `weir sim`."""
 
+import asyncio
 import dataclasses
 import uuid
 
 import pytest
 
 from weir.controller import ControllerConfig
-from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteStates
+from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteStates, run_handler
 from weir.coordination.model import ClusterView, PartitionState, TopicAssignment
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 from weir.protocol.errors import ErrorCode
@@ -70,17 +71,10 @@ class Store:
 
 
 def drive(store: Store, handler):
-    """What ControllerService._drive does, synchronously."""
-    result, error = None, None
-    while True:
-        try:
-            op = handler.send(result) if error is None else handler.throw(error)
-        except StopIteration as done:
-            return done.value
-        try:
-            result, error = store.execute(op), None
-        except Exception as e:
-            result, error = None, e
+    """What ControllerService does with a handler, against the store here."""
+    async def execute(op):
+        return store.execute(op)
+    return asyncio.run(run_handler(handler, execute))
 
 
 def elected(store: Store) -> ControllerEvents:

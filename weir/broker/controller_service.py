@@ -13,7 +13,7 @@ import logging
 
 from ..config import BrokerConfig
 from ..controller.decisions import ControllerConfig, ControllerCore, StateChange
-from ..controller.events import ControllerEvents, CreateStates, Handler, ReadCluster, ReadStates, WriteStates
+from ..controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteStates, run_handler
 from ..coordination.model import PartitionState
 from ..coordination.zk_metadata import ControllerFenced, ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
@@ -110,7 +110,7 @@ class ControllerService:
                 elif name == "rewatch_shutdowns":
                     result = await self._watch_shutdown_requests()
                 else:
-                    result = await self._drive(self.events.handle(name, *(args or ())))
+                    result = await run_handler(self.events.handle(name, *(args or ())), self._execute)
                 if future is not None and not future.done():
                     future.set_result(result)
             except ControllerFenced:
@@ -123,26 +123,13 @@ class ControllerService:
                 if future is not None and not future.done():
                     future.set_exception(e)
 
-    def _on_written(self, change: StateChange, core: ControllerCore) -> None:
+    def _on_written(self, change: StateChange) -> None:
         log.info("controller: %s-%d leader %d epoch %d isr %s (%s)", change.topic, change.partition,
                  change.new.leader, change.new.leader_epoch, list(change.new.isr), change.reason)
         self.metrics.on_state_written(change.old, change.new)
 
-    async def _drive(self, handler: Handler):
-        """Run a handler: carry out each store operation it yields, send back the result or throw
-        in the failure, until it returns its answer."""
-        result, error = None, None
-        while True:
-            try:
-                op = handler.send(result) if error is None else handler.throw(error)
-            except StopIteration as done:
-                return done.value
-            try:
-                result, error = await self._execute(op), None
-            except Exception as e:
-                result, error = None, e
-
     async def _execute(self, op):
+        """One store operation a handler yielded, against ZooKeeper."""
         if isinstance(op, ReadCluster):
             return self.watcher.snapshot()
         if isinstance(op, ReadStates):
@@ -162,7 +149,7 @@ class ControllerService:
         if epoch is None:
             return
         await self.watcher.wait_current(30)
-        self._written_at_election = await self._drive(self.events.elected(epoch))
+        self._written_at_election = await run_handler(self.events.elected(epoch), self._execute)
         await self._watch_shutdown_requests()
         if self.core_config.auto_leader_rebalance_enable:
             self._balance_task = asyncio.get_running_loop().create_task(self._balance_timer())

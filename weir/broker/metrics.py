@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from ..http_server import serve_http
 from ..protocol.versions import ApiKey
+from ..replication.partition import OFFLINE
 
 MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 PHASES = ("requestqueue", "local", "remote", "total")
@@ -128,9 +129,9 @@ class BrokerState:
                 gauges[name] = GaugeMetricFamily(name, doc, labels=list(labels))
             return gauges[name]
 
-        hosted = [p for p in broker.replicas.partitions.values() if p.role != "offline"]
+        hosted = [p for p in broker.replicas.partitions.values() if p.role != OFFLINE]
         leaders = [p for p in hosted if p.leader is not None]
-        under = [p for p in leaders if len(p.leader.committed_isr) < len(p.replicas)]
+        under = {p.key for p in leaders if len(p.leader.committed_isr) < len(p.replicas)}
         gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted here.").add_metric([], len(hosted))
         gauge("kafka_server_replicamanager_leadercount", "Partitions led here.").add_metric([], len(leaders))
         gauge("kafka_server_replicamanager_underreplicatedpartitions",
@@ -170,7 +171,7 @@ class BrokerState:
                 continue
             leader = p.leader
             gauge("kafka_cluster_partition_underreplicated", "1 if the ISR is smaller than the replica set.",
-                  ["topic", "partition"]).add_metric(labels, int(p in under))
+                  ["topic", "partition"]).add_metric(labels, int(p.key in under))
             gauge("kafka_cluster_partition_underminisr", "1 if the ISR is below min.insync.replicas.",
                   ["topic", "partition"]).add_metric(labels, int(leader.is_under_min_isr))
             gauge("kafka_cluster_partition_insyncreplicascount", "ISR size.", ["topic", "partition"]).add_metric(

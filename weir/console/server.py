@@ -77,16 +77,17 @@ class Console:
     async def poll(self) -> None:
         await self.client.refresh_metadata()
         brokers = dict(self.client.brokers)
-        urls = {b: self.metrics_url(info) for b, info in brokers.items()}
-        fetched = await asyncio.gather(*(http_get(url) for url in urls.values() if url), return_exceptions=True)
-        metrics = {b: parse_metrics(body.decode()) for b, body in zip([b for b, u in urls.items() if u], fetched)
+        urls = {b: url for b, info in brokers.items() if (url := self.metrics_url(info))}
+        fetched = await asyncio.gather(*map(http_get, urls.values()), return_exceptions=True)
+        metrics = {b: parse_metrics(body.decode()) for b, body in zip(urls, fetched)
                    if not isinstance(body, BaseException)}
         self.picture = self.state.picture(int(time.time() * 1000), brokers, self.client.controller_id,
                                           dict(self.client.topics), metrics)
 
 
 async def serve(console: Console, host: str, port: int, ready=None) -> None:
-    server = await serve_http({"/": lambda: ("text/html; charset=utf-8", PAGE.read_bytes()),
+    page = PAGE.read_bytes()
+    server = await serve_http({"/": lambda: ("text/html; charset=utf-8", page),
                                "/api/state": lambda: ("application/json", json.dumps(console.picture).encode())},
                               host, port)
     url = f"http://{host}:{server.sockets[0].getsockname()[1]}/"

@@ -12,7 +12,7 @@ like Kafka's controller event thread: each decision builds on the previous ones.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,21 @@ class WriteStates:
 Handler = Generator[Any, Any, Any]
 
 
+async def run_handler(handler: Handler, execute: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Drive `handler` to its answer: `await execute(op)` for each store operation it yields, send
+    back the result or throw in the failure. (The simulator does the same with callbacks.)"""
+    result, error = None, None
+    while True:
+        try:
+            op = handler.send(result) if error is None else handler.throw(error)
+        except StopIteration as done:
+            return done.value
+        try:
+            result, error = await execute(op), None
+        except Exception as e:
+            result, error = None, e
+
+
 def registered_after_their_states(view: ClusterView) -> set[int]:
     """Live brokers whose registration is newer than a partition state naming them in the ISR (as
     leader or member). Such a state describes the broker's previous incarnation, which may have
@@ -79,8 +94,8 @@ class ControllerEvents:
     """The active controller's core and what it has been told, with a handler per event."""
 
     def __init__(self, broker_id: int, config: ControllerConfig,
-                 on_written: Callable[[StateChange, ControllerCore], None] = lambda change, core: None) -> None:
-        """`on_written(change, core)`: after each state the store confirmed (the shells log it)."""
+                 on_written: Callable[[StateChange], None] = lambda change: None) -> None:
+        """`on_written(change)`: after each state the store confirmed (the shells log it)."""
         self.broker_id = broker_id
         self.config = config
         self.on_written = on_written
@@ -244,4 +259,4 @@ class ControllerEvents:
     def _confirm(self, change: StateChange, stored: PartitionState, written: dict) -> None:
         self.core.on_state_written(change, stored.partition_epoch)
         written[change.key] = stored
-        self.on_written(change, self.core)
+        self.on_written(change)

@@ -39,7 +39,7 @@ class SimController:
         s = self.world.settings
         self.events = ControllerEvents(broker.id, ControllerConfig(
             unclean_leader_election_enable=False, auto_leader_rebalance_enable=s.auto_leader_rebalance_enable),
-            on_written=lambda change, core: self.world.on_state_written(self, change))
+            on_written=lambda change: self.world.on_state_written(self, change))
         self.queue: deque = deque()
         self.busy = False
         self.epoch = epoch
@@ -96,7 +96,7 @@ class SimController:
             self._step(event, handler, None, None)
 
     def _step(self, event, handler, result, error) -> None:
-        """ControllerService._drive, with callbacks for awaits."""
+        """events.run_handler, with callbacks for awaits."""
         if not self.active:
             return
         try:

@@ -85,6 +85,28 @@ def test_broker_id_registration_is_idempotent_and_exclusive(zookeeper):
     run(scenario())
 
 
+def test_registration_survives_the_old_holder_expiring_between_create_and_read(zookeeper):
+    """A broker restarted after kill -9 finds its id held by its old session; when that session
+    expires between the failed create and the read of the holder, it registers after all."""
+    async def scenario():
+        async with ZkSession(zookeeper.connect_string) as old, \
+                ZkSession(zookeeper.connect_string) as restarted:
+            path = await old.register_broker(8, "127.0.0.1", 9092)
+            read_holder = restarted.client.get_async
+
+            def holder_expires_first(*args, **kwargs):
+                old.client.stop()  # closes its session: the ephemeral znode goes
+                restarted.client.get_async = read_holder
+                return read_holder(*args, **kwargs)
+
+            restarted.client.get_async = holder_expires_first
+            assert await restarted.register_broker(8, "127.0.0.1", 9093) == path
+            _, stat = await restarted.wait(restarted.client.get_async(path))
+            assert stat.ephemeralOwner == restarted.session_id
+
+    run(scenario())
+
+
 def test_paused_server_suspends_then_reconnects_the_same_session(zookeeper):
     async def scenario():
         states = StateRecorder()

@@ -259,16 +259,22 @@ class ZkSession:
         path = f"{BROKER_IDS_PATH}/{broker_id}"
         data = json.dumps(broker_registration(broker_id, host, port, rack=rack, **registration),
                           separators=(",", ":")).encode()
-        try:
-            await self.wait(self.client.create_async(path, data, ephemeral=True, makepath=True))
-        except NodeExistsError:
-            _, stat = await self.wait(self.client.get_async(path))
+        while True:
+            try:
+                await self.wait(self.client.create_async(path, data, ephemeral=True, makepath=True))
+                return path
+            except NodeExistsError:
+                pass
+            try:
+                _, stat = await self.wait(self.client.get_async(path))
+            except NoNodeError:  # the old session expired between the two calls: create again
+                continue
             if stat.ephemeralOwner != self.session_id:
                 raise BrokerIdInUse(
                     f"broker id {broker_id} is registered by another live ZooKeeper session "
-                    f"(0x{stat.ephemeralOwner:x})") from None
+                    f"(0x{stat.ephemeralOwner:x})")
             await self.wait(self.client.set_async(path, data, version=stat.version))
-        return path
+            return path
 
     async def registered_brokers(self) -> dict[int, dict[str, Any]]:
         """The brokers currently registered under /brokers/ids, by id."""

@@ -103,8 +103,12 @@ class ReplicaFetcher:
                 if p is None or p.follower is None or asks.get(p.key) is None:
                     continue
                 leo = p.log.log_end_offset
-                backoff = p.on_epoch_answer(asks[p.key], EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch,
-                                                                        r.end_offset))
+                try:
+                    backoff = p.on_epoch_answer(asks[p.key], EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch,
+                                                                            r.end_offset))
+                except Exception:
+                    self._failed(p, "an OffsetForLeaderEpoch answer")
+                    continue
                 if backoff is not None:
                     self._back_off(p, backoff.error)
                 elif p.log.log_end_offset < leo:
@@ -141,12 +145,24 @@ class ReplicaFetcher:
                 if p is None or p.follower is None or not isinstance(ask, SendFetch):
                     continue
                 records = r.records or None
-                decision = p.on_fetched(ask, ErrorCode(r.error_code), r.high_watermark, records,
-                                        batch_headers(records) if records else (), now_ms)
+                try:
+                    decision = p.on_fetched(ask, ErrorCode(r.error_code), r.high_watermark, records,
+                                            batch_headers(records) if records else (), now_ms)
+                except Exception:
+                    self._failed(p, "a fetch answer")
+                    continue
                 if isinstance(decision, Backoff):
                     self._back_off(p, decision.error)
                 elif decision is not None:
                     self.manager.replicas.waiters.notify(p.key)
+
+    def _failed(self, partition: Partition, what: str) -> None:
+        """Kafka's failed partition: an error acting on one partition's answer (a broken invariant
+        asserted before a write) stops that partition's fetching until its next role change, and
+        no other partition's."""
+        log.exception("%s-%d: acting on %s from broker %d failed; the partition stops fetching until its next "
+                      "role change", *partition.key, what, self.leader_id)
+        self.remove(partition.key)
 
     def _back_off(self, partition: Partition, error: ErrorCode) -> None:
         log.debug("%s-%d: leader %d answered %s; backing off", *partition.key, self.leader_id, error.name)

@@ -298,6 +298,11 @@ class Partition:
         decision = self.follower.on_fetch_response(request.fetch_offset, error, leader_high_watermark, base_offset,
                                                    current_leader_epoch=request.current_leader_epoch)
         if isinstance(decision, AppendRecords):
+            assert headers[0].partition_leader_epoch >= self.log.leader_epochs.latest_epoch, (
+                f"{self.topic}-{self.index}: the leader's batch at {base_offset} has epoch "
+                f"{headers[0].partition_leader_epoch}, "
+                f"below our epoch cache's latest {self.log.leader_epochs.entries[-1]}: the cache describes records "
+                "this log no longer holds, and a later OffsetForLeaderEpoch would truncate by it")
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)
             self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)

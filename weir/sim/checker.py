@@ -16,6 +16,8 @@ any leader has reached, extended each time a leader's HW moves. Every rule is ch
 - ACKED-DURABLE: an acks=all success names an offset whose value is committed at that moment; it
   is protected if the topic had min.insync.replicas >= 2 and unclean election off when it was
   acknowledged, and a protected write must be in every later leader's log and at the end.
+- TRUNCATED-TO-MATCH (what KIP-101's truncation is for): a follower that starts fetching in a
+  leadership holds a prefix of that leader's log.
 - READ-CONSISTENT: what a reader reads below the HW is the ledger's. (The HW a Fetch answer carries
   may go back after a failover, as in Kafka: a new leader learns its followers' positions first.)
 - CORE-ASSERTIONS: LeaderPartition.check_invariants() on every leader, and any AssertionError a
@@ -109,6 +111,7 @@ class Checker:
                         and follower.leader_epoch >= voided:
                     if follower is not w.follower:
                         w.follower, w.follower_hw = follower, 0
+                        self._check_truncated(broker, key, follower, partition.log)
                     if follower.high_watermark > w.follower_hw:
                         self._check_prefix(broker, key, partition.log, w.follower_hw, follower.high_watermark,
                                            "follower")
@@ -153,6 +156,20 @@ class Checker:
             offset = next(o for o in range(old, new) if log.values[o] != committed[o])
             self.fail("committed-stable", f"{key} offset {offset}: committed {committed[offset]!r}, {role} "
                                           f"b{broker.id} has {log.values[offset]!r} below its HW {new}")
+
+    def _check_truncated(self, broker, key, follower, log) -> None:
+        """A follower done truncating holds a prefix of its leader's log, while that leadership lasts."""
+        leader_broker = self.world.brokers_by_id[follower.leader_id]
+        partition = leader_broker.partitions.get(key) if leader_broker.up else None
+        leader = partition.leader if partition is not None else None
+        if leader is None or leader.leader_epoch != follower.leader_epoch:
+            return
+        theirs = partition.log.values
+        if log.log_end_offset > len(theirs) or log.values != theirs[:log.log_end_offset]:
+            offset = next((o for o in range(log.log_end_offset) if o >= len(theirs) or log.values[o] != theirs[o]))
+            self.fail("truncated-to-match", f"b{broker.id} {key} follows b{follower.leader_id} in epoch "
+                                            f"{follower.leader_epoch} with offset {offset} = {log.values[offset]!r}, "
+                                            f"which the leader does not have there")
 
     def _new_leadership(self, broker, key, epoch, log) -> None:
         ledger = self.ledgers[key]

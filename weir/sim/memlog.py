@@ -46,6 +46,10 @@ class SimBatch(NamedTuple):
     def last_offset(self) -> int:
         return self.base_offset
 
+    @property
+    def partition_leader_epoch(self) -> int:  # the header's name for it
+        return self.leader_epoch
+
 
 class AppendInfo(NamedTuple):
     first_offset: int

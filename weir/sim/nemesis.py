@@ -1,7 +1,8 @@
 """The fault schedule of one seed, and the nemesis that applies it.
 
 A schedule is a list of `Fault`s drawn from the seed: when, what, against whom, for how long.
-Targets are roles ("the leader of partition 0", "the controller") resolved when the fault fires,
+Targets are roles ("the leader of partition 0", "the replica a clean election would pick next",
+"the controller") resolved when the fault fires,
 so a schedule keeps its meaning when the shrinker deletes faults before it.
 
 Faults:
@@ -108,6 +109,14 @@ class Nemesis:
             key = world.keys[int(target.split(":")[1]) % len(world.keys)]
             state = world.zk.partition_state(*key)
             return None if state is None or state.leader < 0 else state.leader
+        if target.startswith("successor:"):  # successor:<p>[:<k>]: whom a clean election would pick next (k-th)
+            _, p, *rank = target.split(":")
+            key = world.keys[int(p) % len(world.keys)]
+            state = world.zk.partition_state(*key)
+            candidates = [r for r in world.assignment[key] if state is not None and r != state.leader
+                          and r in state.isr and world.brokers_by_id[r].up]
+            k = int(rank[0]) if rank else 1
+            return candidates[k - 1] if len(candidates) >= k else None
         if target == "controller":
             controller = world.zk.controller_id()
             return None if controller < 0 else controller

@@ -14,22 +14,45 @@ KIP-497 it asks the controller, which must still be reachable for the ISR to shr
 - jepsen-safe: unclean.leader.election.enable=false, min.insync.replicas=2. The leader refuses
   acks=all writes once the ISR is below 2 (NOT_ENOUGH_REPLICAS), and nobody outside the ISR is
   elected: the partition is unavailable until the leader returns, and nothing is lost.
+
+stalled-successor: a leader is elected and at once stalls (its request handlers are stuck; its
+ZooKeeper session and timers go on), then loses ZooKeeper. Its followers' OffsetForLeaderEpoch
+questions wait in its queue while its session expires and the next replica takes over; when the
+stall ends, it answers them as the leader it still believes it is. Each follower must match the
+answer to the leadership it asked in (issue 11, hole 2): the replica that takes over last is slow,
+so it lagged the others when the first leader crashed (the stalled one's answers promise too much)
+and its own answers come after the stale ones. Five brokers, four replicas, the
+controller on the fifth; timeouts in Kafka's proportions (replica.lag.time.max.ms and
+replica.socket.timeout.ms above the session timeout), so that the stale answers are still awaited
+and the stalled leader does not shrink its ISR to itself first.
+
+bounced-follower: a leader stalls with a follower's fetches in its queue; the follower's machine
+crashes, losing its unflushed tail, restarts and registers again (a new broker epoch). When the
+stall ends, the leader takes the old incarnation's fetch, whose offset the new one no longer has,
+and asks the controller to put the follower back in the ISR; the controller must refuse a broker
+epoch older than the registered one (KIP-903, issue 11 hole 4), for the leader then crashes and
+the next clean election would pick that follower. Timeouts in Kafka's proportions, as above.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from weir.sim.nemesis import Fault
 from weir.sim.settings import SimSettings
 
-SCENARIOS = ("jepsen-unclean", "jepsen-safe")
+SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "bounced-follower")
 
 
 def build(name: str, seed: int):
     """(settings, schedule, acks choice) of a named scenario."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    if name == "stalled-successor":
+        return _stalled_successor(random.Random(f"scenario/{seed}"))
+    if name == "bounced-follower":
+        return _bounced_follower(random.Random(f"scenario/{seed}"))
     unsafe = name == "jepsen-unclean"
     settings = replace(SimSettings(), brokers=4, partitions=1, drop_rate=0.0, duplicate_rate=0.0,
                        controller_outside_replicas=True,
@@ -41,3 +64,37 @@ def build(name: str, seed: int):
         Fault(3500, "partition", "leader:0", heal - 3500, "leader-zk"),
     ]
     return settings, schedule, lambda rng: -1
+
+
+def _stalled_successor(rng: random.Random):
+    settings = replace(SimSettings(), brokers=5, partitions=1, replication_factor=4, controller_outside_replicas=True,
+                       replica_lag_time_max_ms=2500, fetch_timeout_ms=2500, auto_leader_rebalance_enable=False,
+                       drop_rate=0.0, duplicate_rate=0.0)
+    heal = settings.heal_at_ms
+    crash = rng.randint(1000, 2000)
+    stall = crash + rng.randint(700, 1000)  # before the crashed leader's session expires
+    cut = crash + rng.randint(1300, 1800)  # after its successor learned that it leads
+    resume = cut + rng.randint(1100, 2300)  # about when the stalled one's session has expired
+    schedule = [
+        Fault(200, "slow", "successor:0:2", heal - 200, 400),  # the last to take over lags, and answers late
+        Fault(crash, "crash", "leader:0", heal - crash),
+        Fault(stall, "stall", "successor:0", resume - stall),
+        Fault(cut, "partition", "leader:0", heal - cut, "leader-zk"),
+    ]
+    return settings, schedule, None
+
+
+def _bounced_follower(rng: random.Random):
+    settings = replace(SimSettings(), brokers=4, partitions=1, replication_factor=3, controller_outside_replicas=True,
+                       replica_lag_time_max_ms=3000, fetch_timeout_ms=2500, auto_leader_rebalance_enable=False,
+                       drop_rate=0.0, duplicate_rate=0.0)
+    heal = settings.heal_at_ms
+    stall = rng.randint(1000, 2500)
+    crash = stall + rng.randint(20, 200)
+    resume = crash + rng.randint(1900, 2600)  # after the follower registered again
+    schedule = [
+        Fault(stall, "stall", "leader:0", resume - stall),
+        Fault(crash, "crash", "successor:0", rng.randint(150, 600), True),
+        Fault(resume + rng.randint(10, 60), "crash", "leader:0", heal - resume),
+    ]
+    return settings, schedule, None

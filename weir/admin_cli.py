@@ -114,7 +114,7 @@ def _names(items: list[str] | None) -> list[str]:
 
 # -- running ---------------------------------------------------------------------
 
-def _run(command, args) -> int:
+def run_command(command, args) -> int:
     async def go():
         client = ClusterClient(args.bootstrap_server, client_id="weir-admin", timeout_s=args.timeout,
                                retries=3)
@@ -431,7 +431,7 @@ async def cluster(client: ClusterClient, args) -> int:
 
 # -- registration -------------------------------------------------------------------------
 
-def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
+def common_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
                         default=default if suppress else DEFAULT_BOOTSTRAP,
@@ -443,13 +443,13 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
 def register(sub) -> None:
     """Add `topics`, `configs`, `elect-leaders` and `cluster` to the `weir` subparsers."""
     topics = sub.add_parser("topics", help="create, list, describe, delete and alter topics")
-    _common(topics, suppress=False)
+    common_options(topics, suppress=False)
     actions = topics.add_subparsers(dest="topics_action", required=True, metavar="ACTION")
 
     def action(name: str, func, help: str) -> argparse.ArgumentParser:
         p = actions.add_parser(name, help=help)
-        _common(p, suppress=True)
-        p.set_defaults(func=lambda args: _run(func, args))
+        common_options(p, suppress=True)
+        p.set_defaults(func=lambda args: run_command(func, args))
         return p
 
     create = action("create", topics_create, "create a topic")
@@ -482,7 +482,7 @@ def register(sub) -> None:
     alter.add_argument("--replica-assignment", metavar="B:B,B:B", help="replicas of the new partitions")
 
     configs = sub.add_parser("configs", help="describe or alter topic and broker configs")
-    _common(configs, suppress=False)
+    common_options(configs, suppress=False)
     configs.add_argument("--entity-type", choices=["topics", "brokers"], required=True)
     configs.add_argument("--entity-name")
     configs.add_argument("--describe", action="store_true")
@@ -490,16 +490,16 @@ def register(sub) -> None:
     configs.add_argument("--alter", action="store_true")
     configs.add_argument("--add-config", action="append", metavar="K=V[,K=V]")
     configs.add_argument("--delete-config", action="append", metavar="K[,K]")
-    configs.set_defaults(func=lambda args: _run(configs_command, args))
+    configs.set_defaults(func=lambda args: run_command(configs_command, args))
 
     elect = sub.add_parser("elect-leaders", help="run preferred or unclean leader elections")
-    _common(elect, suppress=False)
+    common_options(elect, suppress=False)
     elect.add_argument("--election-type", required=True, metavar="PREFERRED|UNCLEAN")
     elect.add_argument("--topic")
     elect.add_argument("--partition", type=int)
     elect.add_argument("--all-topic-partitions", action="store_true")
-    elect.set_defaults(func=lambda args: _run(elect_leaders, args))
+    elect.set_defaults(func=lambda args: run_command(elect_leaders, args))
 
     clus = sub.add_parser("cluster", help="show the cluster id, controller and brokers")
-    _common(clus, suppress=False)
-    clus.set_defaults(func=lambda args: _run(cluster, args))
+    common_options(clus, suppress=False)
+    clus.set_defaults(func=lambda args: run_command(cluster, args))

@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     # -- admin tools: topics, configs, elect-leaders, cluster (weir/admin_cli.py) --
     from .admin_cli import register as register_admin_commands
     register_admin_commands(sub)
+    from .delete_records_cli import register as register_delete_records_command
+    register_delete_records_command(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

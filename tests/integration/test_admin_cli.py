@@ -235,3 +235,24 @@ def test_elect_leaders_argument_errors(broker):
     assert "PREFERRED or UNCLEAN" in err
     err = failed(weir(broker, "elect-leaders", "--election-type", "PREFERRED"))
     assert "--all-topic-partitions" in err
+
+
+def test_delete_records(broker, tmp_path):
+    from confluent_kafka import Producer
+    ok(weir(broker, "topics", "create", "--topic", "trim", "--partitions", "2", "--replication-factor", "1"))
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        producer.produce("trim", b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text('{"partitions": [{"topic": "trim", "partition": 0, "offset": 5}], "version": 1}')
+    out = ok(weir(broker, "delete-records", "--offset-json-file", str(offsets)))
+    assert out == "Executing records delete operation\nRecords delete operation completed:\n" \
+                  "partition: trim-0\tlow_watermark: 5\n"
+
+    offsets.write_text('{"partitions": [{"topic": "trim", "partition": 1, "offset": 3}], "version": 1}')
+    result = weir(broker, "delete-records", "--offset-json-file", str(offsets))
+    assert result.returncode == 1 and "partition: trim-1\terror: OFFSET_OUT_OF_RANGE" in result.stdout, result
+
+    offsets.write_text('{"partitions": [{"topic": "trim"}]}')
+    assert "not an offset JSON file" in failed(weir(broker, "delete-records", "--offset-json-file", str(offsets)))

@@ -2,6 +2,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.replication import (AppendRecords, Backoff, EpochEndOffset, FollowerPartition, FollowerState, Ignore,
                               SendFetch, SendOffsetForLeaderEpoch, Truncation)
+from weir.replication.follower import StartAt
 
 from .epoch_caches import MemoryEpochCache
 
@@ -69,6 +70,15 @@ def test_offset_out_of_range_goes_back_to_truncation_by_epoch():
     assert follower.on_fetch_response(10, ErrorCode.offset_out_of_range, 0, None, current_leader_epoch=follower.leader_epoch) == Backoff(
         ErrorCode.offset_out_of_range)
     assert follower.next_request() == SendOffsetForLeaderEpoch(1, 3, 3)
+
+
+def test_a_log_ending_below_the_leaders_log_start_starts_again_there():
+    follower = fetching_follower(leo=10)
+    decision = follower.on_fetch_response(10, ErrorCode.offset_out_of_range, 50, None,
+                                          current_leader_epoch=follower.leader_epoch, leader_log_start_offset=40)
+    assert decision == StartAt(40)
+    follower.on_started_at(40)
+    assert follower.next_request() == SendFetch(1, 3, 40) and follower.high_watermark == 40
 
 
 def test_stale_offset_for_leader_epoch_answer_is_ignored():

@@ -6,6 +6,7 @@ from kio.schema.errors import ErrorCode
 from weir.coordination.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.replication import ReplicationConfig
+from weir.protocol.errors import KafkaError
 from weir.protocol.record_batch import batch_headers
 from weir.replication.follower import SendFetch
 from weir.replication.partition import FOLLOWER, LEADER, OFFLINE, Partition
@@ -58,6 +59,46 @@ def test_a_follower_refuses_records_older_than_its_epoch_cache_before_writing_th
     with pytest.raises(AssertionError, match="below our epoch cache's latest"):
         partition.on_fetched(fetch, ErrorCode.none, 12, records, batch_headers(records), NOW)
     assert log.log_end_offset == 10
+
+
+def test_delete_records_moves_the_leaders_log_start_and_waits_for_the_followers(tmp_path):
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.apply_state(state(1, 1), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300, own_broker_epoch=200)
+    records = bytearray(make_batch([b"%d" % i for i in range(10)]))
+    partition.produce(records, batch_headers(records)[0], 1, NOW, proven=True)
+    for follower in (2, 3):
+        assert partition.on_follower_fetch(follower, 5, 10, 1, NOW, log_start_offset=0)[0] == ErrorCode.none
+    assert partition.high_watermark == 10
+    with pytest.raises(KafkaError) as refused:
+        partition.delete_records(11)
+    assert refused.value.code == ErrorCode.offset_out_of_range
+    assert partition.delete_records(-1) == 10 and partition.log.log_start_offset == 10
+    assert partition.low_watermark([2, 3]) == 0
+    assert partition.on_follower_fetch(2, 5, 10, 1, NOW, log_start_offset=10)[1].data_changed
+    assert partition.low_watermark([2, 3]) == 0 and partition.low_watermark([2]) == 10
+
+
+def test_a_follower_follows_its_leaders_log_start_as_far_as_its_high_watermark(tmp_path):
+    partition = partition_on_disk(tmp_path)
+    partition.apply_state(state(1, 1), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300, own_broker_epoch=200)
+    fetch = partition.next_fetch_request()
+    records = make_batch([b"%d" % i for i in range(10)], leader_epoch=1)
+    partition.on_fetched(fetch, ErrorCode.none, 4, records, batch_headers(records), NOW, leader_log_start_offset=0)
+    fetch = partition.next_fetch_request()
+    partition.on_fetched(fetch, ErrorCode.none, 4, None, (), NOW, leader_log_start_offset=6)
+    assert partition.log.log_start_offset == 4, "not beyond what we know is committed"
+    partition.on_fetched(fetch, ErrorCode.none, 10, None, (), NOW, leader_log_start_offset=6)
+    assert partition.log.log_start_offset == 6
+
+    partition.on_fetched(fetch, ErrorCode.offset_out_of_range, 30, None, (), NOW, leader_log_start_offset=25)
+    assert (partition.log.log_start_offset, partition.log.log_end_offset) == (25, 25)
+    fetch = partition.next_fetch_request()
+    assert fetch == SendFetch(1, 1, 25)
+
+    # The leader's log starts inside its batch 20..29: our empty log starts again at the batch.
+    records = make_batch([b"%d" % i for i in range(20, 30)], base_offset=20, leader_epoch=1)
+    partition.on_fetched(fetch, ErrorCode.none, 30, records, batch_headers(records), NOW, leader_log_start_offset=25)
+    assert (partition.log.log_start_offset, partition.log.log_end_offset) == (25, 30)
 
 
 def test_a_state_written_before_our_registration_does_not_make_us_leader(tmp_path):

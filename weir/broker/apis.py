@@ -48,6 +48,7 @@ class DataApis:
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            ApiKey.DELETE_RECORDS: self.delete_records,
         }
 
     # -- ApiVersions -------------------------------------------------------
@@ -159,7 +160,8 @@ class DataApis:
                 # The log returns at least one whole batch (KIP-74), so a
                 # consumer progresses past a batch larger than its limits.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, now, replica_epoch, first=first)
+                                            p.current_leader_epoch, replica_id, now, replica_epoch, first=first,
+                                            log_start_offset=getattr(p, "log_start_offset", -1))
                 budget -= _records_size(result)
                 results.append(result)
             out.append((name or "", fetch_topic.topic_id if by_id else None, results))
@@ -219,6 +221,50 @@ class DataApis:
                                    "leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})
             topics.append({"topic": t.topic, "partitions": partitions})
         return {"throttle_time": 0, "topics": topics}
+
+
+    # -- DeleteRecords -------------------------------------------------------
+
+    async def delete_records(self, header: RequestHeader, request) -> dict:
+        """Move each partition's log start (the leader's at once); answer once every live replica
+        has followed, with the low watermark, or REQUEST_TIMED_OUT at the request's timeout, as
+        Kafka's DelayedDeleteRecords."""
+        results = {}  # (topic, index) -> [partition, target, error]
+        for t in request.topics:
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                try:
+                    if t.name in INTERNAL_TOPICS:
+                        raise KafkaError(ErrorCode.invalid_topic_exception, f"cannot delete records of internal "
+                                                                            f"topic {t.name}")
+                    partition = self.replicas.leader_partition(*key)
+                    if "delete" not in self.replicas.view.topic_configs.get(t.name, {}).get("cleanup.policy", "delete"):
+                        raise KafkaError(ErrorCode.policy_violation,
+                                         f"{t.name} is compacted only: records cannot be deleted by offset")
+                    results[key] = [partition, partition.delete_records(p.offset), ErrorCode.none]
+                except KafkaError as e:
+                    log.warning("DeleteRecords %s-%d before %d refused: %s", *key, p.offset, e)
+                    results[key] = [None, -1, e.code]
+        deadline = time.monotonic() + request.timeout.total_seconds()
+        while (waiting := [key for key, (partition, target, error) in results.items()
+                           if not error and self._low_watermark(partition) < target]):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                for key in waiting:
+                    results[key][2] = ErrorCode.request_timed_out
+                break
+            await self.replicas.waiters.wait(waiting, remaining)
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": results[(t.name, p.partition_index)][2],
+                 "low_watermark": self._low_watermark(results[(t.name, p.partition_index)][0])}
+                for p in t.partitions]} for t in request.topics]}
+
+    def _low_watermark(self, partition) -> int:
+        if partition is None or partition.leader is None:
+            return -1
+        live = self.replicas.view.brokers
+        return partition.low_watermark([r for r in partition.replicas if r in live])
 
 
 def _records_size(result: FetchPartitionResult) -> int:

@@ -147,7 +147,7 @@ class ReplicaFetcher:
                 records = r.records or None
                 try:
                     decision = p.on_fetched(ask, ErrorCode(r.error_code), r.high_watermark, records,
-                                            batch_headers(records) if records else (), now_ms)
+                                            batch_headers(records) if records else (), now_ms, r.log_start_offset)
                 except Exception:
                     self._failed(p, "a fetch answer")
                     continue

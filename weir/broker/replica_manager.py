@@ -241,10 +241,12 @@ class ReplicaManager:
     # -- fetch -----------------------------------------------------------------------
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True) -> FetchPartitionResult:
+             replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
+             log_start_offset: int = -1) -> FetchPartitionResult:
         """A fetch from a consumer (replica_id < 0: committed data only) or a follower (up to the
-        LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903). A long
-        poll reads again with `first` false: the follower's position is taken once per request."""
+        LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903) and its
+        log starting at `log_start_offset`. A long poll reads again with `first` false: the
+        follower's position is taken once per request."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
@@ -252,7 +254,7 @@ class ReplicaManager:
             return FetchPartitionResult(index, e.code)
         if follower and first:
             error, effects = partition.on_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch,
-                                                         now_ms)
+                                                         now_ms, log_start_offset)
             self._act(partition, effects)
         else:
             error = partition.check_request(current_leader_epoch, proven=follower or self.can_lead)

@@ -324,6 +324,15 @@ class PartitionLog:
         self.flush()
         self._checkpoint()
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower whose log ends below its leader's log start (DeleteRecords, retention):
+        drop everything and go on, empty, from `offset` (Kafka's truncateFullyAndStartAt)."""
+        self._check_open()
+        self._truncate_fully_and_start_at(offset)
+        self._directory_dirty = True
+        self.flush()
+        self._checkpoint()
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self._segments:
             segment.delete()

@@ -14,9 +14,10 @@ Rules owned here (Kafka's AbstractFetcherThread / ReplicaFetcherThread, KIP-101,
 - Errors: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER /
   UNKNOWN_TOPIC_OR_PARTITION mean the follower or the leader is behind on metadata: back off and
   retry (the controller's next partition state replaces this object if leadership moved).
-  OFFSET_OUT_OF_RANGE means the leader's log no longer covers our LEO (its LEO is below ours
-  after an unclean election): go back to TRUNCATING. (Fetch offset below the leader's log start
-  is not handled here yet: the shell must reset the log to the leader's log start.)
+  OFFSET_OUT_OF_RANGE means the leader's log no longer covers our LEO: below its log start
+  (records deleted there, by DeleteRecords or retention, before we fetched them), we empty our log
+  and go on from its log start, as Kafka's truncateFullyAndStartAt; otherwise its LEO is below
+  ours (after an unclean election): go back to TRUNCATING.
 
 Theory of operation: one `FollowerPartition` per partition this broker follows, built for each
 new leadership. The shell loops: `next_request()` -> send it -> feed the response to
@@ -59,6 +60,13 @@ class SendFetch:
 class Backoff:
     """Retry after replica.fetch.backoff.ms; `error` is why."""
     error: ErrorCode
+
+
+@dataclass(frozen=True)
+class StartAt:
+    """Our log ends below the leader's log start: empty it, go on from `offset`, then call
+    `on_started_at(offset)`."""
+    offset: int
 
 
 @dataclass(frozen=True)
@@ -131,7 +139,8 @@ class FollowerPartition:
     # ----- fetching
 
     def on_fetch_response(self, fetch_offset: int, error: ErrorCode, leader_high_watermark: int,
-                          records_base_offset: int | None, *, current_leader_epoch: int) -> AppendRecords | Backoff | Ignore:
+                          records_base_offset: int | None, *, current_leader_epoch: int,
+                          leader_log_start_offset: int = 0) -> AppendRecords | StartAt | Backoff | Ignore:
         """The leader's answer to our fetch at `fetch_offset`, sent while we followed leader epoch
         `current_leader_epoch`; `records_base_offset` is the base offset of its first batch, or None
         if it carried no records. An answer of an earlier leadership (the old leader's records that
@@ -139,6 +148,8 @@ class FollowerPartition:
         if (self.state is not FollowerState.FETCHING or fetch_offset != self.log_end_offset
                 or current_leader_epoch != self.leader_epoch):
             return Ignore()
+        if error is ErrorCode.offset_out_of_range and fetch_offset < leader_log_start_offset:
+            return StartAt(leader_log_start_offset)
         if error is ErrorCode.offset_out_of_range and self.epochs.latest_epoch != UNDEFINED_EPOCH:
             self.state = FollowerState.TRUNCATING
             self._epoch_to_ask = self.epochs.latest_epoch
@@ -151,6 +162,9 @@ class FollowerPartition:
         if records_base_offset != self.log_end_offset:
             return Backoff(ErrorCode.corrupt_message)  # append position must equal the LEO
         return AppendRecords(records_base_offset, leader_high_watermark)
+
+    def on_started_at(self, offset: int) -> None:
+        self.log_end_offset = self.high_watermark = offset
 
     def on_appended(self, log_end_offset: int, leader_high_watermark: int) -> None:
         assert log_end_offset > self.log_end_offset, "an append must move the LEO"

@@ -40,11 +40,13 @@ from kio.schema.errors import ErrorCode
 from weir.coordination.model import NO_LEADER, PartitionState
 from weir.protocol.errors import KafkaError
 from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_epoch
-from weir.replication.follower import AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch
+from weir.replication.follower import (AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch,
+                                      StartAt)
 from weir.replication.leader import (AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, LeaderPartition,
                                      ReplicationConfig, ReplicationStatus)
 from weir.replication.produce_purgatory import ProduceCompletion, ProducePurgatory, PurgatoryFull
 from weir.replication.producer_state import Duplicate, ProducerStateTable
+from weir.replication.replica import UNKNOWN_OFFSET
 from weir.replication.truncation import EpochEndOffset, Truncation, answer_offset_for_leader_epoch
 
 LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
@@ -61,6 +63,11 @@ class ReplicaLog(Protocol):
     def append_as_follower(self, records, now_ms: int): ...
 
     def truncate_to(self, offset: int) -> None: ...
+
+    # DeleteRecords (not simulated: the simulator's logs start at 0)
+    def delete_records_before(self, offset: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
     def batch_headers(self, from_offset: int = 0) -> Iterable: ...  # producer fields and offsets
 
@@ -231,9 +238,9 @@ class Partition:
             return ProduceCompletion(key, ErrorCode.request_timed_out)
 
     def on_follower_fetch(self, replica_id: int, replica_epoch: int, fetch_offset: int, current_leader_epoch: int,
-                          now_ms: int) -> tuple[ErrorCode, Effects]:
+                          now_ms: int, log_start_offset: int = UNKNOWN_OFFSET) -> tuple[ErrorCode, Effects]:
         """A follower's incarnation `replica_epoch` fetched at `fetch_offset` (once per request,
-        not again when a long poll looks again)."""
+        not again when a long poll looks again); its log starts at `log_start_offset`."""
         error = self.check_request(current_leader_epoch)
         if error:
             return error, Effects()
@@ -241,9 +248,31 @@ class Partition:
         if outcome.error:
             return outcome.error, Effects()
         effects = Effects(isr_proposal=outcome.alter_partition)
+        follower = self.leader.followers[replica_id]
+        if log_start_offset > follower.log_start_offset:
+            follower.log_start_offset = log_start_offset
+            effects.data_changed = True  # the low watermark may have moved: DeleteRecords waits on it
         if outcome.high_watermark_advanced:
             effects.completions, effects.data_changed = self._poll(now_ms), True
         return ErrorCode.none, effects
+
+    # -- DeleteRecords -------------------------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """As leader, move the log start to `offset` (-1: the HW); returns it. The records are gone
+        from every replica once `low_watermark` reaches it."""
+        target = self.high_watermark if offset == -1 else offset
+        if not 0 <= target <= self.high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range, f"{self.topic}-{self.index}: cannot delete records before "
+                                                            f"{offset}: the high watermark is {self.high_watermark}")
+        self.log.delete_records_before(target)
+        return target
+
+    def low_watermark(self, replica_ids) -> int:
+        """The lowest log start offset among us and followers `replica_ids` (Kafka: the alive ones);
+        -1 while one of them has not told us."""
+        return min([self.log.log_start_offset] + [self.leader.followers[r].log_start_offset
+                                                  for r in replica_ids if r in self.leader.followers])
 
     def read_limit(self, offset: int, *, follower: bool) -> tuple[ErrorCode, int]:
         """(OFFSET_OUT_OF_RANGE or none, the offset reads stop at). Out of range means outside the
@@ -291,12 +320,23 @@ class Partition:
         return cuts
 
     def on_fetched(self, request: SendFetch, error: ErrorCode, leader_high_watermark: int, records, headers,
-                   now_ms: int) -> Backoff | AppendRecords | None:
+                   now_ms: int, leader_log_start_offset: int = 0) -> Backoff | AppendRecords | StartAt | None:
         """The leader answered our fetch `request`; `records` are appended as follower, `headers`
-        being their whole batches' headers (none: nothing to append)."""
+        being their whole batches' headers (none: nothing to append). Our log start follows the
+        leader's (DeleteRecords), as far as our HW."""
         base_offset = headers[0].base_offset if headers else None
+        if (base_offset is not None and not error and base_offset < request.fetch_offset <= headers[0].last_offset
+                and request.fetch_offset == self.log.log_end_offset == self.log.log_start_offset):
+            # Our empty log starts inside the leader's first batch (at its log start, which
+            # DeleteRecords put mid-batch): start it again at the batch, as Kafka's Partition does.
+            self._start_at(base_offset)
+            request = SendFetch(request.leader_id, request.current_leader_epoch, base_offset)
         decision = self.follower.on_fetch_response(request.fetch_offset, error, leader_high_watermark, base_offset,
-                                                   current_leader_epoch=request.current_leader_epoch)
+                                                   current_leader_epoch=request.current_leader_epoch,
+                                                   leader_log_start_offset=leader_log_start_offset)
+        if isinstance(decision, StartAt):
+            self._start_at(decision.offset)
+            return decision
         if isinstance(decision, AppendRecords):
             assert headers[0].partition_leader_epoch >= self.log.leader_epochs.latest_epoch, (
                 f"{self.topic}-{self.index}: the leader's batch at {base_offset} has epoch "
@@ -306,7 +346,15 @@ class Partition:
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)
             self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)
+        if not error and min(leader_log_start_offset, self.follower.high_watermark) > self.log.log_start_offset:
+            self.log.delete_records_before(min(leader_log_start_offset, self.follower.high_watermark))
         return decision if isinstance(decision, (Backoff, AppendRecords)) else None
+
+    def _start_at(self, offset: int) -> None:
+        """Empty our log and go on from `offset` (Kafka's truncateFullyAndStartAt)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.load_producers(None)
+        self.follower.on_started_at(offset)
 
     # -- the leader's ISR ----------------------------------------------------------------
 

@@ -35,15 +35,16 @@ NO_BROKER_EPOCH = -1  # a fetch that does not say (Fetch before v15)
 
 class FollowerReplica:
     __slots__ = ("broker_id", "log_end_offset", "last_fetch_leader_log_end_offset", "last_fetch_time_ms",
-                 "last_caught_up_time_ms", "broker_epoch")
+                 "last_caught_up_time_ms", "broker_epoch", "log_start_offset")
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_end_offset = self.log_start_offset = UNKNOWN_OFFSET
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = 0
         self.broker_epoch = NO_BROKER_EPOCH  # of the incarnation whose fetch was seen last
+        self.log_start_offset = UNKNOWN_OFFSET  # as its last fetch said (DeleteRecords waits for it)
 
     def __repr__(self) -> str:
         return (f"FollowerReplica({self.broker_id}, leo={self.log_end_offset}, "
@@ -78,7 +79,7 @@ class FollowerReplica:
     def reset_for_leadership(self, now_ms: int, *, in_isr: bool) -> None:
         """A new leadership (new leader or new leader epoch): forget what was learned under the old
         one; an ISR member counts as caught up now (Kafka's resetReplicaState)."""
-        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_end_offset = self.log_start_offset = UNKNOWN_OFFSET
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = now_ms if in_isr else 0

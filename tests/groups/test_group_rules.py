@@ -1,11 +1,12 @@
 """The pure group state machine (weir.groups.group), one test per rule, driven with a fake clock."""
 
 import itertools
+import struct
 
 import pytest
 
 from weir.groups.group import (FAR_FUTURE, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult,
-                               SyncResult)
+                               SyncResult, subscribed_topics)
 from weir.groups.records import GroupValue, read_group_value, group_value
 from weir.protocol.errors import ErrorCode
 
@@ -535,3 +536,24 @@ def test_join_results_are_typed():
     assert isinstance(d.result(d.join()), JoinResult)
     [a] = form_group(d, 1)
     assert isinstance(d.result(d.sync(a)), SyncResult)
+
+
+def consumer_subscription(*topics: str) -> bytes:
+    """ConsumerProtocolSubscription v0: version, topics, user data."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)
+
+
+def test_offset_delete_spares_the_topics_a_consumer_group_subscribes_to():
+    d = Driver(delay_ms=0)
+    d.join_new(protocols=(("range", consumer_subscription("orders", "audit")),))
+    keys = [("orders", 0), ("refunds", 1)]
+    assert d.group.deletable_offsets(keys) == (None, {("orders", 0): ErrorCode.group_subscribed_to_topic,
+                                                      ("refunds", 1): ErrorCode.none})
+    d.group.protocol_type = "connect"  # another protocol's members: nothing goes while it has any
+    assert d.group.deletable_offsets(keys) == (ErrorCode.non_empty_group, {})
+    empty = Driver().group
+    assert empty.deletable_offsets(keys) == (None, {key: ErrorCode.none for key in keys})
+    assert subscribed_topics(b"\x00") == set(), "an unreadable subscription subscribes to nothing, as in Kafka"

@@ -1,7 +1,7 @@
 """Request handlers of the classic consumer group protocol, over every version we advertise.
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-ListGroups, DescribeGroups, DeleteGroups. Each handler turns a kio request into calls on the
+ListGroups, DescribeGroups, DeleteGroups, OffsetDelete. Each handler turns a kio request into calls on the
 coordinator (`GroupCoordinator`, the shell) and the group (`Group`, the pure core), and returns a
 dict for kio to encode - or a coroutine when the answer must wait: a JoinGroup parked until the
 rebalance's join phase ends, a SyncGroup until the leader's assignment is stored, a commit until
@@ -43,6 +43,7 @@ class GroupApis:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
+            ApiKey.OFFSET_DELETE: self.offset_delete,
         }
 
     # -- FindCoordinator -----------------------------------------------------------------
@@ -308,6 +309,29 @@ class GroupApis:
                     error = await self.coordinator.delete_group(group)
             results.append({"group_id": group_id, "error_code": error or ErrorCode.none})
         return {"throttle_time": 0, "results": results}
+
+
+    def offset_delete(self, header: RequestHeader, request):
+        return self._offset_delete(request.group_id, [(t.name, p.partition_index)
+                                                      for t in request.topics for p in t.partitions])
+
+    async def _offset_delete(self, group_id: str, keys: list[tuple[str, int]]) -> dict:
+        error = self.coordinator.coordinator_error(group_id)
+        group = self.coordinator.group(group_id, create=False) if error is None else None
+        if error is None and group is None:
+            error = ErrorCode.group_id_not_found
+        if error is None:
+            error, results = group.deletable_offsets(keys)
+        if error is None:
+            deleted = [key for key, code in results.items() if code == ErrorCode.none]
+            error = await self.coordinator.delete_offsets(group, deleted)
+        if error is not None:
+            return {"error_code": error, "throttle_time": 0, "topics": []}
+        topics: dict[str, list] = {}
+        for (topic, index), code in results.items():
+            topics.setdefault(topic, []).append({"partition_index": index, "error_code": code})
+        return {"error_code": ErrorCode.none, "throttle_time": 0,
+                "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
 
 
 def _no_effects() -> Effects:

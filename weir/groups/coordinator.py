@@ -351,6 +351,17 @@ class GroupCoordinator:
         error, _ = await self.append(group.partition, records)
         return error
 
+    async def delete_offsets(self, group: Group, keys) -> ErrorCode | None:
+        """Tombstones for the group's committed offsets of `keys` (OffsetDelete)."""
+        keys = [key for key in keys if key in group.offsets]
+        if not keys:
+            return None
+        error, base = await self.append(group.partition, [(offset_key(group.group_id, t, p), None) for t, p in keys])
+        if error:
+            return error
+        group.remove_offsets(keys, base)
+        return None
+
     async def _expire_periodically(self) -> None:
         interval = self.config["offsets.retention.check.interval.ms"] / 1000
         while True:

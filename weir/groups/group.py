@@ -44,6 +44,8 @@ clocks, sockets or randomness here; new member ids come in from the shell.
 
 from __future__ import annotations
 
+import struct
+
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -690,6 +692,22 @@ class Group:
             if current is not None and current.log_offset < log_offset:
                 del self.offsets[key]
 
+    def deletable_offsets(self, keys) -> tuple[ErrorCode | None, dict]:
+        """OffsetDelete, as Kafka's coordinator decides it: (the group's error, or None with each
+        partition's: none to delete, GROUP_SUBSCRIBED_TO_TOPIC while a member of a consumer group
+        subscribes to its topic). Only an Empty group, or a consumer group, gives offsets up."""
+        if self.is_(S.DEAD):
+            return ErrorCode.group_id_not_found, {}
+        if self.is_(S.EMPTY):
+            return None, {key: ErrorCode.none for key in keys}
+        if self.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, {}
+        subscribed = set()
+        for member in self.members.values():
+            subscribed |= subscribed_topics(dict(member.protocols).get(self.protocol, b""))
+        return None, {key: ErrorCode.group_subscribed_to_topic if key[0] in subscribed else ErrorCode.none
+                      for key in keys}
+
     # -- deletion, unloading ------------------------------------------------------------------
 
     def check_deletable(self) -> ErrorCode | None:
@@ -753,3 +771,18 @@ class Group:
                              "member_metadata": m.metadata(self.protocol) if stable else b"",
                              "member_assignment": m.assignment if stable else b""}
                             for m in self.members.values()]}
+
+
+def subscribed_topics(subscription: bytes) -> set[str]:
+    """The topics of a consumer protocol subscription (version, then its topics, in every version);
+    none if it cannot be read (Kafka then treats the group as subscribed to nothing)."""
+    try:
+        (count,) = struct.unpack_from(">i", subscription, 2)
+        topics, position = set(), 6
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", subscription, position)
+            topics.add(subscription[position + 2:position + 2 + length].decode())
+            position += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

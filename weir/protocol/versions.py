@@ -31,6 +31,7 @@ class ApiKey(IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     INIT_PRODUCER_ID = 22
 
 
@@ -62,6 +63,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
 }
 

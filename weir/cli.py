@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     register_admin_commands(sub)
     from .delete_records_cli import register as register_delete_records_command
     register_delete_records_command(sub)
+    from .consumer_groups_cli import register as register_consumer_groups_command
+    register_consumer_groups_command(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

@@ -41,6 +41,7 @@ class Connection(asyncio.Protocol):
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = None
+        self._client_host = ""
         self._buffer = bytearray()
         self._frames: deque[tuple[float, bytes]] = deque()  # (when it arrived, the frame)
         self._timings: dict[int, tuple[int, float, float, float]] = {}  # id(header) → api, arrived, started, local
@@ -57,6 +58,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self._client_host = f"/{self.peer[0]}" if self.peer else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -130,7 +132,7 @@ class Connection(asyncio.Protocol):
         """Answer one request now, or return a coroutine that will."""
         started = time.perf_counter()
         try:
-            header = read_request_header(frame)
+            header = read_request_header(frame, self._client_host)
         except MalformedHeader as e:
             self.close(f"malformed request header: {e}")
             return None

@@ -81,7 +81,7 @@ class GroupApis:
         join = JoinRequest(
             member_id=request.member_id or UNKNOWN_MEMBER,
             group_instance_id=request.group_instance_id if version >= 5 else None,
-            client_id=header.client_id or "", client_host="",
+            client_id=header.client_id or "", client_host=header.client_host,
             session_timeout_ms=session_timeout,
             rebalance_timeout_ms=_ms(request.rebalance_timeout) if version >= 1 else session_timeout,
             protocol_type=request.protocol_type,

@@ -28,9 +28,10 @@ class RequestHeader:
     correlation_id: int
     client_id: str | None
     body_offset: int  # where the body starts, once flexible tagged fields are known
+    client_host: str = ""  # the connection's peer as Kafka shows it ("/127.0.0.1"): not in the bytes
 
 
-def read_request_header(frame: bytes | memoryview) -> RequestHeader:
+def read_request_header(frame: bytes | memoryview, client_host: str = "") -> RequestHeader:
     """Parse the header fields common to every request version (not the tagged section)."""
     if len(frame) < _FIXED.size:
         raise MalformedHeader(f"request of {len(frame)} bytes is shorter than a header")
@@ -45,7 +46,7 @@ def read_request_header(frame: bytes | memoryview) -> RequestHeader:
         offset = end
     elif client_id_len != -1:
         raise MalformedHeader(f"negative client id length {client_id_len}")
-    return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, offset, client_host)
 
 
 def skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:

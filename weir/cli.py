@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     register_delete_records_command(sub)
     from .consumer_groups_cli import register as register_consumer_groups_command
     register_consumer_groups_command(sub)
+    from .log_dirs_cli import register as register_log_dirs_command
+    register_log_dirs_command(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

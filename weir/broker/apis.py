@@ -8,6 +8,7 @@ The control-plane handlers (metadata, topics, configs, elections) are in admin_a
 
 import asyncio
 import logging
+import shutil
 import time
 
 from ..protocol.errors import ErrorCode, KafkaError
@@ -49,6 +50,7 @@ class DataApis:
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             ApiKey.DELETE_RECORDS: self.delete_records,
+            ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
         }
 
     # -- ApiVersions -------------------------------------------------------
@@ -265,6 +267,26 @@ class DataApis:
             return -1
         live = self.replicas.view.brokers
         return partition.low_watermark([r for r in partition.replicas if r in live])
+
+
+    # -- DescribeLogDirs -----------------------------------------------------
+
+    def describe_log_dirs(self, header: RequestHeader, request) -> dict:
+        """Our one log directory: each hosted partition's size, and its lag as Kafka reports it
+        (how far its LEO is below its own HW: 0 unless the log was cut below it)."""
+        wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+        topics: dict[str, list] = {}
+        for (name, index), partition in sorted(self.replicas.partitions.items()):
+            if wanted is None or (name, index) in wanted:
+                plog = partition.log
+                topics.setdefault(name, []).append({
+                    "partition_index": index, "partition_size": plog.size_in_bytes(),
+                    "offset_lag": max(0, partition.high_watermark - plog.log_end_offset), "is_future_key": False})
+        usage = shutil.disk_usage(self.replicas.root)
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "results": [{
+            "error_code": ErrorCode.none, "log_dir": str(self.replicas.root.resolve()),
+            "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
+            "total_bytes": usage.total, "usable_bytes": usage.free}]}
 
 
 def _records_size(result: FetchPartitionResult) -> int:

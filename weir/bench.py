@@ -6,6 +6,9 @@
 - replication: three brokers; RF=3 acks=all against RF=1 acks=1; acks=all latency at a steady
   1,000 msg/s; and the time from kill -9 of a broker leading 1,000 partitions until every one of
   them takes writes again.
+- loops: three brokers, RF=3 acks=all, under the standard asyncio loop and under uvloop
+  (WEIR_EVENT_LOOP=uvloop; needs `pip install uvloop`), clusters alternated round by round:
+  records/s and the brokers' CPU-seconds per million records.
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
@@ -252,8 +255,54 @@ def _failover_seconds(cluster, args) -> float:
     return time.perf_counter() - killed
 
 
+def _cpu_seconds(cluster) -> float:
+    """User plus system CPU time of the cluster's broker processes so far (Linux /proc)."""
+    total = 0
+    for broker in cluster.brokers:
+        fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _bench_loops(args) -> None:
+    from .local_cluster import LocalCluster
+    runs: dict[str, list] = {"asyncio": [], "uvloop": []}
+    try:
+        for _ in range(args.rounds):
+            for loop, figures in runs.items():
+                os.environ["WEIR_EVENT_LOOP"] = loop  # the brokers started next inherit it
+                cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3,
+                                       overrides={"zookeeper.session.timeout.ms": "6000"})
+                try:
+                    cluster.start()
+                    _create_topic(cluster.bootstrap, "rf3", 1, 3, **{"min.insync.replicas": "2"})
+                    before = _cpu_seconds(cluster)
+                    result = _produce(cluster.bootstrap, args.records, args.record_size, "rf3", "all")
+                    result["CPU s/M"] = (_cpu_seconds(cluster) - before) / args.records * 1e6
+                    figures.append(result)
+                finally:
+                    cluster.kill()
+    finally:
+        os.environ.pop("WEIR_EVENT_LOOP", None)
+    standard, uv = _median(runs["asyncio"]), _median(runs["uvloop"])
+    print(_row("RF=3 acks=all, asyncio", standard))
+    print(_row("RF=3 acks=all, uvloop", uv))
+    print(f"ratio uvloop/asyncio: records/s {uv['records/s'] / standard['records/s']:.2f}, "
+          f"broker CPU-seconds per million records {uv['CPU s/M'] / standard['CPU s/M']:.2f}")
+
+
 def run_bench(args) -> int:
     from .local_cluster import LocalCluster
+    if args.workload == "loops":
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            print("weir bench loops compares with uvloop: pip install uvloop", file=sys.stderr)
+            return 2
+        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, a delivery "
+              f"callback each), median of {args.rounds} rounds, 3 brokers on 127.0.0.1")
+        _bench_loops(args)
+        return 0
     size = 3 if args.workload == "replication" else 1
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, median of {args.rounds} rounds, "
           f"{size} broker(s) on 127.0.0.1")

@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from .config import BrokerConfig, ConfigError
@@ -15,8 +16,19 @@ def _broker(args) -> int:
     except (ConfigError, OSError) as e:
         print(f"weir: {e}", file=sys.stderr)
         return 2
-    asyncio.run(Broker(config).run_until_signalled())
+    run_event_loop(Broker(config).run_until_signalled())
     return 0
+
+
+def run_event_loop(main) -> None:
+    """The standard asyncio loop; uvloop with WEIR_EVENT_LOOP=uvloop, if installed. `weir bench
+    loops` measured uvloop no faster for RF=3 acks=all (0.90-0.96x the records/s, 1.01-1.13x the
+    CPU): its transports give up the zero-copy sendfile of large fetch answers."""
+    if os.environ.get("WEIR_EVENT_LOOP") == "uvloop":
+        import uvloop
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
 
 
 def _bench(args) -> int:
@@ -41,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     console.register(sub)
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
-    bench.add_argument("workload", choices=["produce", "consume", "replication"])
+    bench.add_argument("workload", choices=["produce", "consume", "replication", "loops"])
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)

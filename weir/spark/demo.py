@@ -68,7 +68,7 @@ class PageViewProducer:
         self.failed: list[str] = []
         self.sent = 0
         self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10,
-                                   "enable.idempotence": False, "message.timeout.ms": 300_000,
+                                   "enable.idempotence": True, "message.timeout.ms": 300_000,
                                    "retries": 1_000_000, "retry.backoff.ms": 200,
                                    "log_level": 2})  # a killed broker is the point: no connection noise
         self._thread = threading.Thread(target=self._run, name="page-view-producer", daemon=True)

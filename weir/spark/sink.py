@@ -76,7 +76,7 @@ def produce_rows(opts: WriteOptions, rows) -> int:
     """Produce every row and wait for all acknowledgements; ProduceError on any failure."""
     from confluent_kafka import Producer
     config = {"bootstrap.servers": opts.bootstrap, "acks": "all", "linger.ms": 5,
-              "enable.idempotence": False,  # Weir has no InitProducerId yet
+              "enable.idempotence": True,  # the producer's own retries write no duplicate
               "message.timeout.ms": 120_000, "retry.backoff.ms": 200, "queue.buffering.max.messages": 200_000,
               "client.id": "weir-spark-sink",
               "log_level": 2,  # errors reach us through delivery reports, not librdkafka's log

@@ -66,10 +66,17 @@ def build(name: str, seed: int):
     return settings, schedule, lambda rng: -1
 
 
+def _staged(brokers: int, replication_factor: int, replica_lag_time_max_ms: int) -> SimSettings:
+    """One partition, the controller on a broker outside it, no random drops or duplicates, and
+    timeouts in Kafka's proportions (replica.lag.time.max.ms and replica.socket.timeout.ms above
+    the session timeout)."""
+    return replace(SimSettings(), brokers=brokers, partitions=1, replication_factor=replication_factor,
+                   controller_outside_replicas=True, replica_lag_time_max_ms=replica_lag_time_max_ms,
+                   fetch_timeout_ms=2500, auto_leader_rebalance_enable=False, drop_rate=0.0, duplicate_rate=0.0)
+
+
 def _stalled_successor(rng: random.Random):
-    settings = replace(SimSettings(), brokers=5, partitions=1, replication_factor=4, controller_outside_replicas=True,
-                       replica_lag_time_max_ms=2500, fetch_timeout_ms=2500, auto_leader_rebalance_enable=False,
-                       drop_rate=0.0, duplicate_rate=0.0)
+    settings = _staged(brokers=5, replication_factor=4, replica_lag_time_max_ms=2500)
     heal = settings.heal_at_ms
     crash = rng.randint(1000, 2000)
     stall = crash + rng.randint(700, 1000)  # before the crashed leader's session expires
@@ -85,9 +92,7 @@ def _stalled_successor(rng: random.Random):
 
 
 def _bounced_follower(rng: random.Random):
-    settings = replace(SimSettings(), brokers=4, partitions=1, replication_factor=3, controller_outside_replicas=True,
-                       replica_lag_time_max_ms=3000, fetch_timeout_ms=2500, auto_leader_rebalance_enable=False,
-                       drop_rate=0.0, duplicate_rate=0.0)
+    settings = _staged(brokers=4, replication_factor=3, replica_lag_time_max_ms=3000)
     heal = settings.heal_at_ms
     stall = rng.randint(1000, 2500)
     crash = stall + rng.randint(20, 200)

@@ -36,6 +36,14 @@ SETTINGS = {s.name: s for s in [
     Setting("log.retention.ms", int, 604800000, "Delete segments older than this (-1: never)."),
     Setting("log.retention.bytes", int, -1, "Delete old segments beyond this size per partition (-1: never)."),
     Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
+    Setting("log.cleanup.policy", str, "delete", "delete, compact, or compact,delete: what happens to old records.",
+            ("delete", "compact", "compact,delete", "delete,compact")),
+    Setting("log.cleaner.enable", bool, True, "Run the log cleaner, which compacts topics whose policy has compact."),
+    Setting("log.cleaner.backoff.ms", int, 15000, "The cleaner's pause when it finds nothing to clean."),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
+            "Clean a compacted log once this share of its closed segments' bytes is new since its last cleaning."),
+    Setting("log.cleaner.delete.retention.ms", int, 86400000,
+            "How long a tombstone stays after its segment closed, so that readers see the delete."),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset-index entries."),
     Setting("log.index.size.max.bytes", int, 10485760, "Largest offset index of a segment."),
     Setting("log.flush.interval.messages", int, MAX_LONG, "fsync after this many records."),
@@ -107,6 +115,11 @@ def _parse_value(setting: Setting, raw: str):
             return int(raw)
         except ValueError:
             raise ConfigError(f"{setting.name}: expected an integer, got {raw!r}") from None
+    if setting.type is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{setting.name}: expected a number, got {raw!r}") from None
     if setting.choices and raw not in setting.choices:
         raise ConfigError(f"{setting.name}: expected one of {', '.join(setting.choices)}, got {raw!r}")
     return raw

@@ -12,6 +12,7 @@ import logging
 
 import pytest
 
+import weir.log.segment as segment_module
 from weir.log import LogConfig
 from weir.log.offset_index import OffsetIndex
 from weir.log.time_index import TimeIndex
@@ -139,3 +140,27 @@ def test_recovery_cuts_at_a_crc_valid_batch_whose_records_are_wrong_and_says_so(
     assert log.log_end_offset == 1
     assert "recovery dropped" in caplog.text
     assert log.append(make_batch([b"next"], timestamp=NOW), 0, NOW).first_offset == 1
+
+
+def test_a_follower_append_larger_than_a_segment_rolls_and_stays_all_or_nothing(open_log, monkeypatch):
+    log = open_log(LogConfig(segment_bytes=300))
+    copied = bytearray(b"".join(make_batch([b"x" * 40], timestamp=NOW, base_offset=i, leader_epoch=1)
+                                for i in range(10)))  # ~1 KiB: four segments' worth
+    assert len(copied) > 3 * 300
+    before = state(log)
+    calls = []
+
+    def fail_the_third_write(fd, data, original=segment_module.write_all):
+        calls.append(len(data))
+        if len(calls) == 3:
+            raise DiskFull()
+        original(fd, data)
+    monkeypatch.setattr(segment_module, "write_all", fail_the_third_write)
+    with pytest.raises(DiskFull):
+        log.append_as_follower(copied, NOW)
+    monkeypatch.undo()
+    assert state(log) == before, "the pieces already written are cut off again"
+    info = log.append_as_follower(copied, NOW)
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (0, 9, 10)
+    assert len(log.segments) >= 4 and all(s.size <= 300 for s in log.segments)
+    assert [r for r in log.read(0, 1 << 20, 10).file_slices], "and it reads back"

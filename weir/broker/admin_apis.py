@@ -265,8 +265,6 @@ class AdminApis:
         for name, broker_name in TOPIC_CONFIGS.items():
             if name in configs:
                 yield name, configs[name], CONFIG_SOURCE_TOPIC
-            elif broker_name is None:
-                yield name, "delete", CONFIG_SOURCE_DEFAULT
             else:
                 value = self.config[broker_name]
                 source = CONFIG_SOURCE_DEFAULT if value == SETTINGS[broker_name].default else CONFIG_SOURCE_STATIC_BROKER

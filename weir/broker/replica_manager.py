@@ -102,7 +102,7 @@ class ReplicaManager:
                                                       "log.message.timestamp.before.max.ms"),
             timestamp_after_max_ms=self.topic_config(topic, "message.timestamp.after.max.ms",
                                                      "log.message.timestamp.after.max.ms"),
-            compacted="compact" in (configs or {}).get("cleanup.policy", ""))
+            compacted="compact" in self.topic_config(topic, "cleanup.policy", "log.cleanup.policy"))
         self._validation_configs[topic] = (configs, config)
         return config
 
@@ -317,8 +317,11 @@ class ReplicaManager:
             self._act(partition, partition.expire(now_ms))
 
     def maintain(self, now_ms: int) -> None:
-        """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW."""
+        """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW;
+        not for a compact-only topic, whose old records the cleaner removes."""
         for partition in list(self.partitions.values()):
+            if "delete" not in self.topic_config(partition.topic, "cleanup.policy", "log.cleanup.policy"):
+                continue
             deleted = partition.log.enforce_retention(now_ms, partition.high_watermark)
             if deleted:
                 log.info("retention deleted %d segment(s) of %s-%d", deleted, *partition.key)

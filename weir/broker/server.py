@@ -25,6 +25,7 @@ from .controller_service import CONTROLLED_SHUTDOWN_PATH, ControllerService
 from .isr_sender import send_isr_changes
 from .metrics import BrokerMetrics
 from .metrics import serve as serve_metrics
+from .log_cleaner import LogCleaner
 from .replica_fetcher import ReplicaFetchers
 from .replica_manager import ReplicaManager
 
@@ -52,6 +53,7 @@ class Broker:
         self.config = config
         self.broker_id = config["broker.id"]
         self._tasks: list[asyncio.Task] = []
+        self.cleaner: LogCleaner | None = None
         self._peers: dict[int, BrokerConnection] = {}
         self._pending_keys: set | None = None
         self._registered = False
@@ -99,6 +101,9 @@ class Broker:
         self.replicas.apply_view(self.watcher.view, _now_ms())
         await self.controller.start()
         await self._wait_for_controller()
+        if config["log.cleaner.enable"]:
+            self.cleaner = LogCleaner(self.replicas, loop)
+            self.cleaner.start()
         self._tasks = [loop.create_task(t) for t in (
             self._every(config["log.retention.check.interval.ms"], self.replicas.maintain),
             self._every(1000, self.replicas.flush_due),
@@ -231,6 +236,8 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await self.fetchers.close()
+        if self.cleaner is not None:
+            await asyncio.to_thread(self.cleaner.stop)
         self.server.close()
         for conn in self._peers.values():
             await conn.close()

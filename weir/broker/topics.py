@@ -20,7 +20,9 @@ TOPIC_CONFIGS = {
     "index.interval.bytes": "log.index.interval.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "cleanup.policy": None,  # only "delete" is implemented
+    "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})  # written by the group coordinator alone
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -38,14 +40,14 @@ def validate_topic_configs(configs: dict[str, str]) -> None:
         if name not in TOPIC_CONFIGS:
             raise KafkaError(ErrorCode.invalid_config, f"unknown topic config {name!r}")
         broker_name = TOPIC_CONFIGS[name]
-        if broker_name is None:
-            if value != "delete":
-                raise KafkaError(ErrorCode.invalid_config, "cleanup.policy: only 'delete' is supported")
-            continue
         try:
             parse_setting(broker_name, value or "")
         except ConfigError as e:
             raise KafkaError(ErrorCode.invalid_config, f"{name}: {e}") from None
+        if name == "min.cleanable.dirty.ratio" and not 0 <= float(value) <= 1:
+            raise KafkaError(ErrorCode.invalid_config, "min.cleanable.dirty.ratio must be between 0 and 1")
+        if name == "delete.retention.ms" and int(value) < 0:
+            raise KafkaError(ErrorCode.invalid_config, "delete.retention.ms must be at least 0")
         if name == "min.insync.replicas" and int(value) < 1:
             raise KafkaError(ErrorCode.invalid_config, "min.insync.replicas must be at least 1")
         if name.startswith("message.timestamp.") and name.endswith(".max.ms") and int(value) < 0:

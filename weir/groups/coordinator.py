@@ -132,10 +132,9 @@ class GroupCoordinator:
         if factor < wanted:
             log.warning("creating %s with replication factor %d: only %d broker(s) are live "
                         "(offsets.topic.replication.factor is %d)", OFFSETS_TOPIC, factor, live, wanted)
-        # No compaction in Weir yet: time retention would delete live commits, so the topic keeps
-        # everything; DeleteGroups and expiry write tombstones that a loader honours.
-        configs = {"retention.ms": "-1", "retention.bytes": "-1",
-                   "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        # Compacted, as Kafka's: the cleaner keeps each group's and offset's latest record, and the
+        # tombstones of DeleteGroups, OffsetDelete and expiry remove them.
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
         try:
             await self._create_topic(OFFSETS_TOPIC, partitions, factor, None, configs)
         except KafkaError as e:

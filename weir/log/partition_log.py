@@ -38,6 +38,7 @@ from weir.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+CLEANING_DIRECTORY = "cleaning"
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class PartitionLog:
         the first bad batch, with later segments deleted. Without a recovery point, all are.
         """
         directory.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(directory / CLEANING_DIRECTORY, ignore_errors=True)  # a cleaning cut short
         bases = _clean_and_list_segments(directory)
         if clean_shutdown:
             first_unsafe = len(bases)
@@ -145,20 +147,45 @@ class PartitionLog:
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendInfo:
         """Append batches copied from the leader, keeping their offsets and epochs. They must
-        start at the LEO and be contiguous; their CRCs are checked (they crossed the network)."""
+        start at the LEO and be contiguous; their CRCs are checked (they crossed the network).
+        A fetch answer may hold more than log.segment.bytes: it is written segment by segment,
+        still all or nothing (what was written is cut off again if a later piece fails)."""
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        self._check_size(len(buf))
+        self._check_open()
         batches = list(scan_buffer(buf))
         if not batches:
             raise CorruptRecord("no record batch to append")
         expected = self.log_end_offset
         for batch in batches:
+            self._check_size(batch.size)
             if batch.base_offset != expected:
                 raise UnexpectedAppendOffset(f"batch at offset {batch.base_offset}, expected {expected}")
             if not crc_matches(buf, batch.position, batch.size, read_prefix(buf, batch.position)[4]):
                 raise CorruptRecord(f"CRC mismatch in batch at offset {batch.base_offset}")
             expected = batch.last_offset + 1
-        return self._append_batches(buf, batches, now_ms)
+        if len(buf) <= self.config.segment_bytes:
+            return self._append_batches(buf, batches, now_ms)
+        start = self.log_end_offset
+        try:
+            appended = [self._append_batches(piece, chunk, now_ms) for piece, chunk in self._pieces(buf, batches)]
+        except BaseException:
+            self.truncate_to(start)
+            raise
+        latest = max(appended, key=lambda info: info.max_timestamp)
+        return AppendInfo(appended[0].first_offset, appended[-1].last_offset, latest.max_timestamp,
+                          latest.offset_of_max_timestamp)
+
+    def _pieces(self, buf: bytearray, batches: list[BatchInfo]):
+        """Runs of whole batches of at most log.segment.bytes, each as (its bytes, its batches)."""
+        run: list[BatchInfo] = []
+        for batch in batches + [None]:
+            if run and (batch is None or batch.position + batch.size - run[0].position > self.config.segment_bytes):
+                first = run[0].position
+                yield (buf[first:run[-1].position + run[-1].size],
+                       [b._replace(position=b.position - first) for b in run])
+                run = []
+            if batch is not None:
+                run.append(batch)
 
     def _check_size(self, size: int) -> None:
         self._check_open()
@@ -451,6 +478,42 @@ class PartitionLog:
             self._closed = True
         self.is_deleted = True
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    # ----- compaction
+
+    @property
+    def closed_segments(self) -> tuple[LogSegment, ...]:
+        """Every segment but the active one: what the cleaner may rewrite."""
+        return tuple(self._segments[:-1])
+
+    def staging_directory(self) -> Path:
+        """Where the cleaner builds a segment's replacement (removed when the log opens)."""
+        return self.directory / CLEANING_DIRECTORY
+
+    def replace_segment(self, old: LogSegment) -> bool:
+        """Swap in the cleaned copy of closed segment `old` built in the staging directory (same
+        offsets, fewer records); False if `old` is no longer a closed segment of this log
+        (truncated, deleted, or active again). Crash-safe: the old indexes go first, then the log
+        file is replaced in one rename, then the new indexes come in; a crash anywhere leaves a
+        log file whose indexes are missing, which opening rebuilds."""
+        self._check_open()
+        if old not in self._segments[:-1]:
+            return False
+        staged = self.staging_directory()
+        old.offset_index.close()
+        old.time_index.close()
+        old.offset_index.path.unlink(missing_ok=True)
+        old.time_index.path.unlink(missing_ok=True)
+        os.replace(staged / old.log_path.name, old.log_path)
+        os.replace(staged / old.offset_index.path.name, old.offset_index.path)
+        os.replace(staged / old.time_index.path.name, old.time_index.path)
+        fsync_directory(self.directory)
+        new = self._new_segment(self.directory, old.base_offset, self.config, self.last_flush_ms)
+        if not new.load_trusted():
+            new.recover()
+        assert new.next_offset == old.next_offset, "cleaning never changes a segment's offsets"
+        self._segments[self._segments.index(old)] = new  # old's descriptor closes with its last FetchSlice
+        return True
 
     # ----- state
 

@@ -1,0 +1,122 @@
+"""Kafka's log cleaner: compacts the logs of topics whose cleanup.policy has `compact`.
+
+A thread of its own, never the event loop, does the reading and rewriting; the event loop only
+hands it a snapshot of each log's closed segments and swaps each cleaned segment in
+(PartitionLog.replace_segment), so a read or an append never waits for it. Which records stay is
+weir.log.cleaner's. Leaders and followers clean their own copies, as in Kafka.
+
+A log is cleaned when the bytes of its closed segments written since its last cleaning are at
+least min.cleanable.dirty.ratio of all its closed segments' bytes (every log is dirty once after
+the broker starts: the cleaned point is kept in memory). A tombstone goes once its segment was
+last written more than delete.retention.ms ago. Each whole closed segment is read into memory.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import shutil
+import threading
+import time
+
+from weir.log.cleaner import clean_segment, latest_offsets
+from weir.log.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+
+class LogCleaner:
+    def __init__(self, replicas, loop) -> None:
+        self.replicas = replicas
+        self.loop = loop
+        self.backoff_s = replicas.config["log.cleaner.backoff.ms"] / 1000
+        self.cleaned_to: dict[tuple[str, int], int] = {}  # the first offset each log has not had cleaned
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.backoff_s):
+            try:
+                self.clean_once()
+            except Exception:
+                log.exception("log cleaner: a pass failed")
+
+    def _on_loop(self, fn, *args):
+        """Run fn(*args) on the event loop and return its result (the cleaner's thread waits)."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def call() -> None:
+            try:
+                done.set_result(fn(*args))
+            except BaseException as e:
+                done.set_exception(e)
+        self.loop.call_soon_threadsafe(call)
+        while not self._stop.is_set():
+            try:
+                return done.result(timeout=1)
+            except concurrent.futures.TimeoutError:
+                continue
+        raise InterruptedError("the broker is stopping")
+
+    def _candidates(self) -> list:
+        """On the loop: (key, log, closed segments, delete.retention.ms, min.cleanable.dirty.ratio) of each
+        compacted log."""
+        replicas, out = self.replicas, []
+        for key, partition in list(replicas.partitions.items()):
+            topic = key[0]
+            if "compact" not in replicas.topic_config(topic, "cleanup.policy", "log.cleanup.policy"):
+                continue
+            closed = partition.log.closed_segments
+            if closed:
+                out.append((key, partition.log, closed,
+                            replicas.topic_config(topic, "delete.retention.ms", "log.cleaner.delete.retention.ms"),
+                            replicas.topic_config(topic, "min.cleanable.dirty.ratio",
+                                                  "log.cleaner.min.cleanable.ratio")))
+        return out
+
+    def clean_once(self) -> int:
+        """One pass over the compacted logs; returns how many segments were rewritten."""
+        rewritten = 0
+        for key, plog, closed, delete_retention_ms, min_ratio in self._on_loop(self._candidates):
+            total = sum(s.size for s in closed)
+            dirty = sum(s.size for s in closed if s.next_offset > self.cleaned_to.get(key, -1))
+            if total == 0 or dirty / total < min_ratio:
+                continue
+            rewritten += self._clean(key, plog, closed, delete_retention_ms)
+        return rewritten
+
+    def _clean(self, key, plog, closed: tuple[LogSegment, ...], delete_retention_ms: int) -> int:
+        contents = [os.pread(s.fd, s.size, 0) for s in closed]
+        offsets = latest_offsets(contents)
+        horizon_ms = time.time() * 1000 - delete_retention_ms
+        rewritten = 0
+        for segment, data in zip(closed, contents):
+            modified = os.stat(segment.file).st_mtime
+            cleaned = clean_segment(data, offsets, drop_tombstones=modified * 1000 < horizon_ms)
+            if cleaned is None:
+                continue
+            staging = plog.staging_directory()
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            (staging / segment.log_path.name).write_bytes(cleaned)
+            staged = LogSegment(staging, segment.base_offset, index_interval_bytes=plog.config.index_interval_bytes,
+                                index_max_bytes=plog.config.segment_index_bytes, now_ms=int(time.time() * 1000))
+            assert staged.recover(), "a cleaned segment is whole"
+            staged.flush()
+            staged.close()
+            os.utime(staged.log_path, (modified, modified))  # tombstones age from the original writes
+            if self._on_loop(plog.replace_segment, segment):
+                rewritten += 1
+            shutil.rmtree(staging, ignore_errors=True)
+        if rewritten:
+            log.info("%s-%d: compacted %d segment(s), %d key(s)", *key, rewritten, len(offsets))
+        self.cleaned_to[key] = closed[-1].next_offset
+        return rewritten

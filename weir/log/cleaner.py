@@ -1,0 +1,115 @@
+"""Log compaction's rewriting of batches, on bytes: which records a cleaned log keeps.
+
+Kafka's rules (LogCleaner), for a compacted topic:
+- The offset map holds, for each key, the offset of its latest record in the dirty part of the
+  log. A record stays if no later record of its key is in the map; a record without a key goes.
+- A tombstone (a record whose value is null) stays while its segment is younger than
+  delete.retention.ms, so that consumers reading the log's head see the delete; then it goes.
+- Offsets never change: a batch keeps its base offset, its lastOffsetDelta (so the offsets after
+  it still follow on, and its producer's sequence numbers stay what they were) and its producer
+  fields; only the records it holds, their count, its length and its CRC change. A batch that
+  keeps no record stays as an empty header, as Kafka keeps the last batch of each producer:
+  Weir keeps every one, so the log's batches stay contiguous (followers, recovery and the
+  segment indexes rely on it) and producer state rebuilds from the headers alone.
+- Control batches stay whole. A compressed batch stays whole while it keeps any record (its
+  records would otherwise have to be compressed again), and becomes an empty header when it keeps
+  none.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterable
+
+from weir.protocol.compression import decompress
+from weir.protocol.record_batch import CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, read_batch_header
+from weir.protocol.varint import read_uvarint
+
+from crc32c import crc32c
+
+_LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_COUNT = struct.Struct(">i")
+LENGTH_AT, CRC_AT, COUNT_AT = 8, 17, 57
+NO_KEY = None
+
+
+def _varint(buf, offset: int) -> tuple[int, int]:
+    raw, offset = read_uvarint(buf, offset)
+    return (raw >> 1) ^ -(raw & 1), offset
+
+
+def records_of(batch) -> list[tuple[int, int, int, bytes | None, bool]]:
+    """(start, end, offset delta, key, is a tombstone) of each record of a batch, positions in its
+    records section (decompressed, if the batch is compressed)."""
+    header = read_batch_header(batch)
+    data = memoryview(batch)[HEADER_SIZE:header.length]
+    if header.attributes & CODEC_MASK:
+        data = memoryview(decompress(header.attributes & CODEC_MASK, data))
+    out = []
+    position = 0
+    for _ in range(header.record_count):
+        length, body = _varint(data, position)
+        end = body + length
+        _, cursor = data[body], body + 1  # attributes
+        _, cursor = _varint(data, cursor)  # timestamp delta
+        offset_delta, cursor = _varint(data, cursor)
+        key_length, cursor = _varint(data, cursor)
+        key = None if key_length < 0 else bytes(data[cursor:cursor + key_length])
+        cursor += max(key_length, 0)
+        value_length, cursor = _varint(data, cursor)
+        out.append((position, end, offset_delta, key, value_length < 0))
+        position = end
+    return out
+
+
+def batches_in(data) -> Iterable[memoryview]:
+    """Each whole batch of a segment's bytes."""
+    view = memoryview(data)
+    position = 0
+    while position + HEADER_SIZE <= len(view):
+        header = read_batch_header(view, position)
+        yield view[position:position + header.length]
+        position += header.length
+
+
+def latest_offsets(segments: Iterable[bytes], offset_map: dict | None = None) -> dict:
+    """The offset map: each key's latest offset in `segments` (in log order)."""
+    offset_map = {} if offset_map is None else offset_map
+    for data in segments:
+        for batch in batches_in(data):
+            header = read_batch_header(batch)
+            if header.attributes & CONTROL_BIT:
+                continue
+            for _, _, offset_delta, key, _ in records_of(batch):
+                if key is not NO_KEY:
+                    offset_map[key] = header.base_offset + offset_delta
+    return offset_map
+
+
+def clean_batch(batch, offset_map: dict, drop_tombstones: bool) -> bytes:
+    """The batch as the cleaned log holds it (see the module's rules)."""
+    header = read_batch_header(batch)
+    if header.attributes & CONTROL_BIT or header.record_count == 0:
+        return bytes(batch)
+    records = records_of(batch)
+    kept = [(start, end) for start, end, delta, key, tombstone in records
+            if key is not NO_KEY and offset_map.get(key, -1) <= header.base_offset + delta
+            and not (tombstone and drop_tombstones)]
+    if len(kept) == len(records):
+        return bytes(batch)
+    if kept and header.attributes & CODEC_MASK:
+        return bytes(batch)
+    body = b"".join(bytes(batch[HEADER_SIZE + start:HEADER_SIZE + end]) for start, end in kept)
+    out = bytearray(batch[:HEADER_SIZE]) + body
+    _LENGTH.pack_into(out, LENGTH_AT, len(out) - 12)
+    _COUNT.pack_into(out, COUNT_AT, len(kept))
+    _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def clean_segment(data, offset_map: dict, drop_tombstones: bool) -> bytes | None:
+    """A segment's bytes as the cleaned log holds them; None if cleaning changes nothing."""
+    cleaned = [clean_batch(batch, offset_map, drop_tombstones) for batch in batches_in(data)]
+    out = b"".join(cleaned)
+    return None if len(out) == len(data) else out

@@ -5,10 +5,11 @@ hands it a snapshot of each log's closed segments and swaps each cleaned segment
 (PartitionLog.replace_segment), so a read or an append never waits for it. Which records stay is
 weir.log.cleaner's. Leaders and followers clean their own copies, as in Kafka.
 
-A log is cleaned when the bytes of its closed segments written since its last cleaning are at
-least min.cleanable.dirty.ratio of all its closed segments' bytes (every log is dirty once after
-the broker starts: the cleaned point is kept in memory). A tombstone goes once its segment was
-last written more than delete.retention.ms ago. Each whole closed segment is read into memory.
+Only closed segments wholly below the high watermark are cleaned. A log is cleaned when the
+bytes of those written since its last cleaning are at least min.cleanable.dirty.ratio of all of
+theirs (every log is dirty once after the broker starts: the cleaned point is kept in memory). A
+tombstone goes once its segment was last written more than delete.retention.ms ago. Each whole
+segment is read into memory.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class LogCleaner:
             topic = key[0]
             if "compact" not in replicas.topic_config(topic, "cleanup.policy", "log.cleanup.policy"):
                 continue
-            closed = partition.log.closed_segments
+            # Only what is committed: a record above the HW may yet be truncated away, and the
+            # older record of its key it replaced must then still be there (Kafka's first
+            # uncleanable offset is at most the HW).
+            closed = tuple(s for s in partition.log.closed_segments if s.next_offset <= partition.high_watermark)
             if closed:
                 out.append((key, partition.log, closed,
                             replicas.topic_config(topic, "delete.retention.ms", "log.cleaner.delete.retention.ms"),

@@ -129,3 +129,33 @@ def test_a_replica_that_starts_empty_copies_the_cleaned_log(start_cluster):
     copied = read_all(survivor, "shared")
     latest = lambda records: {key: value for _, key, value in records}  # noqa: E731
     assert latest(copied) == latest(expected) and copied[-1][0] == 3999
+
+
+def test_consumer_offsets_are_compacted_and_reload_after_a_restart(start_broker):
+    """__consumer_offsets is compacted: after the cleaner has run over many commits and a deleted
+    group's tombstones, a restarted coordinator loads each group's last offsets, and the deleted
+    group stays deleted."""
+    broker = start_broker(0, offsets_topic_num_partitions="1", offsets_topic_segment_bytes="4096",
+                          log_cleaner_backoff_ms="200", group_initial_rebalance_delay_ms="0")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("source", 1, 1)])["source"].result(30)
+    for group, commits in (("kept", 400), ("dropped", 50)):
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        for offset in range(commits):
+            consumer.commit(offsets=[TopicPartition("source", 0, offset)], asynchronous=False)
+        consumer.close()
+    assert admin.delete_consumer_groups(["dropped"])["dropped"].result(30) is None
+    wait_until(lambda: any("__consumer_offsets-0: compacted" in line for line in broker.log_lines),
+               "the cleaner over __consumer_offsets", timeout_s=60)
+
+    broker.kill()
+    broker.start()
+
+    def committed(group):
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        try:
+            return consumer.committed([TopicPartition("source", 0)], timeout=30)[0].offset
+        finally:
+            consumer.close()
+    assert committed("kept") == 399
+    assert committed("dropped") < 0, "no offset: the group was deleted"

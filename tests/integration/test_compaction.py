@@ -4,6 +4,7 @@ confluent-kafka and kafka-python consumers read the cleaned log (its emptied bat
 delete.retention.ms is 0 here: a tombstone goes at the first cleaning after its segment closed."""
 
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -159,3 +160,32 @@ def test_consumer_offsets_are_compacted_and_reload_after_a_restart(start_broker)
             consumer.close()
     assert committed("kept") == 399
     assert committed("dropped") < 0, "no offset: the group was deleted"
+
+
+def test_cleanup_policy_is_altered_as_a_list(start_broker):
+    """IncrementalAlterConfigs APPEND and SUBTRACT on cleanup.policy (confluent-kafka's admin
+    client): a topic goes from delete to delete,compact to compact; other configs are not lists."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    broker = start_broker(0)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("policy", 1, 1)])["policy"].result(30)
+
+    def alter(name, value, operation):
+        resource = ConfigResource(ResourceType.TOPIC, "policy", incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=operation)])
+        return admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def policy():
+        resource = ConfigResource(ResourceType.TOPIC, "policy")
+        return admin.describe_configs([resource])[resource].result(30)["cleanup.policy"].value
+
+    assert policy() == "delete"
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)
+    alter("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)  # on the stored value, not a stale view
+    wait_until(lambda: policy() == "compact", "the broker's view of the change")
+    alter("cleanup.policy", "delete", AlterConfigOpType.APPEND)
+    wait_until(lambda: policy() == "compact,delete", "the broker's view of the change")
+    with pytest.raises(KafkaException) as refused:
+        alter("retention.ms", "1000", AlterConfigOpType.APPEND)
+    assert refused.value.args[0].name() == "INVALID_CONFIG"

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
-OP_SET, OP_DELETE = 0, 1
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy"})  # the topic configs whose values are lists: APPEND/SUBTRACT apply
 NO_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 METADATA_WAIT_S = 10
@@ -315,10 +316,27 @@ class AdminApis:
                     updated[c.name] = c.value
                 elif c.config_operation == OP_DELETE:
                     updated.pop(c.name, None)
+                elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+                    updated[c.name] = self._list_operation(updated, c)
                 else:
-                    raise KafkaError(ErrorCode.invalid_request, f"{c.name}: only SET and DELETE operations")
+                    raise KafkaError(ErrorCode.invalid_request, f"{c.name}: unknown operation {c.config_operation}")
             return updated
         return self._alter_configs(request, apply)
+
+    def _list_operation(self, configs: dict, c) -> str:
+        """APPEND or SUBTRACT the comma-separated items of `c.value` to or from a list config's
+        value (the topic's, else the broker's), as Kafka's IncrementalAlterConfigs does."""
+        verb = "append" if c.config_operation == OP_APPEND else "subtract"
+        if c.name not in LIST_CONFIGS:
+            raise KafkaError(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {c.name}")
+        current = configs.get(c.name)
+        if current is None:
+            current = _config_str(self.config[TOPIC_CONFIGS[c.name]])
+        items = [item for item in current.split(",") if item]
+        given = [item.strip() for item in (c.value or "").split(",") if item.strip()]
+        if c.config_operation == OP_APPEND:
+            return ",".join(items + [item for item in given if item not in items])
+        return ",".join(item for item in items if item not in given)
 
     async def _alter_configs(self, request, apply) -> dict:
         responses = []
@@ -330,7 +348,8 @@ class AdminApis:
                     raise KafkaError(ErrorCode.invalid_request, "only topic configs can be altered at run time")
                 if r.resource_name not in self.view.topics:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {r.resource_name!r}")
-                updated = apply(self.view.topic_configs.get(r.resource_name, {}), r)
+                # From ZooKeeper, not our view: a change made a moment ago may not have reached it.
+                updated = apply(await self.store.read_topic_config(r.resource_name) or {}, r)
                 validate_topic_configs(updated)
                 if not request.validate_only:
                     await self.store.set_topic_config(r.resource_name, updated)

@@ -8,8 +8,8 @@ weir.log.cleaner's. Leaders and followers clean their own copies, as in Kafka.
 Only closed segments wholly below the high watermark are cleaned. A log is cleaned when the
 bytes of those written since its last cleaning are at least min.cleanable.dirty.ratio of all of
 theirs (every log is dirty once after the broker starts: the cleaned point is kept in memory). A
-tombstone goes once its segment was last written more than delete.retention.ms ago. Each whole
-segment is read into memory.
+tombstone goes once its segment was last written more than delete.retention.ms ago. One whole
+segment at a time is read into memory, and the offset map holds every key of the cleaned segments.
 """
 
 from __future__ import annotations
@@ -98,11 +98,13 @@ class LogCleaner:
         return rewritten
 
     def _clean(self, key, plog, closed: tuple[LogSegment, ...], delete_retention_ms: int) -> int:
-        contents = [os.pread(s.fd, s.size, 0) for s in closed]
-        offsets = latest_offsets(contents)
+        offsets: dict = {}
+        for segment in closed:  # one segment in memory at a time: the map, then the rewrite
+            latest_offsets([os.pread(segment.fd, segment.size, 0)], offsets)
         horizon_ms = time.time() * 1000 - delete_retention_ms
         rewritten = 0
-        for segment, data in zip(closed, contents):
+        for segment in closed:
+            data = os.pread(segment.fd, segment.size, 0)
             modified = os.stat(segment.file).st_mtime
             cleaned = clean_segment(data, offsets, drop_tombstones=modified * 1000 < horizon_ms)
             if cleaned is None:

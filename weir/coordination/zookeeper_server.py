@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -69,10 +70,36 @@ def zookeeper_classpath(java_dir: Path = DEBIAN_JAVA_DIR) -> str:
     return os.pathsep.join(str(jar) for jar in jars)
 
 
+_random = random.SystemRandom()
+_handed_out: set[int] = set()  # never twice from one process: the first may not be bound yet
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on, for a server started next. Taken below the kernel's ephemeral
+    range: a port from that range (what binding port 0 gives) can become the local port of any
+    outgoing connection before its server binds it ("address already in use")."""
+    low = _ephemeral_range_start()
+    for _ in range(200):
+        port = _random.randrange(max(1024, low - 16384), low)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_range_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def four_letter_word(host: str, port: int, command: str, timeout_s: float = 2.0) -> str:

@@ -26,9 +26,14 @@ def test_segments_above_the_high_watermark_are_not_cleaned(tmp_path):
     settings = {"cleanup.policy": "compact", "delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0.0}
     replicas = SimpleNamespace(config={"log.cleaner.backoff.ms": 10}, partitions={("t", 0): partition},
                                topic_config=lambda topic, name, broker_name: settings[name])
-    cleaner = LogCleaner(replicas, asyncio.new_event_loop())
-    assert cleaner._candidates() == []
+    loop = asyncio.new_event_loop()
+    try:
+        cleaner = LogCleaner(replicas, loop)
+        assert cleaner._candidates() == []
 
-    partition.on_follower_fetch(2, -1, log.closed_segments[1].next_offset, 0, NOW)  # the HW moves up to there
-    ((key, _, closed, _, _),) = cleaner._candidates()
-    assert key == ("t", 0) and closed == log.closed_segments[:2]
+        partition.on_follower_fetch(2, -1, log.closed_segments[1].next_offset, 0, NOW)  # the HW moves up to there
+        ((key, _, closed, _, _),) = cleaner._candidates()
+        assert key == ("t", 0) and closed == log.closed_segments[:2]
+    finally:
+        loop.close()
+        log.close()

@@ -13,11 +13,11 @@ Offsets are described with the lag to each partition's log end; a reset is only 
 
 from __future__ import annotations
 
-import struct
 import sys
 
 from .admin_cli import UsageError, common_options, run_command
 from .client import ClusterClient, ErrorCode, KafkaError, check_error
+from .groups.consumer_protocol import assigned_partitions
 from .protocol.versions import ApiKey
 
 EARLIEST, LATEST = -2, -1
@@ -79,22 +79,6 @@ async def list_offsets(client: ClusterClient, keys, timestamp: int) -> dict[tupl
         check_error(answer.error_code)
         out[(topic, partition)] = answer.offset
     return out
-
-
-def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
-    """The partitions of a consumer protocol assignment (version, then topics with partitions)."""
-    try:
-        (count,), position, out = struct.unpack_from(">i", assignment, 2), 6, []
-        for _ in range(count):
-            (length,) = struct.unpack_from(">h", assignment, position)
-            topic = assignment[position + 2:position + 2 + length].decode()
-            position += 2 + length
-            (partitions,) = struct.unpack_from(">i", assignment, position)
-            out += [(topic, p) for p in struct.unpack_from(f">{partitions}i", assignment, position + 4)]
-            position += 4 + 4 * partitions
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
 
 
 # -- the actions ---------------------------------------------------------------------------

@@ -23,8 +23,9 @@ def test_segments_above_the_high_watermark_are_not_cleaned(tmp_path):
         records = bytearray(encode_batch([b"v%d" % i], keys=[b"k"]))
         partition.produce(records, read_batch_header(records), 1, NOW, proven=True)
     assert len(log.closed_segments) >= 3 and partition.high_watermark == 0  # the follower has fetched nothing
-    settings = {"cleanup.policy": "compact", "delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0.0}
+    settings = {"delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0.0}
     replicas = SimpleNamespace(config={"log.cleaner.backoff.ms": 10}, partitions={("t", 0): partition},
+                               cleanup_policy=lambda topic: "compact",
                                topic_config=lambda topic, name, broker_name: settings[name])
     loop = asyncio.new_event_loop()
     try:

@@ -6,7 +6,8 @@ import struct
 import pytest
 
 from weir.groups.group import (FAR_FUTURE, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult,
-                               SyncResult, subscribed_topics)
+                               SyncResult)
+from weir.groups.consumer_protocol import subscribed_topics
 from weir.groups.records import GroupValue, read_group_value, group_value
 from weir.protocol.errors import ErrorCode
 

@@ -50,6 +50,19 @@ class Up:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.base}"
 
+    def filled_topic(self, topic: str, records: int):
+        """Create `topic` (3 partitions, 3 replicas, min ISR 2), write `records` records spread over
+        its partitions with acks=all, and return the admin client."""
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all"})
+        for i in range(records):
+            producer.produce(topic, f"{topic}-{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        return admin
+
     def said(self, text: str) -> bool:
         return any(line.startswith("weir") and text in line for line in list(self.lines))
 

@@ -6,8 +6,6 @@ import os
 import shutil
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import sync_playwright
 
 from lab import Up
@@ -43,12 +41,7 @@ def partition_rows(page, topic: str) -> list[dict]:
 
 
 def test_the_console_shows_a_killed_broker_leave_the_isr_and_come_back(up, page, tmp_path):
-    admin = AdminClient({"bootstrap.servers": up.bootstrap})
-    admin.create_topics([NewTopic("shown", 3, 3, config={"min.insync.replicas": "2"})])["shown"].result(30)
-    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
-    for i in range(90):
-        producer.produce("shown", f"r-{i}".encode(), partition=i % 3)
-    assert producer.flush(30) == 0
+    up.filled_topic("shown", 90)
     assert up.said(f"console on http://127.0.0.1:{up.console_port}/")
 
     page.goto(f"http://127.0.0.1:{up.console_port}/")

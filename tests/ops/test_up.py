@@ -119,12 +119,7 @@ KAFKA_METRICS = (
 
 
 def test_metrics_show_under_replication_while_a_broker_is_down_and_none_once_it_caught_up(up):
-    admin = AdminClient({"bootstrap.servers": up.bootstrap})
-    admin.create_topics([NewTopic("watched", 3, 3, config={"min.insync.replicas": "2"})])["watched"].result(30)
-    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
-    for i in range(300):
-        producer.produce("watched", f"m-{i}".encode(), partition=i % 3)
-    assert producer.flush(30) == 0
+    admin = up.filled_topic("watched", 300)
     consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": "watcher", "auto.offset.reset": "earliest"})
     consumer.subscribe(["watched"])
     read = 0

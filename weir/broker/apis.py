@@ -224,7 +224,6 @@ class DataApis:
             topics.append({"topic": t.topic, "partitions": partitions})
         return {"throttle_time": 0, "topics": topics}
 
-
     # -- DeleteRecords -------------------------------------------------------
 
     async def delete_records(self, header: RequestHeader, request) -> dict:
@@ -240,7 +239,7 @@ class DataApis:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"cannot delete records of internal "
                                                                             f"topic {t.name}")
                     partition = self.replicas.leader_partition(*key)
-                    if "delete" not in self.replicas.view.topic_configs.get(t.name, {}).get("cleanup.policy", "delete"):
+                    if "delete" not in self.replicas.cleanup_policy(t.name):
                         raise KafkaError(ErrorCode.policy_violation,
                                          f"{t.name} is compacted only: records cannot be deleted by offset")
                     results[key] = [partition, partition.delete_records(p.offset), ErrorCode.none]
@@ -267,7 +266,6 @@ class DataApis:
             return -1
         live = self.replicas.view.brokers
         return partition.low_watermark([r for r in partition.replicas if r in live])
-
 
     # -- DescribeLogDirs -----------------------------------------------------
 

@@ -73,7 +73,7 @@ class LogCleaner:
         replicas, out = self.replicas, []
         for key, partition in list(replicas.partitions.items()):
             topic = key[0]
-            if "compact" not in replicas.topic_config(topic, "cleanup.policy", "log.cleanup.policy"):
+            if "compact" not in replicas.cleanup_policy(topic):
                 continue
             # Only what is committed: a record above the HW may yet be truncated away, and the
             # older record of its key it replaced must then still be there (Kafka's first

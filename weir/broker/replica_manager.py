@@ -79,6 +79,10 @@ class ReplicaManager:
         value = self.view.topic_configs.get(topic, {}).get(name)
         return self.config[broker_name] if value is None else parse_setting(broker_name, value)
 
+    def cleanup_policy(self, topic: str) -> str:
+        """`delete`, `compact` or both (comma-separated): the topic's cleanup.policy, else the broker's."""
+        return self.topic_config(topic, "cleanup.policy", "log.cleanup.policy")
+
     def log_config(self, topic: str) -> LogConfig:
         configs = self.view.topic_configs.get(topic, {})
         overrides = {_LOG_FIELDS[k]: int(v) for k, v in configs.items() if k in _LOG_FIELDS}
@@ -102,7 +106,7 @@ class ReplicaManager:
                                                       "log.message.timestamp.before.max.ms"),
             timestamp_after_max_ms=self.topic_config(topic, "message.timestamp.after.max.ms",
                                                      "log.message.timestamp.after.max.ms"),
-            compacted="compact" in self.topic_config(topic, "cleanup.policy", "log.cleanup.policy"))
+            compacted="compact" in self.cleanup_policy(topic))
         self._validation_configs[topic] = (configs, config)
         return config
 
@@ -320,7 +324,7 @@ class ReplicaManager:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW;
         not for a compact-only topic, whose old records the cleaner removes."""
         for partition in list(self.partitions.values()):
-            if "delete" not in self.topic_config(partition.topic, "cleanup.policy", "log.cleanup.policy"):
+            if "delete" not in self.cleanup_policy(partition.topic):
                 continue
             deleted = partition.log.enforce_retention(now_ms, partition.high_watermark)
             if deleted:

@@ -1,11 +1,12 @@
 """Request handlers of the classic consumer group protocol, over every version we advertise.
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-ListGroups, DescribeGroups, DeleteGroups, OffsetDelete. Each handler turns a kio request into calls on the
-coordinator (`GroupCoordinator`, the shell) and the group (`Group`, the pure core), and returns a
-dict for kio to encode - or a coroutine when the answer must wait: a JoinGroup parked until the
-rebalance's join phase ends, a SyncGroup until the leader's assignment is stored, a commit until
-the ISR of `__consumer_offsets` has it. Version differences are handled here, not in the core.
+ListGroups, DescribeGroups, DeleteGroups, OffsetDelete. Each handler turns a kio request into
+calls on the coordinator (`GroupCoordinator`, the shell) and the group (`Group`, the pure core),
+and returns a dict for kio to encode - or a coroutine when the answer must wait: a JoinGroup
+parked until the rebalance's join phase ends, a SyncGroup until the leader's assignment is
+stored, a commit until the ISR of `__consumer_offsets` has it. Version differences are handled
+here, not in the core.
 """
 
 from __future__ import annotations
@@ -309,7 +310,6 @@ class GroupApis:
                     error = await self.coordinator.delete_group(group)
             results.append({"group_id": group_id, "error_code": error or ErrorCode.none})
         return {"throttle_time": 0, "results": results}
-
 
     def offset_delete(self, header: RequestHeader, request):
         return self._offset_delete(request.group_id, [(t.name, p.partition_index)

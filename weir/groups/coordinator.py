@@ -351,7 +351,8 @@ class GroupCoordinator:
         return error
 
     async def delete_offsets(self, group: Group, keys) -> ErrorCode | None:
-        """Tombstones for the group's committed offsets of `keys` (OffsetDelete)."""
+        """Tombstones for the group's committed offsets of `keys` (OffsetDelete, expiry); they are
+        forgotten once written, unless a later commit replaced them meanwhile."""
         keys = [key for key in keys if key in group.offsets]
         if not keys:
             return None
@@ -380,12 +381,10 @@ class GroupCoordinator:
                 continue
             keys = group.expired_offsets(now)
             if keys:
-                error, base = await self.append(group.partition, [(offset_key(group.group_id, t, p), None)
-                                                                  for t, p in keys])
+                error = await self.delete_offsets(group, keys)
                 if error:
                     log.warning("group %s: expiring %d offset(s) failed: %s", group.group_id, len(keys), error.name)
                     continue
-                group.remove_offsets(keys, base)
                 expired += len(keys)
                 log.info("group %s: %d committed offset(s) expired", group.group_id, len(keys))
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members \

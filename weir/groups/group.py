@@ -44,12 +44,11 @@ clocks, sockets or randomness here; new member ids come in from the shell.
 
 from __future__ import annotations
 
-import struct
-
 from dataclasses import dataclass, field
 from enum import Enum
 
 from ..protocol.errors import ErrorCode
+from .consumer_protocol import subscribed_topics
 from .records import GroupValue, MemberRecord
 
 NO_GENERATION = -1
@@ -772,17 +771,3 @@ class Group:
                              "member_assignment": m.assignment if stable else b""}
                             for m in self.members.values()]}
 
-
-def subscribed_topics(subscription: bytes) -> set[str]:
-    """The topics of a consumer protocol subscription (version, then its topics, in every version);
-    none if it cannot be read (Kafka then treats the group as subscribed to nothing)."""
-    try:
-        (count,) = struct.unpack_from(">i", subscription, 2)
-        topics, position = set(), 6
-        for _ in range(count):
-            (length,) = struct.unpack_from(">h", subscription, position)
-            topics.add(subscription[position + 2:position + 2 + length].decode())
-            position += 2 + length
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return set()

@@ -346,8 +346,9 @@ class Partition:
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)
             self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)
-        if not error and min(leader_log_start_offset, self.follower.high_watermark) > self.log.log_start_offset:
-            self.log.delete_records_before(min(leader_log_start_offset, self.follower.high_watermark))
+        log_start = min(leader_log_start_offset, self.follower.high_watermark)
+        if not error and log_start > self.log.log_start_offset:
+            self.log.delete_records_before(log_start)
         return decision if isinstance(decision, (Backoff, AppendRecords)) else None
 
     def _start_at(self, offset: int) -> None:

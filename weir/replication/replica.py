@@ -39,7 +39,7 @@ class FollowerReplica:
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self.log_end_offset = self.log_start_offset = UNKNOWN_OFFSET
+        self.log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = 0

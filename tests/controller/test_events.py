@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from weir.controller import ControllerConfig
-from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteStates, run_handler
+from weir.controller.events import (ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments,
+                                   WriteStates, run_handler)
 from weir.coordination.model import ClusterView, PartitionState, TopicAssignment
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 from weir.protocol.errors import ErrorCode
@@ -64,6 +65,9 @@ class Store:
             raise ConnectionLost()
         if isinstance(op, CreateStates):
             return {p: s for p, s in op.states.items() if self._write((op.topic, p), None, s)}
+        if isinstance(op, WriteAssignments):
+            self.topics.update((a.name, a) for a in op.assignments)
+            return None
         assert isinstance(op, WriteStates)
         return [PartitionWriteResult(t, p, state=new) if self._write((t, p), expected, new) else
                 PartitionWriteResult(t, p, error="conflict", current=self.states.get((t, p)))

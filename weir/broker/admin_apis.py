@@ -17,7 +17,7 @@ from ..controller.assignment import (AssignmentError, assign_added_partitions, a
 from ..controller.partition_change import ElectionType
 from ..coordination.model import NO_LEADER, TopicAssignment
 from ..coordination.producer_ids import ProducerIdAllocator
-from ..coordination.zk_metadata import TopicExists, UnknownTopic, ZkMetadataStore
+from ..coordination.zk_metadata import ReassignmentInProgress, TopicExists, UnknownTopic, ZkMetadataStore
 from ..protocol import codec
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
@@ -240,6 +240,8 @@ class AdminApis:
                 assignment = self.view.topics.get(t.name)
                 if assignment is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {t.name!r}")
+                if assignment.adding or assignment.removing:
+                    raise ReassignmentInProgress(t.name)
                 if t.count <= len(assignment.replicas):
                     raise KafkaError(ErrorCode.invalid_partitions, f"topic has {len(assignment.replicas)} "
                                                                    f"partitions; {t.count} would not add any")
@@ -257,6 +259,9 @@ class AdminApis:
                     await self._wait_for_leaders(t.name, t.count)
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
+            except ReassignmentInProgress:
+                out["error_code"] = ErrorCode.reassignment_in_progress
+                out["error_message"] = f"the partitions of {t.name} are being reassigned"
             results.append(out)
         return {"throttle_time": 0, "results": results}
 

@@ -3,7 +3,7 @@ a time, and carry out the store operations they yield against ZooKeeper.
 
 Every broker runs one; the one that wins /controller in ZooKeeper is active. Events - broker
 registrations, topic creation and deletion, config changes, AlterPartition requests, ElectLeaders,
-controlled shutdowns, the leader-balance timer - are queued and handled strictly in order by one
+partition reassignments, controlled shutdowns, the leader-balance timer - are queued and handled strictly in order by one
 task, like Kafka's controller event thread. Brokers learn the new states by watching ZooKeeper.
 The simulator runs the same handlers (weir/sim/controller.py).
 """
@@ -13,7 +13,8 @@ import logging
 
 from ..config import BrokerConfig
 from ..controller.decisions import ControllerConfig, ControllerCore, StateChange
-from ..controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteStates, run_handler
+from ..controller.events import (ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments,
+                                 WriteStates, run_handler)
 from ..coordination.model import PartitionState
 from ..coordination.zk_metadata import ControllerFenced, ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
@@ -138,6 +139,8 @@ class ControllerService:
             return await self.store.create_partition_states(op.topic, op.states)
         if isinstance(op, WriteStates):
             return await self.store.write_partition_states(list(op.changes))
+        if isinstance(op, WriteAssignments):
+            return await self.store.write_assignments(op.assignments)
         raise TypeError(f"not a store operation: {op!r}")
 
     # -- election --------------------------------------------------------------------------

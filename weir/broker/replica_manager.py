@@ -125,6 +125,9 @@ class ReplicaManager:
         if keys is None:
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
+            for key in [k for k in self.partitions if self.broker_id not in view.topics[k[0]].replicas.get(k[1], ())]:
+                self._drop_replica(key)
+                log.info("%s-%d was reassigned away from this broker: deleted its replica", *key)
             keys = [(a.name, p) for a in view.topics.values() for p in a.replicas]
         for topic, index in keys:
             assignment = view.topics.get(topic)
@@ -180,11 +183,15 @@ class ReplicaManager:
 
     def _drop_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
-            partition = self.partitions.pop(key)
-            self._complete(partition.become_offline())
-            self.on_role_change(partition)
-            self.logs.delete_partition(*key)
+            self._drop_replica(key)
         log.info("deleted the replicas of topic %s", name)
+
+    def _drop_replica(self, key: tuple[str, int]) -> None:
+        """The topic is gone or the partition no longer assigned here: stop it and delete its log."""
+        partition = self.partitions.pop(key)
+        self._complete(partition.become_offline())
+        self.on_role_change(partition)
+        self.logs.delete_partition(*key)
 
     def lose_leadership_proof(self) -> None:
         """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""

@@ -27,6 +27,7 @@ from .metrics import BrokerMetrics
 from .metrics import serve as serve_metrics
 from .log_cleaner import LogCleaner
 from .replica_fetcher import ReplicaFetchers
+from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,9 @@ def _now_ms() -> int:
 class BrokerApis:
     """Every handler this broker serves, by api key."""
 
-    def __init__(self, data: DataApis, admin: AdminApis, groups: GroupApis, metrics: BrokerMetrics) -> None:
-        self.handlers = {**data.handlers, **admin.handlers, **groups.handlers}
+    def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
+                 metrics: BrokerMetrics) -> None:
+        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
 
@@ -84,7 +86,8 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        apis = BrokerApis(DataApis(self.replicas), self.admin, GroupApis(self.groups), self.replicas.metrics)
+        apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
+                          self.replicas.metrics)
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
                                                host, port, reuse_address=True, backlog=1024)

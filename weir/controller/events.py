@@ -2,7 +2,7 @@
 against ZooKeeper, the simulator against its model of ZooKeeper.
 
 Every handler is a generator. It yields store operations (ReadCluster, ReadStates, CreateStates,
-WriteStates), is sent each one's result, and returns the event's answer. A failed operation is
+WriteStates, WriteAssignments), is sent each one's result, and returns the event's answer. A failed operation is
 thrown into it: ControllerFenced (a newer controller exists: the shell resigns) or anything else
 (the outcome is unknown: the states it was writing stay unconfirmed in the core, and the next
 event reads them back first, `_settle`). The shell runs one handler to its end before the next,
@@ -16,10 +16,11 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..coordination.model import ClusterView, PartitionState
+from ..coordination.model import ClusterView, PartitionState, TopicAssignment
 from ..protocol.errors import ErrorCode
 from .decisions import ControllerConfig, ControllerCore, StateChange
 from .partition_change import ElectionType
+from .reassignment import Move
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,13 @@ class WriteStates:
     """Compare-and-set (topic, partition, expected version, new state) each, fenced →
     one PartitionWriteResult-like answer per change (`ok`, `state`, `current`)."""
     changes: tuple[tuple[str, int, int, PartitionState], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteAssignments:
+    """Replace topics' assignment znodes (same partitions, other replicas), fenced; fails if one
+    changed its partitions meanwhile → None."""
+    assignments: tuple[TopicAssignment, ...]
 
 
 Handler = Generator[Any, Any, Any]
@@ -125,7 +133,9 @@ class ControllerEvents:
             changes = self.core.reconcile()
         for a in unfinished:
             changes += self.core.on_topic_created(a, configs[a.name])
-        return (yield from self._write(changes))
+        written = yield from self._write(changes)
+        yield from self._complete_reassignments()
+        return written
 
     def resigned(self) -> None:
         self.core = self._known = None
@@ -133,7 +143,9 @@ class ControllerEvents:
     def handle(self, name: str, *args) -> Handler:
         """An event for the active controller: settle what is unconfirmed, then decide."""
         yield from self._settle()
-        return (yield from getattr(self, "_" + name)(*args))
+        answer = yield from getattr(self, "_" + name)(*args)
+        yield from self._complete_reassignments()
+        return answer
 
     # ----- events
 
@@ -159,6 +171,9 @@ class ControllerEvents:
             elif len(assignment.replicas) > len(old.replicas):
                 added = {p: r for p, r in assignment.replicas.items() if p not in old.replicas}
                 changes += core.on_partitions_added(name, added)
+            elif assignment != old and assignment != core.view.topics.get(name):
+                if not core.on_assignment_changed(assignment):
+                    log.warning("controller: not adopting the stored assignment of %s: an ISR is outside it", name)
         for name, configs in now.topic_configs.items():
             if name in now.topics and configs != known.topic_configs.get(name):
                 changes += core.on_topic_config_changed(name, configs)
@@ -197,6 +212,37 @@ class ControllerEvents:
             if change.key not in written:
                 results[change.key] = ErrorCode.invalid_update_version
         return results
+
+    def _reassign(self, targets, allow_replication_factor_change: bool = True) -> Handler:
+        """AlterPartitionReassignments; `targets`: {partition: target replicas, None to cancel}
+        → {partition: (error, message)}."""
+        outcome = self.core.reassign(targets, allow_replication_factor_change)
+        yield from self._write(outcome.changes)
+        refused = yield from self._move(outcome.moves)
+        results = dict(outcome.results)
+        results.update((key, (code, None)) for key, code in refused.items())
+        for key, (code, message) in sorted(results.items()):
+            if code == ErrorCode.none and key in outcome.moves:
+                log.info("controller: reassigning %s-%d to %s", *key, list(outcome.moves[key].target))
+        return results
+
+    def _complete_reassignments(self) -> Handler:
+        changes, moves = self.core.complete_reassignments()
+        if moves:
+            yield from self._write(changes)
+            yield from self._move(moves)
+
+    def _move(self, moves: dict[TopicPartition, Move]) -> Handler:
+        """Write the assignments of `moves` once their states are written → {partition: error}
+        of the moves refused."""
+        assignments, refused = self.core.assignments_for(moves)
+        if assignments:
+            yield WriteAssignments(tuple(assignments.values()))
+            self.core.on_assignments_written(assignments)
+            for name, a in assignments.items():
+                log.info("controller: %s replicas now %s (adding %s, removing %s)", name, a.replicas, a.adding,
+                         a.removing)
+        return refused
 
     def _controlled_shutdown(self, broker_id: int) -> Handler:
         log.info("controller: controlled shutdown of broker %d", broker_id)

@@ -36,10 +36,27 @@ class TopicAssignment:
     name: str
     topic_id: uuid.UUID
     replicas: dict[int, tuple[int, ...]]  # partition → assigned replicas, preferred leader first
+    # A partition being reassigned (KIP-455) has `replicas` = target + original (Kafka's order),
+    # the target's new replicas in `adding` and the original's leaving ones in `removing`.
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
         return len(self.replicas)
+
+    def is_reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target_replicas(self, partition: int) -> tuple[int, ...]:
+        """Where the partition is going: its replicas without the ones being removed."""
+        removing = self.removing.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in removing)
+
+    def original_replicas(self, partition: int) -> tuple[int, ...]:
+        """Where the partition was before its reassignment: its replicas without the ones being added."""
+        adding = self.adding.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in adding)
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,8 +149,8 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
         "version": 3,
         "topic_id": encode_topic_id(assignment.topic_id),
         "partitions": {str(p): list(replicas) for p, replicas in sorted(assignment.replicas.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing.items()) if r},
     })
 
 
@@ -158,6 +158,20 @@ def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
     what = f"assignment of {topic}"
     obj = _object(_loads(data, what), what)
     partitions = _object(obj.get("partitions"), f"{what}: partitions")
+    replicas = _replica_lists(partitions, what)
+    adding = _replica_lists(_object(obj.get("adding_replicas") or {}, f"{what}: adding_replicas"), what)
+    removing = _replica_lists(_object(obj.get("removing_replicas") or {}, f"{what}: removing_replicas"), what)
+    for p, moving in (*adding.items(), *removing.items()):
+        if p not in replicas or not set(moving) <= set(replicas[p]):
+            raise FormatError(f"{what}: replicas moving in or out of partition {p} are not among its replicas")
+    raw_id = obj.get("topic_id")
+    # Assignments written before topic ids (version < 3) have none: Kafka then generates one.
+    topic_id = decode_topic_id(raw_id) if raw_id is not None else uuid.UUID(int=0)
+    return TopicAssignment(topic, topic_id, replicas, {p: r for p, r in adding.items() if r},
+                           {p: r for p, r in removing.items() if r})
+
+
+def _replica_lists(partitions: dict, what: str) -> dict[int, tuple[int, ...]]:
     replicas: dict[int, tuple[int, ...]] = {}
     for key, value in partitions.items():
         try:
@@ -167,10 +181,7 @@ def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
         if not isinstance(value, list):
             raise FormatError(f"{what}: replicas of partition {p} are not a list")
         replicas[p] = tuple(_int(r, f"{what}: replica") for r in value)
-    raw_id = obj.get("topic_id")
-    # Assignments written before topic ids (version < 3) have none: Kafka then generates one.
-    topic_id = decode_topic_id(raw_id) if raw_id is not None else uuid.UUID(int=0)
-    return TopicAssignment(topic, topic_id, dict(sorted(replicas.items())))
+    return dict(sorted(replicas.items()))
 
 
 # -- partition state -----------------------------------------------------------------------------

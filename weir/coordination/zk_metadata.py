@@ -95,6 +95,10 @@ class UnknownTopic(MetadataStoreError):
     pass
 
 
+class ReassignmentInProgress(MetadataStoreError):
+    """The topic's partitions are being reassigned: its partition count cannot change now."""
+
+
 class ConcurrentUpdate(MetadataStoreError):
     """A znode changed between our read and our compare-and-set write."""
 
@@ -632,6 +636,8 @@ class ZkMetadataStore:
         if got is None:
             raise UnknownTopic(topic)
         current = decode_topic_assignment(topic, got[0])
+        if current.adding or current.removing:
+            raise ReassignmentInProgress(topic)
         for p, replicas in current.replicas.items():
             if new_assignment.replicas.get(p) != replicas:
                 raise ValueError(f"add_partitions may not change existing partition {topic}-{p}")
@@ -650,6 +656,23 @@ class ZkMetadataStore:
         if new_states and not atomic:
             await self.create_partition_states(topic, new_states)
         return new_assignment
+
+    async def write_assignments(self, assignments: Sequence[TopicAssignment]) -> None:
+        """The controller's reassignment writes: replace topics' assignments (same topic id and
+        partitions, other replicas) in one multi, CAS on each znode's version, fenced."""
+        ops: list[Op] = []
+        for assignment in assignments:
+            got = await self._get_or_none(topic_path(assignment.name))
+            if got is None:
+                raise UnknownTopic(assignment.name)
+            current = decode_topic_assignment(assignment.name, got[0])
+            if (current.topic_id, current.replicas.keys()) != (assignment.topic_id, assignment.replicas.keys()):
+                raise ConcurrentUpdate(f"the partitions of {assignment.name} changed meanwhile")
+            ops.append(("set", topic_path(assignment.name), encode_topic_assignment(assignment), got[1].version))
+        try:
+            await self._commit_atomic(ops)
+        except (BadVersionError, NoNodeError) as e:
+            raise ConcurrentUpdate(f"a topic being reassigned changed meanwhile: {e!r}") from None
 
     async def set_topic_config(self, topic: str, configs: Mapping[str, Any]) -> None:
         """Replace the topic's config overrides (the topic must exist)."""

@@ -19,6 +19,8 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     ALTER_CONFIGS = 33
     ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION = 56
     # consumer groups, classic protocol (weir.groups)
@@ -52,6 +54,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION: (2, 3),
     # consumer groups, classic protocol (weir.groups); the KIP-848 versions are left out

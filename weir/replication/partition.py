@@ -146,6 +146,10 @@ class Partition:
                 return Effects(fenced=True)
             return Effects(self.become_offline(), role_changed=True, data_changed=True, fenced=True)
         if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
+            if state == old and replicas != self.replicas:  # reassigned: same state, other replicas
+                self.replicas = replicas
+                if self.leader is not None:
+                    self.leader.on_replicas_changed(replicas)
             return Effects()
         self.state = state
         self.replicas = replicas

@@ -1,0 +1,62 @@
+"""AlterPartitionReassignments and ListPartitionReassignments (KIP-455), answered by the active
+controller: the rules are weir/controller/reassignment.py's, run on the controller's event queue."""
+
+from ..protocol.errors import ErrorCode
+from ..protocol.header import RequestHeader
+from ..protocol.versions import ApiKey
+from .controller_service import ControllerService
+
+
+class ReassignmentApis:
+    def __init__(self, controller: ControllerService) -> None:
+        self.controller = controller
+        self.handlers = {
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+        }
+
+    def alter_partition_reassignments(self, header: RequestHeader, request):
+        return self._alter(header.api_version, request)
+
+    async def _alter(self, version: int, request) -> dict:
+        allow_change = getattr(request, "allow_replication_factor_change", True)
+        answer = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "responses": []}
+        if version >= 1:
+            answer["allow_replication_factor_change"] = allow_change
+        if not self.controller.active:
+            answer["error_code"] = ErrorCode.not_controller
+            return answer
+        targets, duplicates = {}, set()
+        for t in request.topics:
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                if key in targets:
+                    duplicates.add(key)
+                targets[key] = None if p.replicas is None else tuple(p.replicas)
+        results = await self.controller.call("reassign", targets, allow_change) or {}
+        by_topic: dict[str, list] = {}
+        for t in request.topics:
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                code, message = ((ErrorCode.invalid_request, "the partition is named twice") if key in duplicates
+                                 else results.get(key, (ErrorCode.not_controller, None)))
+                by_topic.setdefault(t.name, []).append({"partition_index": p.partition_index, "error_code": code,
+                                                        "error_message": message})
+        answer["responses"] = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+        return answer
+
+    def list_partition_reassignments(self, header: RequestHeader, request) -> dict:
+        answer = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": []}
+        core = self.controller.core
+        if not self.controller.active or core is None:
+            answer["error_code"] = ErrorCode.not_controller
+            return answer
+        wanted = None if request.topics is None else {(t.name, p) for t in request.topics
+                                                      for p in t.partition_indexes}
+        by_topic: dict[str, list] = {}
+        for (topic, p), (replicas, adding, removing) in core.reassignments().items():
+            if wanted is None or (topic, p) in wanted:
+                by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas,
+                                                       "adding_replicas": adding, "removing_replicas": removing})
+        answer["topics"] = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+        return answer

@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     register_consumer_groups_command(sub)
     from .log_dirs_cli import register as register_log_dirs_command
     register_log_dirs_command(sub)
+    from .reassign_partitions_cli import register as register_reassign_partitions_command
+    register_reassign_partitions_command(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

@@ -3,15 +3,19 @@ independent admin clients (kafka-python; kafkajs): the new replica catches up be
 leaves, leadership moves to the target, no acknowledged record is lost, and the replica that left
 deletes its copy. (confluent-kafka's admin client has no reassignment API; it produces and reads.)"""
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
-from cluster_tools import SteadyProducer, admin, partition_metadata, read_all, wait_until
+from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
+from weir.local_cluster import BrokerProcess
 
 JS_CLIENTS = Path(__file__).parent.parent / "js"
 
@@ -50,3 +54,48 @@ def test_a_partition_moves_from_0_1_to_1_2_under_load_losing_nothing(cluster, re
     assert producer.acked <= set(stored) and len(stored) == len(set(stored))
     gone = cluster.brokers[0].data_dir / "moving-0"
     wait_until(lambda: not gone.exists(), "broker 0 to delete the replica it no longer holds")
+
+
+def weir(bootstrap: str, *args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "weir.cli", "reassign-partitions", "--bootstrap-server", bootstrap,
+                             *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, f"exit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    return result.stdout
+
+
+def test_weir_reassign_partitions_spreads_a_topic_onto_a_broker_added_to_the_running_cluster(cluster, tmp_path):
+    create_topic(cluster.bootstrap, "spread", 2, 2)
+    values = [b"%d" % i for i in range(300)]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i, v in enumerate(values):
+        producer.produce("spread", v, partition=i % 2)
+    assert producer.flush(30) == 0
+    settings = {k: v for k, v in cluster.brokers[0].overrides.items() if k not in ("broker.id", "log.dirs", "listeners")}
+    added = BrokerProcess(3, tmp_path / "broker-3", cluster.zookeeper_connect, overrides=settings).start()
+    try:
+        to_move = tmp_path / "topics.json"
+        to_move.write_text(json.dumps({"topics": [{"topic": "spread"}], "version": 1}))
+        generated = weir(cluster.bootstrap, "--generate", "--topics-to-move-json-file", str(to_move),
+                         "--broker-list", "1,2,3")
+        current, proposed = (json.loads(line) for line in generated.splitlines() if line.startswith("{"))
+        assert [p["replicas"] for p in current["partitions"]] == [list(r) for _, r, _ in (
+            partition_metadata(cluster.bootstrap, "spread")[p] for p in (0, 1))]
+        placed = {p["partition"]: p["replicas"] for p in proposed["partitions"]}
+        assert 3 in placed[0] + placed[1] and all(len(r) == 2 and set(r) <= {1, 2, 3} for r in placed.values())
+
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps(proposed))
+        assert "Successfully started partition reassignments for spread-0,spread-1" in weir(
+            cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan))
+        wait_until(lambda: weir(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan)).count(
+            "is completed.") == 2, "both moves to complete")
+        assert weir(cluster.bootstrap, "--list") == "No partition reassignments found.\n"
+        assert "None of the specified partition moves are active." in weir(
+            cluster.bootstrap, "--cancel", "--reassignment-json-file", str(plan))
+        metadata = partition_metadata(cluster.bootstrap, "spread")
+        assert {p: (replicas, sorted(isr)) for p, (_, replicas, isr) in metadata.items()} == {
+            p: (r, sorted(r)) for p, r in placed.items()}
+        stored = read_all(cluster.bootstrap, "spread", 2)
+        assert stored == {p: values[p::2] for p in (0, 1)}
+    finally:
+        added.stop()

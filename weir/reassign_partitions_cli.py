@@ -1,0 +1,241 @@
+"""`weir reassign-partitions`, in the manner of Kafka's kafka-reassign-partitions.sh.
+
+    weir reassign-partitions --generate --topics-to-move-json-file FILE --broker-list 1,2,3
+    weir reassign-partitions --execute --reassignment-json-file FILE
+    weir reassign-partitions --verify --reassignment-json-file FILE
+    weir reassign-partitions --cancel --reassignment-json-file FILE
+    weir reassign-partitions --list
+
+FILE formats are Kafka's: {"topics": [{"topic": "t"}], "version": 1} to move, and
+{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}
+for a reassignment. --generate proposes an assignment over the listed brokers with Kafka's
+placement (rack-aware unless --disable-rack-aware) and changes nothing; --execute prints the
+current assignment (keep it to roll back) and starts the moves (AlterPartitionReassignments);
+--verify says of each partition whether its move is completed or still in progress.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+from .admin_cli import UsageError, common_options, error_text, run_command
+from .client import ClusterClient, ErrorCode, KafkaError
+from .controller.assignment import AssignmentError, RackAwareMode, assign_replicas
+from .coordination.model import BrokerInfo
+from .protocol.versions import ApiKey
+
+TopicPartition = tuple[str, int]
+
+
+def _read_json(path: str, shape: str) -> dict:
+    try:
+        with open(path) as f:
+            document = json.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise UsageError(f"{path} is not JSON ({shape}): {e}") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path} is not {shape}")
+    return document
+
+
+def read_topics_to_move(path: str) -> list[str]:
+    shape = '{"topics": [{"topic": ...}], "version": 1}'
+    try:
+        topics = [str(t["topic"]) for t in _read_json(path, shape)["topics"]]
+    except (KeyError, TypeError) as e:
+        raise UsageError(f"{path} is not {shape}: {e!r}") from None
+    if len(set(topics)) != len(topics):
+        raise UsageError(f"{path} lists a topic twice")
+    return topics
+
+
+def read_reassignment(path: str) -> dict[TopicPartition, tuple[int, ...]]:
+    shape = '{"version": 1, "partitions": [{"topic": ..., "partition": ..., "replicas": [...]}]}'
+    moves: dict[TopicPartition, tuple[int, ...]] = {}
+    try:
+        for entry in _read_json(path, shape)["partitions"]:
+            key = (str(entry["topic"]), int(entry["partition"]))
+            if key in moves:
+                raise UsageError(f"{key[0]}-{key[1]} is listed twice in {path}")
+            moves[key] = tuple(int(r) for r in entry["replicas"])
+            log_dirs = entry.get("log_dirs", ["any"] * len(moves[key]))
+            if any(d != "any" for d in log_dirs):
+                raise UsageError(f"{key[0]}-{key[1]}: only log_dirs \"any\" are supported (one log directory per broker)")
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"{path} is not {shape}: {e!r}") from None
+    if not moves:
+        raise UsageError(f"{path} names no partition")
+    return moves
+
+
+def assignment_json(assignment: dict[TopicPartition, tuple[int, ...]]) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def _names(keys) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted(keys))
+
+
+async def current_assignment(client: ClusterClient, topics) -> dict[TopicPartition, tuple[int, ...]]:
+    await client.refresh_metadata(sorted(topics))
+    missing = sorted(set(topics) - set(client.topics))
+    if missing:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topics {missing} do not exist")
+    return {(t, p): info.replicas for t in topics for p, info in client.topics[t].partitions.items()}
+
+
+async def generate(client: ClusterClient, args) -> int:
+    topics = read_topics_to_move(args.topics_to_move_json_file)
+    try:
+        broker_ids = [int(b) for b in args.broker_list.split(",")]
+    except ValueError:
+        raise UsageError(f"--broker-list {args.broker_list!r} is not a comma-separated list of broker ids") from None
+    if len(set(broker_ids)) != len(broker_ids):
+        raise UsageError("--broker-list names a broker twice")
+    current = await current_assignment(client, topics)
+    unknown = sorted(set(broker_ids) - set(client.brokers))
+    if unknown:
+        raise UsageError(f"brokers {unknown} are not in the cluster")
+    brokers = [BrokerInfo(b, client.brokers[b].host, client.brokers[b].port, client.brokers[b].rack)
+               for b in broker_ids]
+    mode = RackAwareMode.DISABLED if args.disable_rack_aware else RackAwareMode.ENFORCED
+    proposed: dict[TopicPartition, tuple[int, ...]] = {}
+    rng = random.Random()
+    for topic in topics:
+        partitions = sorted(p for t, p in current if t == topic)
+        try:
+            placed = assign_replicas(brokers, len(partitions), len(current[(topic, partitions[0])]), rng,
+                                     rack_aware_mode=mode)
+        except AssignmentError as e:
+            raise UsageError(f"{topic}: {e.message}") from None
+        proposed.update(((topic, p), tuple(replicas)) for p, replicas in placed.items())
+    print("Current partition replica assignment")
+    print(assignment_json(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(assignment_json(proposed))
+    return 0
+
+
+async def _alter(client: ClusterClient, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict:
+    by_topic: dict[str, list] = {}
+    for (t, p), replicas in sorted(targets.items()):
+        by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
+    response = await client.call_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+        "timeout": 60000, "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]})
+    if response.error_code != ErrorCode.none:
+        raise KafkaError(ErrorCode(response.error_code), response.error_message)
+    return {(t.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
+            for t in response.responses for p in t.partitions}
+
+
+async def reassignments_in_progress(client: ClusterClient) -> dict[TopicPartition, tuple]:
+    response = await client.call_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout": 60000, "topics": None})
+    if response.error_code != ErrorCode.none:
+        raise KafkaError(ErrorCode(response.error_code), response.error_message)
+    return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+            for t in response.topics for p in t.partitions}
+
+
+async def execute(client: ClusterClient, args) -> int:
+    moves = read_reassignment(args.reassignment_json_file)
+    current = await current_assignment(client, {t for t, _ in moves})
+    unknown = sorted(key for key in moves if key not in current)
+    if unknown:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partitions {_names(unknown)}")
+    print("Current partition replica assignment")
+    print()
+    print(assignment_json({key: current[key] for key in moves}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    results = await _alter(client, dict(moves))
+    failed = {key: result for key, result in results.items() if result[0] != ErrorCode.none}
+    if failed:
+        print("Error reassigning partition(s):")
+        for (t, p), (code, message) in sorted(failed.items()):
+            print(f"{t}-{p}: {error_text(KafkaError(code, message))}")
+        return 1
+    print(f"Successfully started partition reassignment{'s' if len(moves) > 1 else ''} for {_names(moves)}")
+    return 0
+
+
+async def verify(client: ClusterClient, args) -> int:
+    moves = read_reassignment(args.reassignment_json_file)
+    active = await reassignments_in_progress(client)
+    current = await current_assignment(client, {t for t, _ in moves})
+    print("Status of partition reassignment:")
+    for (t, p), target in sorted(moves.items()):
+        if (t, p) in active:
+            print(f"Reassignment of partition {t}-{p} is still in progress.")
+        elif current.get((t, p)) == target:
+            print(f"Reassignment of partition {t}-{p} is completed.")
+        else:
+            replicas = ",".join(map(str, current.get((t, p), ())))
+            print(f"There is no active reassignment of partition {t}-{p}, but replica set is {replicas} "
+                  f"rather than {','.join(map(str, target))}.")
+    return 0
+
+
+async def cancel(client: ClusterClient, args) -> int:
+    moves = read_reassignment(args.reassignment_json_file)
+    results = await _alter(client, dict.fromkeys(moves))
+    cancelled = sorted(key for key, (code, _) in results.items() if code == ErrorCode.none)
+    inactive = [key for key, (code, _) in results.items() if code == ErrorCode.no_reassignment_in_progress]
+    failed = {key: r for key, r in results.items() if key not in cancelled and key not in inactive}
+    if cancelled:
+        print(f"Successfully cancelled partition reassignment{'s' if len(cancelled) > 1 else ''} for: "
+              f"{_names(cancelled)}")
+    if inactive and not cancelled:
+        print("None of the specified partition moves are active.")
+    for (t, p), (code, message) in sorted(failed.items()):
+        print(f"{t}-{p}: {error_text(KafkaError(code, message))}")
+    return 1 if failed else 0
+
+
+async def list_reassignments(client: ClusterClient, args) -> int:
+    active = await reassignments_in_progress(client)
+    if not active:
+        print("No partition reassignments found.")
+        return 0
+    print("Current partition reassignments:")
+    for (t, p), (replicas, adding, removing) in sorted(active.items()):
+        print(f"{t}-{p}: replicas: {','.join(map(str, replicas))}. adding: {','.join(map(str, adding))}. "
+              f"removing: {','.join(map(str, removing))}.")
+    return 0
+
+
+def _run(args) -> int:
+    needs = {"generate": ("topics_to_move_json_file", "broker_list"), "execute": ("reassignment_json_file",),
+             "verify": ("reassignment_json_file",), "cancel": ("reassignment_json_file",), "list": ()}
+    action = next(name for name in needs if getattr(args, name))
+    for option in needs[action]:
+        if getattr(args, option) is None:
+            print(f"Error: --{action} needs --{option.replace('_', '-')}", file=sys.stderr)
+            return 1
+    command = {"generate": generate, "execute": execute, "verify": verify, "cancel": cancel,
+               "list": list_reassignments}[action]
+    return run_command(command, args)
+
+
+def register(sub) -> None:
+    command = sub.add_parser("reassign-partitions", help="move partition replicas between brokers (KIP-455)")
+    common_options(command, suppress=False)
+    actions = command.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--generate", action="store_true", help="propose an assignment over --broker-list")
+    actions.add_argument("--execute", action="store_true", help="start the moves in --reassignment-json-file")
+    actions.add_argument("--verify", action="store_true", help="say whether each move has completed")
+    actions.add_argument("--cancel", action="store_true", help="cancel the moves in --reassignment-json-file")
+    actions.add_argument("--list", action="store_true", help="list the moves in progress")
+    command.add_argument("--topics-to-move-json-file", metavar="FILE",
+                         help='for --generate: {"topics": [{"topic": T}], "version": 1}')
+    command.add_argument("--broker-list", metavar="ID,ID,...", help="for --generate: brokers to place replicas on")
+    command.add_argument("--reassignment-json-file", metavar="FILE",
+                         help='{"version": 1, "partitions": [{"topic": T, "partition": P, "replicas": [...]}]}')
+    command.add_argument("--disable-rack-aware", action="store_true", help="for --generate: ignore broker racks")
+    command.set_defaults(func=_run)

@@ -182,6 +182,13 @@ class LogDirectory:
             if not log.is_deleted:
                 log.flush_if_due(now_ms)
 
+    def delete_due_files(self, now_ms: int) -> None:
+        """Delete removed segments' files whose file.delete.delay.ms is over (those a stop leaves
+        behind are removed when their log next opens)."""
+        for log in self.logs.values():
+            if not log.is_deleted:
+                log.delete_due_files(now_ms)
+
     def close(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
         if self._closed:

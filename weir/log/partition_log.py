@@ -7,7 +7,9 @@ Rules this module owns:
 - `recovery_point` is the offset below which everything is fsynced. Only data at or above it can
   be torn by a crash, so only segments from the one holding it on are CRC-checked at open.
 - Retention and DeleteRecords remove whole segments from the front, never data above the high
-  watermark, and never the active segment without rolling first.
+  watermark, and never the active segment without rolling first. Their files are renamed
+  `*.deleted` and deleted file.delete.delay.ms later (at once if it is 0); opening a log deletes
+  any left over.
 
 Theory of operation. `append` patches offsets and the leader epoch into the caller's batches
 (a leader), or checks them (`append_as_follower`), rolls a new segment when the active one is
@@ -19,6 +21,7 @@ here reads the clock: callers pass `now_ms`.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 from bisect import bisect_right
@@ -34,10 +37,10 @@ from weir.log.file_io import fsync_directory
 from weir.log.leader_epoch_cache import LeaderEpochCache
 from weir.log.log_validator import first_record_at_or_after
 from weir.log.log_config import LogConfig
-from weir.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from weir.log.segment import DELETED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
 CLEANING_DIRECTORY = "cleaning"
 
 
@@ -52,10 +55,17 @@ class AppendInfo:
 
 class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
-                 log_start_offset: int, now_ms: int, leader_epochs: LeaderEpochCache):
+                 log_start_offset: int, now_ms: int, leader_epochs: LeaderEpochCache,
+                 rng: random.Random | None = None):
         self.directory = directory
         self.leader_epochs = leader_epochs
         self.config = config
+        self._rng = rng or random.Random()  # segment.jitter.ms
+        segments[-1].roll_jitter_ms = self._roll_jitter()
+        # Files of removed segments, renamed *.deleted, as [due time or None, delay, paths]: deleted
+        # by delete_due_files once file.delete.delay.ms is over (counted from its first call after
+        # the removal when the removal knew no time: DeleteRecords).
+        self._retired: list[list] = []
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.log_end_offset = segments[-1].next_offset
@@ -74,7 +84,8 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None,
-             log_start_offset: int = 0, clean_shutdown: bool = False) -> "PartitionLog":
+             log_start_offset: int = 0, clean_shutdown: bool = False,
+             rng: random.Random | None = None) -> "PartitionLog":
         """Create or recover the log in `directory`.
 
         After a clean shutdown every segment is trusted (checked only for sanity). Otherwise
@@ -120,7 +131,7 @@ class PartitionLog:
             segments = []
         if not segments:
             segments = [cls._new_segment(directory, log_start_offset, config, now_ms)]
-        log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs)
+        log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs, rng)
         leader_epochs.truncate_from_end(log.log_end_offset)
         leader_epochs.truncate_from_start(log.log_start_offset)
         log.flush()  # recovered tails are now durable, so the recovery point is the LEO
@@ -222,13 +233,13 @@ class PartitionLog:
 
     def _maybe_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> None:
         """Kafka's maybeRoll: a non-empty active segment is rolled when the append would
-        overflow log.segment.bytes, it is older than log.roll.ms, an index is full, or an offset
-        would not fit the index's int32 relative offsets."""
+        overflow log.segment.bytes, it is older than log.roll.ms less its jitter, an index is
+        full (segment.index.bytes), or an offset would not fit the index's int32 relative offsets."""
         active = self.active_segment
         if active.size == 0:
             return
         if (active.size + incoming_bytes > self.config.segment_bytes
-                or now_ms - active.roll_base_ms() > self.config.segment_ms
+                or now_ms - active.roll_base_ms() > self.config.segment_ms - active.roll_jitter_ms
                 or active.offset_index.is_full() or active.time_index.is_full()
                 or last_offset - active.base_offset > MAX_RELATIVE_OFFSET):
             self.roll(now_ms)
@@ -241,9 +252,16 @@ class PartitionLog:
         self.active_segment.seal()
         segment = self._new_segment(self.directory, self.log_end_offset, self.config, now_ms)
         assert segment.size == 0, "a segment file already exists at the log end offset"
+        segment.roll_jitter_ms = self._roll_jitter()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._directory_dirty = True
+
+    def _roll_jitter(self) -> int:
+        """Kafka's randomSegmentJitter: a new active segment rolls up to segment.jitter.ms (at most
+        segment.ms) early, so that partitions created together do not all roll at once."""
+        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return self._rng.randrange(jitter) if jitter > 0 else 0
 
     # ----- reading
 
@@ -364,6 +382,7 @@ class PartitionLog:
         for segment in self._segments:
             segment.delete()
         self._segments = [self._new_segment(self.directory, offset, self.config, self.last_flush_ms)]
+        self._segments[0].roll_jitter_ms = self._roll_jitter()
         self._bases = [offset]
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.leader_epochs.clear_and_flush()
@@ -429,8 +448,12 @@ class PartitionLog:
         if count == len(self._segments):
             assert now_ms is not None
             self.roll(now_ms)
+        delay = self.config.file_delete_delay_ms
         for segment in self._segments[:count]:
-            segment.delete()
+            if delay == 0:
+                segment.delete()
+            else:
+                self._retired.append([None if now_ms is None else now_ms + delay, delay, segment.retire()])
         del self._segments[:count]
         del self._bases[:count]
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
@@ -438,6 +461,20 @@ class PartitionLog:
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         self._directory_dirty = True
         return count
+
+    def delete_due_files(self, now_ms: int) -> int:
+        """Delete the *.deleted files of removed segments whose file.delete.delay.ms is over;
+        returns how many files went."""
+        removed = 0
+        for entry in self._retired:
+            if entry[0] is None:
+                entry[0] = now_ms + entry[1]
+            if entry[0] <= now_ms:
+                for path in entry[2]:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        self._retired = [entry for entry in self._retired if entry[0] > now_ms]
+        return removed
 
     # ----- durability
 

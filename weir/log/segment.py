@@ -32,6 +32,7 @@ from weir.log.time_index import TimeIndex
 log = logging.getLogger(__name__)
 
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
+DELETED_SUFFIX = ".deleted"  # a removed segment's files, waiting for file.delete.delay.ms
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -83,6 +84,7 @@ class LogSegment:
                                     base_offset, index_max_bytes // TIME_ENTRY_SIZE)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
+        self.roll_jitter_ms = 0  # segment.jitter.ms: drawn by the log when this segment becomes active
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -302,3 +304,20 @@ class LogSegment:
         self.time_index.close()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+
+    def retire(self) -> list[Path]:
+        """Remove the segment from the log but not yet from the disk (Kafka's asyncDeleteSegment):
+        rename its files `*.deleted`, the log file first, and return their new paths for the owner
+        to delete after file.delete.delay.ms. Opening a log removes such leftovers. The log file's
+        descriptor stays open until no FetchSlice holds it, as with delete()."""
+        self.offset_index.close()
+        self.time_index.close()
+        retired = []
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                continue
+            retired.append(target)
+        return retired

@@ -15,7 +15,9 @@ What a client's batch must be (Kafka's rules, Kafka's error codes):
 
 What the broker puts right, as Kafka does: the header's maxTimestamp becomes the largest record
 timestamp (CreateTime; clients may leave it -1) or the append time (LogAppendTime), the
-timestamp-type bit becomes the topic's, and the CRC is recomputed when either changed.
+timestamp-type bit becomes the topic's, a batch in another codec than the topic's compression.type
+(unless that is `producer`) is recompressed, and the CRC is recomputed when any of these changed.
+A recompressed batch must still fit max.message.bytes (MESSAGE_TOO_LARGE).
 
 Recovery reads the log with the same record walk (`recovered_max_timestamp`), minus what depends
 on the clock and the topic's settings, and with compaction's gaps in offset deltas allowed.
@@ -30,7 +32,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from weir.log._record_walk import walk
-from weir.protocol.compression import CODEC_NONE, DecompressionError, decompress
+from weir.protocol.compression import CODEC_NONE, DecompressionError, compress, decompress
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, MAGIC, MAX_CODEC,
                                         TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, BatchHeader, crc_matches,
@@ -45,7 +47,8 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 64 << 20
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
-_ATTRIBUTES_AT, _MAX_TIMESTAMP_AT, _CRC_AT = 21, 35, 17
+_LENGTH = struct.Struct(">i")
+_LENGTH_AT, _ATTRIBUTES_AT, _MAX_TIMESTAMP_AT, _CRC_AT = 8, 21, 35, 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class ValidationConfig:
     timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms (Kafka 4's default)
     compacted: bool = False  # cleanup.policy contains compact
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    compression: int | None = None  # compression.type: the codec to store batches in; None: the producer's
+    compression_level: int | None = None  # compression.<codec>.level; None: the codec's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +128,29 @@ def validate_produced_batch(records, config: ValidationConfig, now_ms: int) -> V
         max_timestamp, attributes, append_time = (summary.max_timestamp, header.attributes & ~TIMESTAMP_TYPE_BIT,
                                                   NO_TIMESTAMP)
     buf = bytearray(records)
-    if max_timestamp != header.max_timestamp or attributes != header.attributes:
+    if config.compression is not None and config.compression != header.attributes & CODEC_MASK:
+        buf = _recompressed(buf, header, config)
+        attributes = attributes & ~CODEC_MASK | config.compression
+        if len(buf) > config.max_message_bytes:
+            raise KafkaError(ErrorCode.message_too_large, f"batch of {len(buf)} bytes after compression.type "
+                                                          f"exceeds max.message.bytes {config.max_message_bytes}")
+    if len(buf) != size or max_timestamp != header.max_timestamp or attributes != header.attributes:
         _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_AT, attributes)
         _MAX_TIMESTAMP.pack_into(buf, _MAX_TIMESTAMP_AT, max_timestamp)
         _CRC.pack_into(buf, _CRC_AT, crc32c(memoryview(buf)[CRC_START:]))
         header = read_batch_header(buf)
     return ValidatedBatch(buf, header, append_time)
+
+
+def _recompressed(batch: bytearray, header: BatchHeader, config: ValidationConfig) -> bytearray:
+    """The batch with its records section in the topic's codec: the records' bytes are the same
+    once decompressed (offset deltas, timestamp deltas, keys, values, headers), and so is the
+    header but for its length (its attributes and CRC are the caller's): base offset, producer id,
+    epoch and sequence, timestamps. Kafka's LogValidator rebuilds the batch to the same effect."""
+    records = _records_section(batch, header, config.max_decompressed_bytes)
+    out = bytearray(batch[:HEADER_SIZE]) + compress(config.compression, records, config.compression_level)
+    _LENGTH.pack_into(out, _LENGTH_AT, len(out) - 12)
+    return out
 
 
 def _check_header(h: BatchHeader) -> None:

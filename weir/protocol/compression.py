@@ -1,8 +1,12 @@
-"""The record codecs of Kafka batches (attributes bits 0-2), decompression only, with a size cap.
+"""The record codecs of Kafka batches (attributes bits 0-2): decompression with a size cap, and
+compression for a topic whose compression.type makes the leader recompress.
 
 The broker decompresses produced batches to validate their records, so a small compressed batch
 must not be able to make it allocate gigabytes: every codec stops once the output would pass
 `max_bytes` and raises DecompressionError instead.
+
+Compression writes what Kafka's Java producer writes, which every client reads: a gzip stream,
+xerial-framed snappy, an lz4 frame of independent 64 KiB blocks, a zstd frame.
 """
 
 from __future__ import annotations
@@ -120,3 +124,33 @@ def _unzstd(payload: bytes, max_bytes: int) -> bytes:
         if len(out) > max_bytes:
             raise _too_large(max_bytes)
     return bytes(out)
+
+
+_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, compatible with version 1
+_XERIAL_BLOCK = 32 * 1024  # the Java producer's SnappyOutputStream block size
+LZ4_DEFAULT_LEVEL = 9  # Kafka's compression.lz4.level default: lz4's fast mode
+
+
+def compress(codec: int, data, level: int | None = None) -> bytes:
+    """A records section compressed with `codec` at Kafka's `level` (None: the codec's default;
+    snappy has none)."""
+    data = bytes(data)
+    if codec == CODEC_NONE:
+        return data
+    if codec == CODEC_GZIP:
+        packer = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)
+        return packer.compress(data) + packer.flush()
+    if codec == CODEC_SNAPPY:
+        import snappy
+        blocks = [data[i:i + _XERIAL_BLOCK] for i in range(0, len(data), _XERIAL_BLOCK)]
+        return _XERIAL_HEADER + b"".join(_LENGTH.pack(len(c)) + c for c in map(snappy.compress, blocks))
+    if codec == CODEC_LZ4:
+        import lz4.frame
+        # Kafka's levels: its default is lz4's fast compressor, the others lz4's high compression.
+        lz4_level = 0 if level is None or level == LZ4_DEFAULT_LEVEL else min(level, lz4.frame.COMPRESSIONLEVEL_MAX)
+        return lz4.frame.compress(data, compression_level=lz4_level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                  block_linked=False, store_size=False)
+    if codec == CODEC_ZSTD:
+        import zstandard
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+    raise ValueError(f"unknown compression codec {codec}")

@@ -8,8 +8,6 @@ Unknown names are refused with a readable message; values are parsed by type.
 from dataclasses import dataclass
 from pathlib import Path
 
-from .log import LogConfig
-
 MAX_LONG = 2**63 - 1
 
 
@@ -36,14 +34,32 @@ SETTINGS = {s.name: s for s in [
     Setting("log.retention.ms", int, 604800000, "Delete segments older than this (-1: never)."),
     Setting("log.retention.bytes", int, -1, "Delete old segments beyond this size per partition (-1: never)."),
     Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
-    Setting("log.cleanup.policy", str, "delete", "delete, compact, or compact,delete: what happens to old records.",
-            ("delete", "compact", "compact,delete", "delete,compact")),
+    Setting("log.cleanup.policy", str, "delete", "delete, compact, or compact,delete: what happens to old records."),
     Setting("log.cleaner.enable", bool, True, "Run the log cleaner, which compacts topics whose policy has compact."),
     Setting("log.cleaner.backoff.ms", int, 15000, "The cleaner's pause when it finds nothing to clean."),
     Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
             "Clean a compacted log once this share of its closed segments' bytes is new since its last cleaning."),
     Setting("log.cleaner.delete.retention.ms", int, 86400000,
             "How long a tombstone stays after its segment closed, so that readers see the delete."),
+    Setting("log.cleaner.min.compaction.lag.ms", int, 0, "A record stays uncompacted at least this long."),
+    Setting("log.cleaner.max.compaction.lag.ms", int, MAX_LONG,
+            "A compacted log whose oldest uncleaned record is older than this is cleaned whatever its dirty ratio."),
+    Setting("log.roll.jitter.ms", int, 0, "Up to this much, drawn per segment, is taken off log.roll.ms."),
+    Setting("log.segment.delete.delay.ms", int, 60000,
+            "How long a segment removed by retention or DeleteRecords stays on disk as *.deleted."),
+    Setting("log.preallocate", bool, False, "Create segment files at full size (accepted, no effect in Weir)."),
+    Setting("compression.type", str, "producer",
+            "Codec batches are stored in: producer (the producer's), uncompressed, gzip, snappy, lz4 or zstd."),
+    Setting("compression.gzip.level", int, -1, "gzip level when the broker compresses (-1: gzip's default)."),
+    Setting("compression.lz4.level", int, 9, "lz4 level when the broker compresses."),
+    Setting("compression.zstd.level", int, 3, "zstd level when the broker compresses."),
+    Setting("log.message.format.version", str, "3.0-IV1", "Deprecated, ignored (accepted, no effect in Weir)."),
+    Setting("log.message.timestamp.difference.max.ms", int, MAX_LONG,
+            "Deprecated: the bound log.message.timestamp.before/after.max.ms take when they are not set."),
+    Setting("log.message.downconversion.enable", bool, True,
+            "Down-convert batches for old consumers (accepted, no effect in Weir)."),
+    Setting("log.local.retention.ms", int, -2, "Tiered storage (accepted, no effect in Weir)."),
+    Setting("log.local.retention.bytes", int, -2, "Tiered storage (accepted, no effect in Weir)."),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset-index entries."),
     Setting("log.index.size.max.bytes", int, 10485760, "Largest offset index of a segment."),
     Setting("log.flush.interval.messages", int, MAX_LONG, "fsync after this many records."),
@@ -99,11 +115,6 @@ class ConfigError(ValueError):
     pass
 
 
-def parse_setting(name: str, raw: str):
-    """A value of broker setting `name` (or of the topic config that overrides it) from text."""
-    return _parse_value(SETTINGS[name], raw)
-
-
 def _parse_value(setting: Setting, raw: str):
     raw = raw.strip()
     if setting.type is bool:
@@ -150,12 +161,16 @@ class BrokerConfig:
     """Typed access to settings: `config["log.dirs"]`, plus derived values."""
 
     def __init__(self, values: dict[str, str] | None = None) -> None:
+        from .broker.topic_configs import BROKER_SYNONYMS, parse_broker_synonym
         self._values = {name: s.default for name, s in SETTINGS.items()}
+        self._static = frozenset(values or ())
         for name, raw in (values or {}).items():
             setting = SETTINGS.get(name)
             if setting is None:
                 raise ConfigError(f"unknown broker setting {name!r}")
-            self._values[name] = _parse_value(setting, raw)
+            # a setting that topic configs override is checked as they are (Kafka's validators)
+            self._values[name] = (parse_broker_synonym(name, raw) if name in BROKER_SYNONYMS
+                                  else _parse_value(setting, raw))
         self.listener = parse_listener(self["listeners"])
         self.advertised = parse_listener(self["advertised.listeners"] or self["listeners"])
 
@@ -172,17 +187,10 @@ class BrokerConfig:
     def __getitem__(self, name: str):
         return self._values[name]
 
-    def log_config(self) -> LogConfig:
-        return LogConfig(
-            segment_bytes=self["log.segment.bytes"],
-            segment_ms=self["log.roll.ms"],
-            retention_ms=self["log.retention.ms"],
-            retention_bytes=self["log.retention.bytes"],
-            index_interval_bytes=self["log.index.interval.bytes"],
-            flush_interval_messages=self["log.flush.interval.messages"],
-            flush_interval_ms=self["log.flush.interval.ms"],
-            segment_index_bytes=self["log.index.size.max.bytes"],
-        )
+    def is_static(self, name: str) -> bool:
+        """Set in the properties file or an override (Kafka's STATIC_BROKER_CONFIG), not left at
+        its default: DescribeConfigs tells the two apart even when the values are equal."""
+        return name in self._static
 
 
 def parse_listener(spec: str) -> tuple[str, int]:

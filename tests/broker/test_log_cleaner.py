@@ -1,40 +1,143 @@
-"""The cleaner's choice of segments, on a real partition and log: never above the HW."""
+"""The cleaner's choice of segments and of when to clean, on a real partition and log: never above
+the HW; min.compaction.lag.ms keeps recent segments as written; max.compaction.lag.ms cleans a log
+whose dirty ratio is low."""
 
 import asyncio
+import os
+import threading
 from types import SimpleNamespace
+
+import pytest
 
 from weir.broker.log_cleaner import LogCleaner
 from weir.coordination.model import PartitionState
 from weir.log import LogConfig, PartitionLog
+from weir.log.cleaner import batches_in
 from weir.protocol.record_batch import read_batch_header
 from weir.protocol.records import encode_batch
+from weir.protocol.varint import read_uvarint
 from weir.replication import ReplicationConfig
 from weir.replication.partition import Partition
 
 NOW = 1_000
+HOUR = 3_600_000
+CLEANING = {"delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0.0, "min.compaction.lag.ms": 0,
+            "max.compaction.lag.ms": 2**63 - 1}
+
+
+def leader(tmp_path, isr=(1, 2), segment_bytes=200) -> Partition:
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=segment_bytes), NOW)
+    partition = Partition(1, "t", 0, log, 0)
+    partition.apply_state(PartitionState(leader=1, leader_epoch=0, isr=isr, controller_epoch=1, partition_epoch=0),
+                          isr, ReplicationConfig(), NOW, state_zxid=2, own_broker_epoch=1)
+    return partition
+
+
+def produce(partition: Partition, key: bytes, value: bytes, timestamp: int = NOW) -> None:
+    records = bytearray(encode_batch([value], keys=[key], timestamp=timestamp))
+    partition.produce(records, read_batch_header(records), 1, NOW, proven=True)
+
+
+def _varint(buf, position: int) -> tuple[int, int]:
+    raw, position = read_uvarint(buf, position)
+    return (raw >> 1) ^ -(raw & 1), position
+
+
+def records_in(segment) -> list[tuple[bytes, bytes]]:
+    """(key, value) of each record a segment holds, in order (uncompressed batches, keyed records)."""
+    out = []
+    for batch in batches_in(os.pread(segment.fd, segment.size, 0)):
+        position = 61
+        for _ in range(read_batch_header(batch).record_count):
+            length, position = _varint(batch, position)
+            end = position + length
+            _, position = _varint(batch, position + 1)  # after the attributes: the timestamp delta
+            _, position = _varint(batch, position)  # the offset delta
+            key_length, position = _varint(batch, position)
+            key, position = bytes(batch[position:position + key_length]), position + key_length
+            value_length, position = _varint(batch, position)
+            out.append((key, bytes(batch[position:position + value_length])))
+            position = end
+    return out
+
+
+@pytest.fixture
+def cleaner_of():
+    """A LogCleaner over one partition, its event loop run in a thread as the broker's is."""
+    loops = []
+
+    def make(partition: Partition, **settings) -> LogCleaner:
+        config = {**CLEANING, **settings}
+        replicas = SimpleNamespace(config={"log.cleaner.backoff.ms": 10}, partitions={("t", 0): partition},
+                                   cleanup_policy=lambda topic: "compact",
+                                   topic_config=lambda topic, name: config[name])
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        loops.append(loop)
+        return LogCleaner(replicas, loop)
+    yield make
+    for loop in loops:
+        loop.call_soon_threadsafe(loop.stop)
 
 
 def test_segments_above_the_high_watermark_are_not_cleaned(tmp_path):
-    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=200), NOW)
-    partition = Partition(1, "t", 0, log, 0)
-    partition.apply_state(PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1, partition_epoch=0),
-                          (1, 2), ReplicationConfig(), NOW, state_zxid=2, own_broker_epoch=1)
+    partition = leader(tmp_path)
+    log = partition.log
     for i in range(12):
-        records = bytearray(encode_batch([b"v%d" % i], keys=[b"k"]))
-        partition.produce(records, read_batch_header(records), 1, NOW, proven=True)
+        produce(partition, b"k", b"v%d" % i)
     assert len(log.closed_segments) >= 3 and partition.high_watermark == 0  # the follower has fetched nothing
-    settings = {"delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0.0}
     replicas = SimpleNamespace(config={"log.cleaner.backoff.ms": 10}, partitions={("t", 0): partition},
                                cleanup_policy=lambda topic: "compact",
-                               topic_config=lambda topic, name, broker_name: settings[name])
+                               topic_config=lambda topic, name: CLEANING[name])
     loop = asyncio.new_event_loop()
     try:
         cleaner = LogCleaner(replicas, loop)
         assert cleaner._candidates() == []
 
         partition.on_follower_fetch(2, -1, log.closed_segments[1].next_offset, 0, NOW)  # the HW moves up to there
-        ((key, _, closed, _, _),) = cleaner._candidates()
+        ((key, _, closed, _),) = cleaner._candidates()
         assert key == ("t", 0) and closed == log.closed_segments[:2]
     finally:
         loop.close()
         log.close()
+
+
+def test_min_compaction_lag_leaves_segments_with_recent_records_as_written(tmp_path, cleaner_of):
+    partition = leader(tmp_path, isr=(1,), segment_bytes=150)  # two batches a segment
+    for i in range(4):
+        produce(partition, b"k", b"%d" % i, timestamp=NOW)  # old: two segments
+    for i in range(4, 8):
+        produce(partition, b"k", b"%d" % i, timestamp=NOW + 2 * HOUR)  # recent: two segments
+    produce(partition, b"tail", b"t", timestamp=NOW + 2 * HOUR)  # the active segment
+    log = partition.log
+    assert [len(records_in(s)) for s in log.closed_segments] == [2, 2, 2, 2]
+    cleaner = cleaner_of(partition, **{"min.compaction.lag.ms": HOUR})
+
+    assert cleaner.clean_once(now_ms=NOW + 2 * HOUR + 1) == 2  # records younger than an hour stay
+    assert [records_in(s) for s in log.closed_segments] == [[], [(b"k", b"3")], [(b"k", b"4"), (b"k", b"5")],
+                                                            [(b"k", b"6"), (b"k", b"7")]]
+
+    assert cleaner.clean_once(now_ms=NOW + 3 * HOUR + 1) == 3  # an hour later, all are cleanable
+    assert [records_in(s) for s in log.closed_segments] == [[], [], [], [(b"k", b"7")]]
+    log.close()
+
+
+def test_max_compaction_lag_cleans_a_log_whose_dirty_ratio_is_low(tmp_path, cleaner_of):
+    partition = leader(tmp_path, isr=(1,), segment_bytes=150)
+    for i in range(10):
+        produce(partition, b"key-%d" % i, b"a", timestamp=NOW)  # ten keys, five segments, nothing to remove
+    produce(partition, b"tail", b"t", timestamp=NOW)
+    log = partition.log
+    cleaner = cleaner_of(partition, **{"min.cleanable.dirty.ratio": 0.5, "max.compaction.lag.ms": HOUR})
+    assert cleaner.clean_once(now_ms=NOW) == 0  # the first pass: every key kept, the log now clean
+    produce(partition, b"key-0", b"b", timestamp=NOW + 10)  # key-0's first value is now stale
+    for value in (b"u", b"v", b"w"):
+        produce(partition, b"tail", value, timestamp=NOW + 10)
+    assert len(log.closed_segments) == 7  # the five clean ones, [tail t, key-0 b], [tail u, tail v]
+
+    assert cleaner.clean_once(now_ms=NOW + HOUR) == 0, "two segments of seven are dirty: below the ratio"
+    assert (b"key-0", b"a") in records_in(log.closed_segments[0])
+    assert cleaner.clean_once(now_ms=NOW + HOUR + 1) == 3, "the oldest dirty record (tail t) is older than the lag"
+    assert records_in(log.closed_segments[0]) == [(b"key-1", b"a")]
+    assert [records_in(s) for s in log.closed_segments[5:]] == [[(b"key-0", b"b")], [(b"tail", b"v")]]
+    log.close()

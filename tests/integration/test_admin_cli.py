@@ -166,7 +166,8 @@ def test_configs_describe(broker):
     out = ok(weir(broker, "configs", "--entity-type", "topics", "--entity-name", "conf", "--describe"))
     lines = out.splitlines()
     assert lines[0] == "Dynamic configs for topic conf are:"
-    assert lines[1:] == ["  retention.ms=1234 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1234}"]
+    assert lines[1:] == ["  retention.ms=1234 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1234, "
+                         "DEFAULT_CONFIG:log.retention.ms=604800000}"]
 
     out = ok(weir(broker, "configs", "--entity-type", "topics", "--entity-name", "conf", "--describe", "--all"))
     assert out.splitlines()[0] == "All configs for topic conf are:"

@@ -24,14 +24,15 @@ from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
-from .topics import INTERNAL_TOPICS, TOPIC_CONFIGS, validate_topic_configs, validate_topic_name
+from . import topic_configs
+from .topic_configs import DEFAULT_CONFIG, LIST_CONFIGS, STATIC_BROKER_CONFIG, ConfigType, validate_topic_configs
+from .topics import INTERNAL_TOPICS, validate_topic_name
 
 log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset({"cleanup.policy"})  # the topic configs whose values are lists: APPEND/SUBTRACT apply
+_BROKER_SETTING_TYPES = {bool: ConfigType.BOOLEAN, str: ConfigType.STRING, float: ConfigType.DOUBLE}
 NO_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 METADATA_WAIT_S = 10
@@ -143,7 +144,7 @@ class AdminApis:
         validate_topic_name(name)
         if name in self.view.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
-        validate_topic_configs(configs)
+        validate_topic_configs(configs, self.config)
         brokers = list(self.view.brokers.values())
         try:
             if manual:
@@ -194,8 +195,9 @@ class AdminApis:
                 assignment = await self.create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
                 out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
                            replication_factor=len(assignment.replicas[0]),
-                           configs=[{"name": n, "value": v, "read_only": False, "config_source": s, "is_sensitive": False}
-                                    for n, v, s in self._topic_config_entries(configs)])
+                           configs=[{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source,
+                                     "is_sensitive": False}
+                                    for e in topic_configs.describe(configs, self.config)])
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
             results.append(out)
@@ -267,16 +269,11 @@ class AdminApis:
 
     # -- configs ---------------------------------------------------------------------------
 
-    def _topic_config_entries(self, configs: dict[str, str]):
-        for name, broker_name in TOPIC_CONFIGS.items():
-            if name in configs:
-                yield name, configs[name], CONFIG_SOURCE_TOPIC
-            else:
-                value = self.config[broker_name]
-                source = CONFIG_SOURCE_DEFAULT if value == SETTINGS[broker_name].default else CONFIG_SOURCE_STATIC_BROKER
-                yield name, _config_str(value), source
-
     def describe_configs(self, header: RequestHeader, request) -> dict:
+        """Every topic config (weir.broker.topic_configs) or broker setting, with its source, and
+        its synonyms and documentation when asked for (KIP-226, KIP-569)."""
+        synonyms_wanted = request.include_synonyms
+        documentation_wanted = getattr(request, "include_documentation", False)  # v3+
         results = []
         for r in request.resources:
             out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
@@ -287,26 +284,35 @@ class AdminApis:
                 out["error_code"], out["error_message"] = e.code, e.message
                 results.append(out)
                 continue
-            wanted = set(r.configuration_keys) if r.configuration_keys is not None else None
-            out["configs"] = [{"name": n, "value": v, "read_only": r.resource_type == RESOURCE_BROKER,
-                               "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
-                               "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
-                              for n, v, source in entries if wanted is None or n in wanted]
+            wanted = set(r.configuration_keys) if r.configuration_keys else None  # none or empty: all, as Kafka
+            out["configs"] = [{"name": e.name, "value": e.value, "read_only": r.resource_type == RESOURCE_BROKER,
+                               "is_default": e.source == DEFAULT_CONFIG, "config_source": e.source,
+                               "is_sensitive": False,
+                               "synonyms": [s._asdict() for s in e.synonyms] if synonyms_wanted else [],
+                               "config_type": e.type, "documentation": e.documentation if documentation_wanted else None}
+                              for e in entries if wanted is None or e.name in wanted]
             results.append(out)
         return {"throttle_time": 0, "results": results}
 
-    def _config_entries(self, resource_type: int, name: str) -> list:
+    def _config_entries(self, resource_type: int, name: str) -> list[topic_configs.ConfigEntry]:
         if resource_type == RESOURCE_TOPIC:
             if name not in self.view.topics:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
-            return list(self._topic_config_entries(self.view.topic_configs.get(name, {})))
+            return topic_configs.describe(self.view.topic_configs.get(name, {}), self.config)
         if resource_type == RESOURCE_BROKER:
             if name not in ("", str(self.broker_id)):
                 raise KafkaError(ErrorCode.invalid_request, f"this is broker {self.broker_id}, not {name}")
-            return [(n, _config_str(self.config[n]),
-                     CONFIG_SOURCE_DEFAULT if self.config[n] == s.default else CONFIG_SOURCE_STATIC_BROKER)
-                    for n, s in SETTINGS.items()]
+            return [self._broker_config_entry(n, s) for n, s in SETTINGS.items()]
         raise KafkaError(ErrorCode.invalid_request, f"resource type {resource_type} is not supported")
+
+    def _broker_config_entry(self, name: str, setting) -> topic_configs.ConfigEntry:
+        """A broker setting: from the properties (STATIC_BROKER_CONFIG), else its default."""
+        value = topic_configs.format_value(self.config[name])
+        synonyms = [topic_configs.Synonym(name, value, STATIC_BROKER_CONFIG)] if self.config.is_static(name) else []
+        synonyms.append(topic_configs.Synonym(name, topic_configs.format_value(setting.default), DEFAULT_CONFIG))
+        overridden = topic_configs.BROKER_SYNONYMS.get(name)
+        config_type = overridden.type if overridden else _BROKER_SETTING_TYPES.get(setting.type, 0)  # 0: UNKNOWN
+        return topic_configs.ConfigEntry(name, value, synonyms[0].source, synonyms, config_type, setting.doc)
 
     def alter_configs(self, header: RequestHeader, request):
         """AlterConfigs replaces a topic's whole set of overrides."""
@@ -334,9 +340,7 @@ class AdminApis:
         verb = "append" if c.config_operation == OP_APPEND else "subtract"
         if c.name not in LIST_CONFIGS:
             raise KafkaError(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {c.name}")
-        current = configs.get(c.name)
-        if current is None:
-            current = _config_str(self.config[TOPIC_CONFIGS[c.name]])
+        current = topic_configs.resolve(c.name, configs, self.config).value  # the topic's, the broker's, the default
         items = [item for item in current.split(",") if item]
         given = [item.strip() for item in (c.value or "").split(",") if item.strip()]
         if c.config_operation == OP_APPEND:
@@ -355,7 +359,7 @@ class AdminApis:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {r.resource_name!r}")
                 # From ZooKeeper, not our view: a change made a moment ago may not have reached it.
                 updated = apply(await self.store.read_topic_config(r.resource_name) or {}, r)
-                validate_topic_configs(updated)
+                validate_topic_configs(updated, self.config)
                 if not request.validate_only:
                     await self.store.set_topic_config(r.resource_name, updated)
                     log.info("topic %s configs now %s", r.resource_name, updated)
@@ -451,10 +455,6 @@ def _legal(name: str) -> bool:
         return True
     except KafkaError:
         return False
-
-
-def _config_str(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _encode_body(api_key: int, version: int, body: dict) -> bytes:

@@ -5,9 +5,12 @@ hands it a snapshot of each log's closed segments and swaps each cleaned segment
 (PartitionLog.replace_segment), so a read or an append never waits for it. Which records stay is
 weir.log.cleaner's. Leaders and followers clean their own copies, as in Kafka.
 
-Only closed segments wholly below the high watermark are cleaned. A log is cleaned when the
-bytes of those written since its last cleaning are at least min.cleanable.dirty.ratio of all of
-theirs (every log is dirty once after the broker starts: the cleaned point is kept in memory). A
+Only closed segments wholly below the high watermark are cleaned, and of those written since the
+log's last cleaning (dirty), none from the first one holding a record newer than
+min.compaction.lag.ms (Kafka's first uncleanable offset). A log is cleaned when the bytes of its
+dirty cleanable segments are at least min.cleanable.dirty.ratio of all of its cleanable ones, or
+when its oldest dirty record is older than max.compaction.lag.ms whatever the ratio (KIP-354;
+every log is dirty once after the broker starts: the cleaned point is kept in memory). A
 tombstone goes once its segment was last written more than delete.retention.ms ago. One whole
 segment at a time is read into memory, and the offset map holds every key of the cleaned segments.
 """
@@ -20,11 +23,47 @@ import os
 import shutil
 import threading
 import time
+from typing import NamedTuple
 
 from weir.log.cleaner import clean_segment, latest_offsets
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
+
+
+class CleaningConfig(NamedTuple):
+    """A compacted topic's settings for the cleaner, in the order of CONFIGS."""
+    delete_retention_ms: int
+    min_cleanable_ratio: float
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+
+    CONFIGS = ("delete.retention.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms")
+
+
+def cleanable_segments(closed: tuple[LogSegment, ...], cleaned_to: int,
+                       newest_cleanable_ms: int) -> tuple[LogSegment, ...]:
+    """The segments the cleaner may rewrite (min.compaction.lag.ms, Kafka's first uncleanable
+    offset): `closed` up to the first dirty one (at or above `cleaned_to`) holding a record
+    newer than `newest_cleanable_ms`, now less the lag."""
+    for i, segment in enumerate(closed):
+        if segment.next_offset > cleaned_to and segment.largest_timestamp() > newest_cleanable_ms:
+            return closed[:i]
+    return closed
+
+
+def is_due(cleanable: tuple[LogSegment, ...], cleaned_to: int, config: CleaningConfig, now_ms: int) -> bool:
+    """Whether to clean the log now: its dirty bytes are min.cleanable.dirty.ratio of its
+    cleanable bytes, or its oldest dirty batch is older than max.compaction.lag.ms (Kafka's
+    needCompactionNow, from each dirty segment's first batch timestamp)."""
+    total = sum(s.size for s in cleanable)
+    dirty = [s for s in cleanable if s.next_offset > cleaned_to]
+    if total == 0:
+        return False
+    if sum(s.size for s in dirty) / total >= config.min_cleanable_ratio:
+        return True
+    first_timestamps = [s.first_batch_timestamp for s in dirty if s.first_batch_timestamp > 0]
+    return bool(first_timestamps) and min(first_timestamps) < now_ms - config.max_compaction_lag_ms
 
 
 class LogCleaner:
@@ -68,8 +107,7 @@ class LogCleaner:
         raise InterruptedError("the broker is stopping")
 
     def _candidates(self) -> list:
-        """On the loop: (key, log, closed segments, delete.retention.ms, min.cleanable.dirty.ratio) of each
-        compacted log."""
+        """On the loop: (key, log, closed segments, its CleaningConfig) of each compacted log."""
         replicas, out = self.replicas, []
         for key, partition in list(replicas.partitions.items()):
             topic = key[0]
@@ -80,28 +118,26 @@ class LogCleaner:
             # uncleanable offset is at most the HW).
             closed = tuple(s for s in partition.log.closed_segments if s.next_offset <= partition.high_watermark)
             if closed:
-                out.append((key, partition.log, closed,
-                            replicas.topic_config(topic, "delete.retention.ms", "log.cleaner.delete.retention.ms"),
-                            replicas.topic_config(topic, "min.cleanable.dirty.ratio",
-                                                  "log.cleaner.min.cleanable.ratio")))
+                out.append((key, partition.log, closed, CleaningConfig(
+                    *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS))))
         return out
 
-    def clean_once(self) -> int:
+    def clean_once(self, now_ms: int | None = None) -> int:
         """One pass over the compacted logs; returns how many segments were rewritten."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         rewritten = 0
-        for key, plog, closed, delete_retention_ms, min_ratio in self._on_loop(self._candidates):
-            total = sum(s.size for s in closed)
-            dirty = sum(s.size for s in closed if s.next_offset > self.cleaned_to.get(key, -1))
-            if total == 0 or dirty / total < min_ratio:
-                continue
-            rewritten += self._clean(key, plog, closed, delete_retention_ms)
+        for key, plog, closed, config in self._on_loop(self._candidates):
+            cleaned_to = self.cleaned_to.get(key, -1)
+            closed = cleanable_segments(closed, cleaned_to, now_ms - config.min_compaction_lag_ms)
+            if closed and is_due(closed, cleaned_to, config, now_ms):
+                rewritten += self._clean(key, plog, closed, config.delete_retention_ms, now_ms)
         return rewritten
 
-    def _clean(self, key, plog, closed: tuple[LogSegment, ...], delete_retention_ms: int) -> int:
+    def _clean(self, key, plog, closed: tuple[LogSegment, ...], delete_retention_ms: int, now_ms: int) -> int:
         offsets: dict = {}
         for segment in closed:  # one segment in memory at a time: the map, then the rewrite
             latest_offsets([os.pread(segment.fd, segment.size, 0)], offsets)
-        horizon_ms = time.time() * 1000 - delete_retention_ms
+        horizon_ms = now_ms - delete_retention_ms
         rewritten = 0
         for segment in closed:
             data = os.pread(segment.fd, segment.size, 0)

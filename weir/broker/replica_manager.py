@@ -10,11 +10,10 @@ waiting to be sent to the controller, and the high-watermark checkpoint.
 import asyncio
 import itertools
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from ..config import BrokerConfig, parse_setting
+from ..config import BrokerConfig
 from ..coordination.model import ClusterView, TopicAssignment
 from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
 from ..log.log_validator import ValidationConfig, validate_produced_batch
@@ -25,6 +24,7 @@ from ..replication.epoch_fencing import NO_EPOCH_CHECK
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from ..replication.partition import Effects, Partition
 from ..replication.produce_purgatory import ProduceCompletion
+from . import topic_configs
 from .fetch_waiters import FetchWaiters
 from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
 from .metrics import BrokerMetrics
@@ -33,15 +33,17 @@ log = logging.getLogger(__name__)
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
-# topic config → LogConfig field
+# topic config → LogConfig field (segment.ms: log_config)
 _LOG_FIELDS = {
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "segment.index.bytes": "segment_index_bytes",
     "flush.messages": "flush_interval_messages",
     "flush.ms": "flush_interval_ms",
     "index.interval.bytes": "index_interval_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
 }
 
 
@@ -71,22 +73,35 @@ class ReplicaManager:
         self.metrics = BrokerMetrics()
         self.can_lead = False  # only while our ZooKeeper session is known to be alive
         self._validation_configs: dict[str, tuple[dict | None, ValidationConfig]] = {}
+        self._topic_settings: dict[str, tuple[dict | None, dict]] = {}
 
     # -- configuration ---------------------------------------------------------
 
-    def topic_config(self, topic: str, name: str, broker_name: str):
-        """A topic config, or the broker setting it overrides."""
-        value = self.view.topic_configs.get(topic, {}).get(name)
-        return self.config[broker_name] if value is None else parse_setting(broker_name, value)
+    def topic_settings(self, topic: str) -> dict:
+        """Every topic config of `topic`: its override, else the broker setting it overrides, else
+        the default (weir.broker.topic_configs); cached until the topic's configs change."""
+        overrides = self.view.topic_configs.get(topic)
+        cached = self._topic_settings.get(topic)
+        if cached is None or cached[0] is not overrides:
+            cached = self._topic_settings[topic] = (overrides, topic_configs.effective(overrides or {}, self.config))
+        return cached[1]
+
+    def topic_config(self, topic: str, name: str):
+        """One topic config of `topic` (see topic_settings)."""
+        return self.topic_settings(topic)[name]
 
     def cleanup_policy(self, topic: str) -> str:
         """`delete`, `compact` or both (comma-separated): the topic's cleanup.policy, else the broker's."""
-        return self.topic_config(topic, "cleanup.policy", "log.cleanup.policy")
+        return self.topic_config(topic, "cleanup.policy")
 
     def log_config(self, topic: str) -> LogConfig:
-        configs = self.view.topic_configs.get(topic, {})
-        overrides = {_LOG_FIELDS[k]: int(v) for k, v in configs.items() if k in _LOG_FIELDS}
-        return replace(self.config.log_config(), **overrides)
+        settings = self.topic_settings(topic)
+        segment_ms = settings["segment.ms"]
+        if "compact" in settings["cleanup.policy"]:
+            # Kafka's maxSegmentMs: the active segment is never cleaned, so a compacted log rolls it
+            # by max.compaction.lag.ms at the latest.
+            segment_ms = min(segment_ms, settings["max.compaction.lag.ms"])
+        return LogConfig(segment_ms=segment_ms, **{field: settings[name] for name, field in _LOG_FIELDS.items()})
 
     def own_broker_epoch(self) -> int:
         """Our registration's czxid (KIP-380/903), or -1 while our view does not show it."""
@@ -99,19 +114,22 @@ class ReplicaManager:
         cached = self._validation_configs.get(topic)
         if cached is not None and cached[0] is configs:
             return cached[1]
+        settings = self.topic_settings(topic)
+        before, after = topic_configs.timestamp_bounds(configs or {}, self.config)
+        compression = topic_configs.CODECS[settings["compression.type"]]
         config = ValidationConfig(
-            max_message_bytes=self.topic_config(topic, "max.message.bytes", "message.max.bytes"),
-            timestamp_type=self.topic_config(topic, "message.timestamp.type", "log.message.timestamp.type"),
-            timestamp_before_max_ms=self.topic_config(topic, "message.timestamp.before.max.ms",
-                                                      "log.message.timestamp.before.max.ms"),
-            timestamp_after_max_ms=self.topic_config(topic, "message.timestamp.after.max.ms",
-                                                     "log.message.timestamp.after.max.ms"),
-            compacted="compact" in self.cleanup_policy(topic))
+            max_message_bytes=settings["max.message.bytes"],
+            timestamp_type=settings["message.timestamp.type"],
+            timestamp_before_max_ms=before,
+            timestamp_after_max_ms=after,
+            compacted="compact" in settings["cleanup.policy"],
+            compression=compression,
+            compression_level=topic_configs.compression_level(compression, settings))
         self._validation_configs[topic] = (configs, config)
         return config
 
     def replication_config(self, topic: str) -> ReplicationConfig:
-        return ReplicationConfig(self.topic_config(topic, "min.insync.replicas", "min.insync.replicas"),
+        return ReplicationConfig(self.topic_config(topic, "min.insync.replicas"),
                                  self.config["replica.lag.time.max.ms"])
 
     # -- controller decisions ----------------------------------------------------
@@ -289,8 +307,13 @@ class ReplicaManager:
         return result
 
     def on_topic_config_changed(self, topic: str, now_ms: int) -> None:
+        """A topic's configs changed: its logs take the new settings from their next append, roll
+        or retention pass on (as Kafka's), and its partitions the new min.insync.replicas."""
+        log_config = self.log_config(topic)
+        self.logs.topic_configs[topic] = log_config
         for partition in self.partitions.values():
             if partition.topic == topic:
+                partition.log.config = log_config
                 self._act(partition, partition.on_config(self.replication_config(topic), now_ms))
 
     # -- ISR changes (AlterPartition) -----------------------------------------------
@@ -338,7 +361,10 @@ class ReplicaManager:
                 log.info("retention deleted %d segment(s) of %s-%d", deleted, *partition.key)
 
     def flush_due(self, now_ms: int) -> None:
+        """Every second: flush the logs due by flush.ms, and delete the files of removed segments
+        whose file.delete.delay.ms is over."""
         self.logs.flush_if_due(now_ms)
+        self.logs.delete_due_files(now_ms)
 
     def checkpoint(self) -> None:
         for partition in self.partitions.values():

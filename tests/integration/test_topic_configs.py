@@ -165,3 +165,21 @@ def test_compression_type_makes_the_leader_store_the_topics_codec(start_broker):
     by_confluent, by_python = read_values(broker, "squeezed", 11)
     assert by_confluent[:10] == expected and by_python[:10] == expected
     assert set(by_confluent[10:]) == set(by_python[10:]) == {b"snappy" * 100}
+
+
+def test_an_altered_log_config_applies_to_the_open_log(start_broker):
+    broker = start_broker(0)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("resized", 1, 1)])["resized"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce("resized", b"x" * 600)
+    producer.flush(30)
+    change = ConfigResource(ResourceType.TOPIC, "resized", incremental_configs=[
+        ConfigEntry("segment.bytes", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(30)
+
+    def rolled():
+        producer.produce("resized", b"x" * 600)
+        producer.flush(30)
+        return len(list((broker.data_dir / "resized-0").glob("*.log"))) >= 3
+    wait_until(rolled, "segments of at most 1000 bytes without a restart")

@@ -40,7 +40,7 @@ def test_a_partition_moves_from_0_1_to_1_2_under_load_losing_nothing(cluster, re
     client = admin(cluster.bootstrap)
     client.create_topics([NewTopic("moving", 1, replica_assignment=[[0, 1]])])["moving"].result(30)
     wait_until(lambda: partition_metadata(cluster.bootstrap, "moving")[0][0] == 0, "broker 0 to lead")
-    producer = SteadyProducer(cluster.bootstrap, "moving", 1).start()
+    producer = SteadyProducer(cluster.bootstrap, "moving", 1, **{"enable.idempotence": True}).start()
     producer.wait_acked(500)
 
     reassign(cluster.bootstrap, "moving", [1, 2])

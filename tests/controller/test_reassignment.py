@@ -36,16 +36,20 @@ def test_new_replicas_join_and_catch_up_before_the_old_ones_leave():
     events = elected(store)
     assert reassign(store, events, {KEY: (2, 3)}) == {KEY: OK}
     assert assignment(store) == ((2, 3, 1), (3,), (1,))
-    assert (store.states[KEY].leader, store.states[KEY].isr) == (1, (1, 2))  # nothing moved yet
+    # 1 still leads, with the same ISR, in a new leadership for the new replica set
+    assert (store.states[KEY].leader, store.states[KEY].leader_epoch, store.states[KEY].isr) == (1, 1, (1, 2))
     assert events.core.reassignments() == {KEY: ((2, 3, 1), (3,), (1,))}
 
     store.ops.clear()
     catch_up(store, events, (1, 2, 3))
     state = store.states[KEY]
-    assert (state.leader, state.leader_epoch, state.isr) == (2, 1, (2, 3))  # leadership moved to the target
+    # leadership moved to the target (epoch 2), then a new leadership for the target replicas (3)
+    assert (state.leader, state.leader_epoch, state.isr) == (2, 3, (2, 3))
     assert assignment(store) == ((2, 3), (), ())
-    # The ISR left replica 1 before the assignment did.
-    assert store.ops.index("WriteAssignments") > max(i for i, op in enumerate(store.ops) if op == "WriteStates")
+    # The ISR left replica 1 before the assignment did; the new leadership came after it.
+    assert store.ops.count("WriteAssignments") == 1
+    assert "WriteStates" in store.ops[:store.ops.index("WriteAssignments")]
+    assert "WriteStates" in store.ops[store.ops.index("WriteAssignments"):]
     assert events.core.reassignments() == {}
 
 
@@ -55,7 +59,7 @@ def test_a_leader_in_the_target_keeps_leading_and_only_the_isr_shrinks():
     reassign(store, events, {KEY: (1, 3)})
     catch_up(store, events, (1, 2, 3))
     state = store.states[KEY]
-    assert (state.leader, state.leader_epoch, state.isr) == (1, 0, (1, 3))
+    assert (state.leader, state.leader_epoch, state.isr) == (1, 2, (1, 3))  # a new leadership per replica set
     assert assignment(store) == ((1, 3), (), ())
 
 
@@ -127,3 +131,16 @@ def test_an_assignment_write_without_an_answer_is_adopted_once_the_store_shows_i
     assert events.core.reassignments() == {}  # not known to be written: not acted on
     drive(store, events.handle("metadata"))
     assert events.core.reassignments() == {KEY: ((2, 3, 1), (3,), (1,))}
+
+
+def test_a_new_controller_starts_each_move_in_progress_with_a_new_leadership():
+    """The new leadership for the new replicas may have been lost with the previous controller:
+    the leader would go on without the replicas being added, which could then never catch up."""
+    store = Store({"t": {0: (1, 2)}}, live=(1, 2, 3))
+    elected(store)
+    epoch = store.states[KEY].leader_epoch
+    # A move the previous controller wrote to the assignment, but not the leadership after it.
+    store.topics["t"] = dataclasses.replace(store.topics["t"], replicas={0: (2, 3, 1)}, adding={0: (3,)},
+                                            removing={0: (1,)})
+    elected(store)
+    assert (store.states[KEY].leader, store.states[KEY].leader_epoch) == (1, epoch + 1)

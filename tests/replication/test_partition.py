@@ -118,3 +118,17 @@ def test_requests_are_checked_for_their_leader_epoch_before_leadership(tmp_path)
     assert partition.check_request(6) == ErrorCode.fenced_leader_epoch
     assert partition.check_request(8) == ErrorCode.unknown_leader_epoch
     assert partition.check_request(7) == ErrorCode.not_leader_or_follower
+
+
+def test_a_state_read_before_the_assignment_written_ahead_of_it_keeps_its_isr_members_as_replicas(tmp_path):
+    """A reassignment's assignment is written before the state that follows it (KIP-455), but a
+    broker may read the state first: the ISR is the truth until the assignment arrives."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.apply_state(state(1, 1, isr=(1, 2, 4)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300,
+                          own_broker_epoch=200)
+    assert partition.replicas == (1, 2, 3, 4) and set(partition.leader.followers) == {2, 3, 4}
+    assert partition.on_follower_fetch(4, 5, 0, 1, NOW, log_start_offset=0)[0] == ErrorCode.none
+
+    partition.apply_state(state(1, 2, isr=(1, 2, 4), partition_epoch=1), (1, 2, 4), ReplicationConfig(), NOW,
+                          state_zxid=310, own_broker_epoch=200)
+    assert partition.replicas == (1, 2, 4) and set(partition.leader.followers) == {2, 4}

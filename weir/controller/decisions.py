@@ -66,7 +66,8 @@ from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, Partitio
 from weir.controller.partition_change import (ElectionType, changed_state, elect_preferred_leader,
                                               elect_unclean_leader, initial_state, is_acceptable_leader,
                                               next_state, with_partition_epoch)
-from weir.controller.reassignment import Move, invalid_target, is_complete, move_to, state_within
+from weir.controller.reassignment import (Move, invalid_target, is_complete, move_to, new_leadership,
+                                          state_within)
 
 TopicPartition = tuple[str, int]
 
@@ -157,6 +158,11 @@ class ControllerCore:
         self.config = config
         self.shutting_down: set[int] = set()
         self._unconfirmed: dict[TopicPartition, int] = {}  # writes handed out, not yet reported
+        # Moved partitions owed a new leadership (reassignment.py), with the leader epoch it must
+        # exceed; a new controller owes one to every move in progress, as Kafka's resumes them.
+        self._leadership_owed: dict[TopicPartition, int] = {
+            (name, p): view.states[(name, p)].leader_epoch for name, a in view.topics.items()
+            for p in a.replicas if a.is_reassigning(p) and (name, p) in view.states}
 
     # ----- views
 
@@ -273,6 +279,7 @@ class ControllerCore:
         for p in assignment.replicas:
             self.view.states.pop((topic, p), None)
             self._unconfirmed.pop((topic, p), None)
+            self._leadership_owed.pop((topic, p), None)
         return TopicDeletion(topic, dict(assignment.replicas))
 
     def on_alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
@@ -409,6 +416,17 @@ class ControllerCore:
             results[key] = ErrorCode.none, None
         return ReassignOutcome(results, changes, moves)
 
+    def owed_leaderships(self) -> list[StateChange]:
+        """New leaderships owed to moved partitions whose earlier write was lost (no answer, or
+        the controller that decided it was replaced)."""
+        changes = []
+        for key, epoch in sorted(self._leadership_owed.items()):
+            state = self.view.states.get(key)
+            if state is not None and key not in self._unconfirmed and state.leader_epoch <= epoch:
+                changes.append(self._apply(key, state, new_leadership(state, self.view.controller_epoch),
+                                           "reassignment_new_replicas"))
+        return changes
+
     def complete_reassignments(self) -> tuple[list[StateChange], dict[TopicPartition, Move]]:
         """Partitions whose target replicas are all in the ISR finish: the state changes (ISR
         and leader within the target) to write first, then the moves."""
@@ -449,10 +467,23 @@ class ControllerCore:
             assignments[topic] = _with_move(current, p, move)
         return {t: a for t, a in assignments.items() if a != self.view.topics[t]}, refused
 
-    def on_assignments_written(self, assignments: Mapping[str, TopicAssignment]) -> None:
-        for name, assignment in assignments.items():
-            if name in self.view.topics:
-                self.view.topics[name] = assignment
+    def on_assignments_written(self, assignments: Mapping[str, TopicAssignment]) -> list[StateChange]:
+        """The moves are in the store: each moved partition starts a new leadership (reassignment.py)."""
+        changes = []
+        for name, assignment in sorted(assignments.items()):
+            current = self.view.topics.get(name)
+            if current is None:
+                continue
+            self.view.topics[name] = assignment
+            for p in sorted(assignment.replicas):
+                moved = (current.replicas[p], current.adding.get(p), current.removing.get(p)) != (
+                    assignment.replicas[p], assignment.adding.get(p), assignment.removing.get(p))
+                state = self.view.states.get((name, p))
+                if moved and state is not None:
+                    self._leadership_owed[(name, p)] = state.leader_epoch
+                    changes.append(self._apply((name, p), state, new_leadership(state, self.view.controller_epoch),
+                                               "reassignment_new_replicas"))
+        return changes
 
     def on_assignment_changed(self, assignment: TopicAssignment) -> bool:
         """The store shows another assignment of a topic's partitions (our own write seen after
@@ -477,6 +508,8 @@ class ControllerCore:
     def on_state_written(self, change: StateChange, version: int) -> None:
         """The compare-and-set of `change` succeeded; the znode's version is now `version`."""
         assert version == change.new.partition_epoch, ("the write bumped the version by one", version, change)
+        if change.new.leader_epoch > self._leadership_owed.get(change.key, change.new.leader_epoch):
+            del self._leadership_owed[change.key]
         pending = self._unconfirmed.get(change.key, 0)
         if pending <= 1:
             self._unconfirmed.pop(change.key, None)

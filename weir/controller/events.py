@@ -227,6 +227,7 @@ class ControllerEvents:
         return results
 
     def _complete_reassignments(self) -> Handler:
+        yield from self._write(self.core.owed_leaderships())
         changes, moves = self.core.complete_reassignments()
         if moves:
             yield from self._write(changes)
@@ -238,10 +239,10 @@ class ControllerEvents:
         assignments, refused = self.core.assignments_for(moves)
         if assignments:
             yield WriteAssignments(tuple(assignments.values()))
-            self.core.on_assignments_written(assignments)
             for name, a in assignments.items():
                 log.info("controller: %s replicas now %s (adding %s, removing %s)", name, a.replicas, a.adding,
                          a.removing)
+            yield from self._write(self.core.on_assignments_written(assignments))
         return refused
 
     def _controlled_shutdown(self, broker_id: int) -> Handler:

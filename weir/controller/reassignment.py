@@ -18,12 +18,20 @@ Rules owned here (ControllerCore applies them; AlterPartition's ISR rules stay i
 - ORDER OF WRITES. Whenever replicas leave, the partition state is written first (they leave the
   ISR and leadership), then the assignment: the ISR and the leader are always within the
   assignment the store holds. Replicas that are no longer assigned delete their copy.
+- NEW REPLICA SET, NEW LEADER EPOCH (as Kafka's ZooKeeper mode): after each assignment write the
+  state is written again with the leader epoch + 1. The leader starts a new leadership with the
+  new replicas: it forgets what it knew of its followers and any ISR change it had proposed, and
+  fetches sent to the old set are fenced. A replica whose log was deleted and that comes back
+  empty (same broker, same broker epoch) is thus never judged by its deleted log; `weir sim
+  --scenario reassign` found that otherwise a stale proposal puts it in the ISR.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+
+import dataclasses
 
 from weir.coordination.model import NO_LEADER, PartitionState
 from weir.controller.partition_change import changed_state, is_acceptable_leader
@@ -80,3 +88,9 @@ def state_within(state: PartitionState, replicas: Sequence[int], preferred: Sequ
 def is_complete(move_target: Sequence[int], state: PartitionState) -> bool:
     """Every target replica has caught up: the reassignment may finish."""
     return set(move_target) <= set(state.isr)
+
+
+def new_leadership(state: PartitionState, controller_epoch: int) -> PartitionState:
+    """The same leader and ISR in a new leader epoch (for the new replica set)."""
+    return dataclasses.replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch,
+                               partition_epoch=state.partition_epoch + 1)

@@ -318,17 +318,6 @@ class LeaderPartition:
         self._commit_isr(frozenset(isr), partition_epoch)
         return self.maybe_increment_high_watermark()
 
-    def on_replicas_changed(self, replicas: tuple[int, ...]) -> None:
-        """The partition's assignment changed under the same state (a reassignment, KIP-455):
-        replicas joining are followed from now on; leaving ones are outside every ISR already."""
-        assert self.broker_id in replicas
-        assert self.committed_isr <= set(replicas), ("a replica leaves only once it is out of the ISR", replicas,
-                                                     self.committed_isr)
-        if self.pending is not None and not self.pending.new_isr <= set(replicas):
-            self.pending = None  # it adds a replica that has left: the controller refuses it
-        self.replicas = tuple(replicas)
-        self.followers = {r: self.followers.get(r, FollowerReplica(r)) for r in replicas if r != self.broker_id}
-
     def _commit_isr(self, isr: frozenset[int], partition_epoch: int) -> None:
         assert self.broker_id in isr, "a leader must be in its ISR"
         assert isr <= set(self.replicas), (isr, self.replicas)

@@ -141,15 +141,12 @@ class Partition:
         """Take a controller state, written at `state_zxid`, while our registration is
         `own_broker_epoch` (None: not yet known)."""
         old = self.state
+        replicas = with_members(replicas, state.isr)
         if state.leader == self.broker_id and not may_lead_from(state_zxid, own_broker_epoch):
             if self.role == OFFLINE and old is None:
                 return Effects(fenced=True)
             return Effects(self.become_offline(), role_changed=True, data_changed=True, fenced=True)
         if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
-            if state == old and replicas != self.replicas:  # reassigned: same state, other replicas
-                self.replicas = replicas
-                if self.leader is not None:
-                    self.leader.on_replicas_changed(replicas)
             return Effects()
         self.state = state
         self.replicas = replicas
@@ -402,6 +399,12 @@ class Partition:
     def producer_snapshot(self) -> ProducerSnapshot:
         self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json())
         return self._snapshot
+
+
+def with_members(replicas: tuple[int, ...], isr) -> tuple[int, ...]:
+    """The assigned replicas, and ISR members the assignment read does not name: a state may be
+    read before the assignment written ahead of it (reassignment.py); its ISR is the truth."""
+    return tuple(replicas) + tuple(sorted(set(isr) - set(replicas)))
 
 
 def may_lead_from(state_zxid: int | None, own_broker_epoch: int | None) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER
+from weir.coordination.model import NO_LEADER, TopicAssignment
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
 from weir.replication.truncation import EpochEndOffset
@@ -51,6 +51,7 @@ class SimBroker:
         self.can_lead = False
         self.pending: dict[int, tuple] = {}
         self.configs: dict[str, dict] = {}
+        self.assignments: dict[str, TopicAssignment] = {}  # as this broker last read them
         self.controller_id = NO_LEADER
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.isr_sender = SimIsrSender(self)
@@ -179,8 +180,26 @@ class SimBroker:
         value = self.configs.get(topic, {}).get("min.insync.replicas")
         return ReplicationConfig(int(value) if value is not None else 1, self.settings.replica_lag_time_max_ms)
 
+    def on_assignment(self, assignment: TopicAssignment) -> None:
+        """The topic's replicas changed (a reassignment): replicas no longer assigned here are
+        deleted (ReplicaManager.apply_view); the caller reads the states of partitions newly
+        assigned here. Hosted ones take the new replicas with the state that follows."""
+        self.assignments[assignment.name] = assignment
+        for p, replicas in sorted(assignment.replicas.items()):
+            key = (assignment.name, p)
+            partition = self.partitions.get(key)
+            if partition is None:
+                continue
+            if self.id not in replicas:
+                del self.partitions[key]
+                self.act(partition, Effects(partition.become_offline(), role_changed=True))
+                self.logs.pop(key, None)
+                self.hw_checkpoint.pop(key, None)
+                self.trace(f"{key[0]}-{key[1]}: reassigned away, replica deleted")
+
     def apply_state(self, key, state, mzxid: int) -> None:
-        replicas = self.world.assignment[key]
+        assignment = self.assignments.get(key[0])
+        replicas = () if assignment is None else assignment.replicas.get(key[1], ())
         if self.id not in replicas or not self.zk.registered:
             return
         partition = self.partitions.get(key)

@@ -10,7 +10,8 @@ any leader has reached, extended each time a leader's HW moves. Every rule is ch
 - ONE-LEADER-PER-EPOCH: every HW advance names (leader epoch, leader); two brokers committing
   under the same leader epoch is a violation.
 - LEADER-COMPLETENESS (KafkaReplication.tla's LeaderCompleteness): a broker taking a leadership
-  (a new LeaderPartition, or a new epoch of one) holds the whole ledger.
+  (a new LeaderPartition, or a new epoch of one) holds the whole ledger, up to what later leader
+  epochs committed (a paused broker may take up a leadership that a newer one has already ended).
 - CLEAN-ELECTION: a partition state written with a leader outside the previous ISR, while the
   controller did not allow unclean election, is a violation by itself.
 - ACKED-DURABLE: an acks=all success names an offset whose value is committed at that moment; it
@@ -58,6 +59,7 @@ class PartitionLedger:
     committed: list = field(default_factory=list)
     acked: dict = field(default_factory=dict)  # offset -> (value, protected)
     commit_leaders: dict = field(default_factory=dict)  # leader epoch -> broker
+    commit_epochs: list = field(default_factory=list)  # the leader epoch each committed offset was committed in
     unclean_epochs: set = field(default_factory=set)
     voided_below: int = 0  # the latest allowed unclean election's epoch: earlier leaderships' records may be gone
     lost: list = field(default_factory=list)  # acknowledged acks=all writes voided by unclean elections
@@ -145,6 +147,7 @@ class Checker:
                     return
             else:
                 committed.append(values[offset])
+                ledger.commit_epochs.append(epoch)
 
     def _check_prefix(self, broker, key, log, old, new, role) -> None:
         committed = self.ledgers[key].committed
@@ -183,11 +186,14 @@ class Checker:
                 self.world.trace(f"checker: unclean leader b{broker.id} of {key} epoch {epoch} drops committed "
                                  f"offsets {keep}..{len(committed) - 1}")
                 del committed[keep:]
+                del ledger.commit_epochs[keep:]
             for offset, (value, protected) in sorted(ledger.acked.items()):
                 if offset >= keep:
                     ledger.lost.append((offset, value))
                     del ledger.acked[offset]
             return
+        required = next((o for o, e in enumerate(ledger.commit_epochs) if e > epoch), len(committed))
+        committed = committed[:required]
         if log.values[:len(committed)] != committed:
             if log.log_end_offset < len(committed):
                 detail = f"LEO {log.log_end_offset} < committed {len(committed)}"

@@ -18,8 +18,8 @@ from collections import deque
 from kio.schema.errors import ErrorCode
 
 from weir.controller.decisions import ControllerConfig
-from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates
-from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, TopicAssignment
+from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments
+from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 
 from weir.sim.zookeeper import BAD_VERSION, FENCED, OK, state_path
@@ -112,7 +112,13 @@ class SimController:
             return
         self._execute(op, lambda result, error=None: self._step(event, handler, result, error))
 
+    def reassign(self, targets) -> None:
+        """AlterPartitionReassignments from an admin client."""
+        self.enqueue(("reassign", targets))
+
     def _finish(self, event, answer) -> None:
+        if event[0] == "reassign":
+            self.broker.trace(f"reassignment answered {[(k, code.name) for k, (code, _) in sorted(answer.items())]}")
         if event[0] == "alter_partition":
             src, rid, key = event[4]
             error, answers = answer
@@ -142,6 +148,16 @@ class SimController:
                     answer({key: snapshot["states"].get(key, (None,))[0] for key in op.keys})
             self.broker.zk.request("read_all", self.world.topics, isinstance(op, ReadCluster), callback=read)
             return
+        if isinstance(op, WriteAssignments):
+            def assigned(status, result):
+                if status == FENCED:
+                    answer(None, ControllerFenced("controller epoch superseded"))
+                elif status != OK:
+                    answer(None, StoreUnavailable(status))
+                else:
+                    answer(None)
+            self.broker.zk.request("write_assignments", self.epoch_version, op.assignments, callback=assigned)
+            return
         if isinstance(op, CreateStates):
             writes = [(op.topic, p, None, state) for p, state in sorted(op.states.items())]
         else:
@@ -169,8 +185,7 @@ class SimController:
         brokers = snapshot["brokers"]
         return ClusterView(
             brokers={b: BrokerInfo(b, "sim", 9092) for b in sorted(brokers)}, broker_epochs=dict(brokers),
-            topics={t: TopicAssignment(t, world.topic_ids[t], {p: world.assignment[(t, p)] for p in partitions})
-                    for t, partitions in world.topics.items()},
+            topics=dict(snapshot["topics"]),
             topic_configs={t: dict(snapshot["configs"].get(t, {})) for t in world.topics},
             states={key: state for key, (state, _) in snapshot["states"].items()},
             state_zxids={key: mzxid for key, (_, mzxid) in snapshot["states"].items()},

@@ -16,13 +16,15 @@ class or module swapped for the duration of one run, then restored), never by ed
   the controller an AlterPartition of any.
 - controller-view-drift: the controller does not re-read the states whose write had no answer
   before its next decision.
+- reassign-unchecked-isr: a reassignment completes at once, its target replicas in the ISR
+  whether they caught up or not.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from weir.controller import partition_change
+from weir.controller import decisions, partition_change
 from weir.controller.decisions import ControllerCore
 from weir.replication import partition
 from weir.replication.follower import FollowerPartition, FollowerState
@@ -31,7 +33,7 @@ from weir.replication.replica import FollowerReplica
 from weir.replication.truncation import Truncation
 
 MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
-           "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift")
+           "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr")
 
 
 def _hw_max(self) -> bool:
@@ -92,6 +94,20 @@ def _never_stale(*args) -> bool:
     return False
 
 
+_original_state_within = decisions.state_within
+
+
+def _target_in_sync(state, replicas, preferred, *, live, shutting_down, controller_epoch):
+    if tuple(replicas) != tuple(preferred):  # starting a move: unchanged
+        return _original_state_within(state, replicas, preferred, live=live, shutting_down=shutting_down,
+                                      controller_epoch=controller_epoch)
+    leader = state.leader if state.leader in replicas else next(
+        (r for r in preferred if partition_change.is_acceptable_leader(r, live, shutting_down)), None)
+    if leader is None:
+        return None
+    return partition_change.changed_state(replicas, state, leader, tuple(replicas), controller_epoch)
+
+
 _PATCHES = {
     "hw-max": [(LeaderPartition, "maybe_increment_high_watermark", _hw_max)],
     "elect-outside-isr": [(partition_change, "elect_leader", _elect_ignoring_isr)],
@@ -102,6 +118,8 @@ _PATCHES = {
     "no-broker-epoch": [(FollowerReplica, "is_stale_epoch", _never_stale),
                         (ControllerCore, "is_stale_broker_epoch", _never_stale)],
     "controller-view-drift": [(ControllerCore, "unconfirmed_keys", property(lambda self: []))],
+    "reassign-unchecked-isr": [(decisions, "state_within", _target_in_sync),
+                               (decisions, "is_complete", lambda target, state: True)],
 }
 
 

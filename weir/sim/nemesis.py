@@ -25,6 +25,8 @@ Faults:
 - slow: a broker's traffic to other brokers takes hundreds of milliseconds more (a slow follower).
 - controller: the controller crashes, or /controller is deleted (an operator forcing failover).
 - config: the topic's unclean.leader.election.enable or min.insync.replicas is flipped.
+- reassign: an admin client asks the controller to move partition <p> to other replicas, or (no
+  replicas) to cancel its move (AlterPartitionReassignments; only in the `reassign` scenario).
 
 At `heal_at_ms` everything is healed: partitions removed, paused brokers resumed, crashed brokers
 restarted, slow links cleared. Configs stay as the schedule left them.
@@ -139,6 +141,9 @@ class Nemesis:
             world.zk.set(config_path(topic), config)
             self._say(fault, f"{topic} {name}={value}")
             return
+        if fault.kind == "reassign":
+            self._reassign(fault)
+            return
         if fault.kind == "controller":
             broker_id = self._resolve("controller")
             if broker_id is None:
@@ -175,6 +180,21 @@ class Nemesis:
             world.events.after(fault.duration_ms, self._unslow, broker_id)
         elif fault.kind == "partition":
             self._partition(index, fault, broker_id)
+
+    def _reassign(self, fault: Fault) -> None:
+        world = self.world
+        key = world.keys[int(fault.target.split(":")[1]) % len(world.keys)]
+        controller = self._resolve("controller")
+        broker = None if controller is None else world.brokers_by_id.get(controller)
+        if broker is None or not broker.up:
+            self._say(fault, "no controller to ask")
+            return
+        self._say(fault, f"b{controller}: move {key[0]}-{key[1]} to {fault.option}")
+
+        def ask() -> None:  # as a request arriving at the broker: not while it is paused
+            if broker.controller is not None:
+                broker.controller.reassign({key: fault.option})
+        broker.later(0, ask)
 
     def _crash(self, index, fault, broker_id, lossy) -> None:
         world = self.world

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from weir.controller.assignment import assign_replicas
-from weir.coordination.model import BrokerInfo
+from weir.coordination.model import BrokerInfo, TopicAssignment
 
 from weir.sim import mutants as mutants_module
 from weir.sim.broker import SimBroker
@@ -33,7 +33,7 @@ from weir.sim.events import EventLimitExceeded, EventQueue
 from weir.sim.nemesis import Fault, Nemesis, random_schedule
 from weir.sim.network import Network
 from weir.sim.settings import SimSettings
-from weir.sim.zookeeper import ZooKeeper, config_path
+from weir.sim.zookeeper import ZooKeeper, config_path, topic_path
 
 LIVENESS_CHECK_MS = 100
 
@@ -73,7 +73,8 @@ class World:
         infos = [BrokerInfo(b, "sim", 9092) for b in range(1, settings.brokers + 1)]
         assignment = assign_replicas(infos, settings.partitions, settings.replication_factor,
                                      random.Random(f"assign/{seed}"))
-        self.assignment = {(topic, p): tuple(r) for p, r in assignment.items()}
+        self.zk.create(topic_path(topic), TopicAssignment(topic, self.topic_ids[topic],
+                                                          {p: tuple(r) for p, r in assignment.items()}))
         self.zk.create(config_path(topic), {
             "min.insync.replicas": str(settings.min_insync_replicas),
             "unclean.leader.election.enable": "true" if settings.unclean_leader_election_enable else "false"})
@@ -99,6 +100,11 @@ class World:
 
     def trace(self, text: str) -> None:
         self.lines.append(f"{self.events.now:6d} {text}")
+
+    @property
+    def assignment(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Each partition's replicas, as ZooKeeper holds them now."""
+        return {(t, p): replicas for t in self.topics for p, replicas in self.zk.assignment(t).replicas.items()}
 
     # ----- questions the nemesis and checker ask of the whole cluster
 

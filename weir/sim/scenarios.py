@@ -26,6 +26,11 @@ controller on the fifth; timeouts in Kafka's proportions (replica.lag.time.max.m
 replica.socket.timeout.ms above the session timeout), so that the stale answers are still awaited
 and the stalled leader does not shrink its ISR to itself first.
 
+reassign: the random faults of the seed on five brokers, with one to three partition
+reassignments (KIP-455) among them, each to three brokers drawn at random, some cancelled: new
+replicas catch up while the faults go on, leadership moves into the target, old replicas delete
+their copy. Nothing acknowledged may be lost, and every partition ends healthy on its new replicas.
+
 bounced-follower: a leader stalls with a follower's fetches in its queue; the follower's machine
 crashes, losing its unflushed tail, restarts and registers again (a new broker epoch). When the
 stall ends, the leader takes the old incarnation's fetch, whose offset the new one no longer has,
@@ -39,10 +44,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from weir.sim.nemesis import Fault
+from weir.sim.nemesis import Fault, random_schedule
 from weir.sim.settings import SimSettings
 
-SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "bounced-follower")
+SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "bounced-follower", "reassign")
 
 
 def build(name: str, seed: int):
@@ -53,6 +58,8 @@ def build(name: str, seed: int):
         return _stalled_successor(random.Random(f"scenario/{seed}"))
     if name == "bounced-follower":
         return _bounced_follower(random.Random(f"scenario/{seed}"))
+    if name == "reassign":
+        return _reassign(seed)
     unsafe = name == "jepsen-unclean"
     settings = replace(SimSettings(), brokers=4, partitions=1, drop_rate=0.0, duplicate_rate=0.0,
                        controller_outside_replicas=True,
@@ -103,3 +110,14 @@ def _bounced_follower(rng: random.Random):
         Fault(resume + rng.randint(10, 60), "crash", "leader:0", heal - resume),
     ]
     return settings, schedule, None
+
+
+def _reassign(seed: int):
+    settings = replace(SimSettings(), brokers=5)
+    rng = random.Random(f"reassign/{seed}")
+    start, end = settings.fault_window_ms
+    moves = [Fault(rng.randint(start, end), "reassign", f"partition:{rng.randrange(settings.partitions)}", 0,
+                   None if rng.random() < 0.15 else tuple(rng.sample(range(1, settings.brokers + 1), 3)))
+             for _ in range(rng.randint(1, 3))]
+    faults = random_schedule(random.Random(f"schedule/{seed}"), settings)
+    return settings, sorted(faults + moves, key=lambda f: (f.at_ms, f.kind)), None

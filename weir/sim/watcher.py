@@ -9,7 +9,7 @@ from __future__ import annotations
 from weir.coordination.model import NO_LEADER
 
 from weir.sim.controller import SimController
-from weir.sim.zookeeper import BROKERS, CONTROLLER, NODE_EXISTS, OK
+from weir.sim.zookeeper import BROKERS, CONTROLLER, NODE_EXISTS, OK, state_path
 
 RETRY_MS = 100
 
@@ -29,6 +29,8 @@ class SimWatcher:
                 broker.later(RETRY_MS, self.read_all)
                 return
             broker.configs = snapshot["configs"]
+            for assignment in snapshot["topics"].values():
+                broker.on_assignment(assignment)
             broker.controller_id = snapshot["controller"]
             broker.can_lead = True
             for key, (state, mzxid) in sorted(snapshot["states"].items()):
@@ -51,6 +53,8 @@ class SimWatcher:
         elif path == BROKERS:
             if broker.controller is not None:
                 broker.controller.on_metadata_change()
+        elif path.startswith("/brokers/topics/") and path.count("/") == 3:
+            self.zk.request("get", path, True, callback=self._on_assignment)
         elif path.startswith("/config/topics/"):
             self.zk.request("get", path, True, callback=lambda status, r: self._on_config(path, status, r))
         elif path.endswith("/state"):
@@ -58,6 +62,21 @@ class SimWatcher:
             key = (parts[3], int(parts[5]))
             self.zk.request("get", path, True, callback=lambda status, r: status == OK and r is not None
                             and broker.apply_state(key, r[0], r[2]))
+
+    def _on_assignment(self, status, result) -> None:
+        broker = self.broker
+        if status != OK or result is None:
+            return
+        assignment = result[0]
+        hosted = set(broker.partitions)
+        broker.on_assignment(assignment)
+        for p, replicas in sorted(assignment.replicas.items()):
+            key = (assignment.name, p)
+            if broker.id in replicas and key not in hosted:  # newly assigned here: read its state
+                self.zk.request("get", state_path(*key), False, callback=lambda status, r, key=key: status == OK
+                                and r is not None and broker.apply_state(key, r[0], r[2]))
+        if broker.controller is not None:
+            broker.controller.on_metadata_change()
 
     def _on_controller_znode(self, status, result) -> None:
         broker = self.broker

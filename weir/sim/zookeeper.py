@@ -20,15 +20,15 @@ Rules:
   atomic step; partition-state writes are a multi that starts with a check of /controller_epoch's
   version, so a deposed controller's writes fail as a whole.
 
-Paths are Kafka's: /brokers/ids/<id>, /controller, /controller_epoch,
-/brokers/topics/<t>/partitions/<p>/state, /config/topics/<t>.
+Paths are Kafka's: /brokers/ids/<id>, /controller, /controller_epoch, /brokers/topics/<t> (the
+assignment), /brokers/topics/<t>/partitions/<p>/state, /config/topics/<t>.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weir.coordination.model import PartitionState
+from weir.coordination.model import PartitionState, TopicAssignment
 
 from weir.sim.network import ZK
 
@@ -37,6 +37,10 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 OK, NODE_EXISTS, NO_NODE, BAD_VERSION, SESSION_EXPIRED, FENCED = (
     "ok", "node_exists", "no_node", "bad_version", "session_expired", "fenced")
+
+
+def topic_path(topic: str) -> str:
+    return f"/brokers/topics/{topic}"
 
 
 def state_path(topic: str, partition: int) -> str:
@@ -126,6 +130,9 @@ class ZooKeeper:
     def controller_id(self) -> int:
         data = self.get(CONTROLLER)
         return -1 if data is None else data
+
+    def assignment(self, topic: str) -> TopicAssignment:
+        return self.znodes[topic_path(topic)].data
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         return self.get(state_path(topic, partition))
@@ -232,10 +239,12 @@ class ZooKeeper:
         self._watch(self.data_watches, CONTROLLER, sid)
         if watch_brokers:
             self._watch(self.child_watches, BROKERS, sid)
-        states, configs = {}, {}
+        states, configs, assignments = {}, {}, {}
         for topic, partitions in topics.items():
             self._watch(self.data_watches, config_path(topic), sid)
             configs[topic] = self.get(config_path(topic)) or {}
+            self._watch(self.data_watches, topic_path(topic), sid)
+            assignments[topic] = self.get(topic_path(topic))
             for p in partitions:
                 path = state_path(topic, p)
                 self._watch(self.data_watches, path, sid)
@@ -243,9 +252,18 @@ class ZooKeeper:
                 if node is not None:
                     states[(topic, p)] = (node.data, node.mzxid)
         brokers = {int(name): n.czxid for name, n in self.children(BROKERS).items()}
-        return OK, {"brokers": brokers, "states": states, "configs": configs,
+        return OK, {"brokers": brokers, "states": states, "configs": configs, "topics": assignments,
                     "controller": self.controller_id(), "controller_epoch": self.get(CONTROLLER_EPOCH),
                     "controller_epoch_zxid": self.znodes[CONTROLLER_EPOCH].mzxid}
+
+    def _op_write_assignments(self, session, epoch_version, assignments):
+        """One multi: the controller-epoch check, then each topic's assignment."""
+        if self.znodes[CONTROLLER_EPOCH].version != epoch_version:
+            return FENCED, None
+        for assignment in assignments:
+            assert self.get(topic_path(assignment.name)).replicas.keys() == assignment.replicas.keys()
+            self.set(topic_path(assignment.name), assignment)
+        return OK, None
 
     def _op_write_states(self, session, epoch_version, changes):
         """A multi per change, each starting with the controller-epoch check."""

@@ -99,3 +99,20 @@ def test_weir_reassign_partitions_spreads_a_topic_onto_a_broker_added_to_the_run
         assert stored == {p: values[p::2] for p in (0, 1)}
     finally:
         added.stop()
+
+
+def test_a_broker_down_while_its_replica_moved_away_deletes_it_when_it_returns(cluster):
+    client = admin(cluster.bootstrap)
+    client.create_topics([NewTopic("left", 1, replica_assignment=[[0, 1]])])["left"].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("left", b"%d" % i)
+    assert producer.flush(30) == 0
+    stale = cluster.brokers[0].data_dir / "left-0"
+    assert stale.is_dir()
+    cluster.brokers[0].stop()
+    reassign_with_kafka_python(cluster.bootstrap, "left", [1, 2])
+
+    cluster.brokers[0].start()
+    wait_until(lambda: not stale.exists(), "broker 0 to delete the copy assigned elsewhere")
+    assert read_all(cluster.bootstrap, "left", 1)[0] == [b"%d" % i for i in range(100)]

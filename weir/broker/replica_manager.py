@@ -143,9 +143,15 @@ class ReplicaManager:
         if keys is None:
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
-            for key in [k for k in self.partitions if self.broker_id not in view.topics[k[0]].replicas.get(k[1], ())]:
-                self._drop_replica(key)
-                log.info("%s-%d was reassigned away from this broker: deleted its replica", *key)
+            # Reassigned away, perhaps while this broker was down (then only on disk).
+            for key in sorted(set(self.partitions) | set(self.logs.partitions_on_disk())):
+                assignment = view.topics.get(key[0])
+                if assignment is not None and self.broker_id not in assignment.replicas.get(key[1], (self.broker_id,)):
+                    if key in self.partitions:
+                        self._drop_replica(key)
+                    else:
+                        self.logs.delete_partition(*key)
+                    log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
             keys = [(a.name, p) for a in view.topics.values() for p in a.replicas]
         for topic, index in keys:
             assignment = view.topics.get(topic)

@@ -86,9 +86,8 @@ class LogDirectory:
         return directory
 
     def open_all(self, now_ms: int) -> None:
-        for name in sorted(os.listdir(self.path)):
-            tp = parse_partition_directory_name(name)
-            if tp is not None and (self.path / name).is_dir() and tp not in self.logs:
+        for tp in self.partitions_on_disk():
+            if tp not in self.logs:
                 self._open_existing(tp, now_ms)
         self.write_checkpoints()
 
@@ -146,23 +145,33 @@ class LogDirectory:
         return log
 
     def delete_partition(self, topic: str, partition: int) -> None:
-        """Remove a partition's log: rename its directory out of the way (so a crash midway
-        leaves nothing that looks like a partition), then delete it."""
+        """Remove a partition's log, open or only on disk: rename its directory out of the way (so
+        a crash midway leaves nothing that looks like a partition), then delete it."""
         tp = TopicPartition(topic, partition)
         log = self.logs.pop(tp, None)
         self.topic_ids.pop(tp, None)
         self._recovery_points.pop(tp, None)
         self._log_start_offsets.pop(tp, None)
-        if log is None:
+        directory = self.partition_path(topic, partition) if log is None else log.directory
+        if log is not None:
+            log.on_checkpoint_needed = None
+            log.close()
+        if not directory.is_dir():
             return
-        log.on_checkpoint_needed = None
-        log.close()
-        doomed = self.path / f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        os.rename(log.directory, doomed)
+        doomed = self.path / f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        os.rename(directory, doomed)
         fsync_directory(self.path)
-        log.directory = doomed
-        log.delete()
+        if log is None:
+            shutil.rmtree(doomed, ignore_errors=True)
+        else:
+            log.directory = doomed
+            log.delete()
         self.write_checkpoints()
+
+    def partitions_on_disk(self) -> list[TopicPartition]:
+        """Every partition directory, open in this run or not."""
+        return [tp for name in sorted(os.listdir(self.path))
+                if (tp := parse_partition_directory_name(name)) is not None and (self.path / name).is_dir()]
 
     def write_checkpoints(self) -> None:
         """Write every log's recovery point and log start offset (Kafka does this periodically,

@@ -8,6 +8,7 @@
     weir topics alter --topic T --partitions N [--replica-assignment ...]
     weir configs --entity-type topics|brokers --entity-name X --describe [--all]
     weir configs --entity-type topics|brokers --entity-name X --alter [--add-config k=v,k=v] [--delete-config k,k]
+    weir configs --entity-type brokers --entity-default --alter|--describe   (the cluster-wide dynamic configs)
     weir elect-leaders --election-type PREFERRED|UNCLEAN (--topic T --partition P | --all-topic-partitions)
     weir cluster
 
@@ -276,9 +277,13 @@ async def topics_alter(client: ClusterClient, args) -> int:
 # -- configs --------------------------------------------------------------------------
 
 async def _config_connection(client: ClusterClient, args) -> tuple[BrokerConnection, int, str]:
-    """Broker configs go to that broker; topic configs to any broker."""
+    """Broker configs go to that broker; topic configs and the cluster-wide broker defaults to any."""
+    if args.entity_default:
+        if args.entity_type != "brokers" or args.entity_name is not None:
+            raise UsageError("--entity-default is for --entity-type brokers, without --entity-name")
+        return await client.any_connection(), RESOURCE_BROKER, ""
     if args.entity_name is None:
-        raise UsageError("--entity-name is required")
+        raise UsageError("--entity-name or (for brokers) --entity-default is required")
     if args.entity_type == "brokers":
         broker_id = _broker_id(args)
         await client.refresh_metadata([])
@@ -291,7 +296,8 @@ async def configs_describe(client: ClusterClient, args) -> int:
     entries = await describe_configs(conn, resource_type, name)
     kind = "topic" if resource_type == RESOURCE_TOPIC else "broker"
     shown = entries if args.all else [e for e in entries if not _is_default(e)]
-    print(f"{'All' if args.all else 'Dynamic'} configs for {kind} {name} are:")
+    print("Default configs for brokers in the cluster are:" if args.entity_default else
+          f"{'All' if args.all else 'Dynamic'} configs for {kind} {name} are:")
     for e in sorted(shown, key=lambda e: e.name):
         value = "null" if e.value is None else ("<sensitive>" if e.is_sensitive else e.value)
         source = CONFIG_SOURCES.get(getattr(e, "config_source", 0), "UNKNOWN")
@@ -348,7 +354,8 @@ async def configs_alter(client: ClusterClient, args) -> int:
     for result in response.responses:
         raise_for(result.error_code, result.error_message, f"cannot alter configs of {name!r}")
     kind = "topic" if resource_type == RESOURCE_TOPIC else "broker"
-    print(f"Completed updating config for {kind} {name}.")
+    print("Completed updating default config for brokers in the cluster." if args.entity_default else
+          f"Completed updating config for {kind} {name}.")
     return 0
 
 
@@ -485,6 +492,8 @@ def register(sub) -> None:
     common_options(configs, suppress=False)
     configs.add_argument("--entity-type", choices=["topics", "brokers"], required=True)
     configs.add_argument("--entity-name")
+    configs.add_argument("--entity-default", action="store_true",
+                         help="with --entity-type brokers: the dynamic configs of every broker")
     configs.add_argument("--describe", action="store_true")
     configs.add_argument("--all", action="store_true", help="with --describe: defaults too")
     configs.add_argument("--alter", action="store_true")

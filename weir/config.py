@@ -3,12 +3,24 @@
     weir broker config/server.properties --override broker.id=2 --override listeners=PLAINTEXT://:9093
 
 Unknown names are refused with a readable message; values are parsed by type.
+
+Some settings are dynamic, as Kafka's (KIP-226): set at run time for the whole cluster or one
+broker (`weir configs --entity-type brokers --entity-default|--entity-name N --alter`), stored in
+ZooKeeper, and taken by running brokers: this broker's value over the cluster default over the
+properties over the default.
 """
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 MAX_LONG = 2**63 - 1
+# Config sources, DescribeConfigs' numbering
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
+DEFAULT_ENTITY = "<default>"  # ZooKeeper's name of the cluster-wide dynamic configs (/config/brokers/<default>)
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,12 @@ SETTINGS = {s.name: s for s in [
     Setting("log.cleanup.policy", str, "delete", "delete, compact, or compact,delete: what happens to old records."),
     Setting("log.cleaner.enable", bool, True, "Run the log cleaner, which compacts topics whose policy has compact."),
     Setting("log.cleaner.backoff.ms", int, 15000, "The cleaner's pause when it finds nothing to clean."),
+    Setting("leader.replication.throttled.rate", int, MAX_LONG,
+            "Bytes/s a leader sends to followers out of the ISR of the partitions in a topic's "
+            "leader.replication.throttled.replicas (dynamic; set by reassign-partitions --throttle)."),
+    Setting("follower.replication.throttled.rate", int, MAX_LONG,
+            "Bytes/s a follower fetches for the partitions in a topic's follower.replication.throttled.replicas "
+            "(dynamic; set by reassign-partitions --throttle)."),
     Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
             "Clean a compacted log once this share of its closed segments' bytes is new since its last cleaning."),
     Setting("log.cleaner.delete.retention.ms", int, 86400000,
@@ -164,6 +182,7 @@ class BrokerConfig:
         from .broker.topic_configs import BROKER_SYNONYMS, parse_broker_synonym
         self._values = {name: s.default for name, s in SETTINGS.items()}
         self._static = frozenset(values or ())
+        self._dynamic: tuple[dict, dict] = ({}, {})  # this broker's, the cluster default
         for name, raw in (values or {}).items():
             setting = SETTINGS.get(name)
             if setting is None:
@@ -185,12 +204,65 @@ class BrokerConfig:
         return cls(values)
 
     def __getitem__(self, name: str):
+        for layer in self._dynamic:
+            if name in layer:
+                return layer[name]
         return self._values[name]
+
+    def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> set[str]:
+        """The dynamic configs ZooKeeper holds now; returns the names whose value changed. A value
+        that does not parse (written by another tool) is ignored, as Kafka does."""
+        names = set(self._dynamic[0]) | set(self._dynamic[1]) | set(cluster_default) | set(this_broker)
+        before = {name: self[name] for name in names if name in SETTINGS}
+        self._dynamic = (self._parse_dynamic(this_broker, "broker"), self._parse_dynamic(cluster_default, "cluster"))
+        return {name for name, value in before.items() if self[name] != value}
+
+    def _parse_dynamic(self, raw: Mapping[str, str], scope: str) -> dict[str, object]:
+        parsed = {}
+        for name, value in raw.items():
+            try:
+                parsed[name] = parse_dynamic(name, value)
+            except ConfigError as e:
+                log.warning("ignoring the %s-wide dynamic config %s: %s", scope, name, e)
+        return parsed
+
+    def layers(self, name: str) -> list[tuple[object, int]]:
+        """(value, source) of `name` in each place that sets it, the one that counts first, the
+        default last (DescribeConfigs' synonyms)."""
+        found = [(layer[name], source) for layer, source in zip(
+            self._dynamic, (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG)) if name in layer]
+        if name in self._static:
+            found.append((self._values[name], STATIC_BROKER_CONFIG))
+        return found + [(SETTINGS[name].default, DEFAULT_CONFIG)]
+
+    def source(self, name: str) -> int:
+        return self.layers(name)[0][1]
 
     def is_static(self, name: str) -> bool:
         """Set in the properties file or an override (Kafka's STATIC_BROKER_CONFIG), not left at
         its default: DescribeConfigs tells the two apart even when the values are equal."""
         return name in self._static
+
+
+def dynamic_settings() -> frozenset[str]:
+    """What Kafka lets a running cluster change (KIP-226; cluster-wide or per broker): every
+    broker setting that a topic config overrides, the cleaner's backoff, the replication throttles."""
+    from .broker.topic_configs import BROKER_SYNONYMS
+    return frozenset(BROKER_SYNONYMS) | {"log.cleaner.backoff.ms", "leader.replication.throttled.rate",
+                                         "follower.replication.throttled.rate"}
+
+
+def parse_dynamic(name: str, raw: str):
+    """A dynamic config's value, checked as at start-up; ConfigError if it is not one."""
+    from .broker.topic_configs import BROKER_SYNONYMS, parse_broker_synonym
+    if name not in dynamic_settings():
+        raise ConfigError(f"Cannot update these configs dynamically: Set({name})")
+    if name in BROKER_SYNONYMS:
+        return parse_broker_synonym(name, raw)
+    value = _parse_value(SETTINGS[name], raw)
+    if isinstance(value, int) and value < 0:
+        raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least 0")
+    return value
 
 
 def parse_listener(spec: str) -> tuple[str, int]:

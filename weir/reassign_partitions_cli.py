@@ -1,8 +1,8 @@
 """`weir reassign-partitions`, in the manner of Kafka's kafka-reassign-partitions.sh.
 
     weir reassign-partitions --generate --topics-to-move-json-file FILE --broker-list 1,2,3
-    weir reassign-partitions --execute --reassignment-json-file FILE
-    weir reassign-partitions --verify --reassignment-json-file FILE
+    weir reassign-partitions --execute --reassignment-json-file FILE [--throttle BYTES_PER_S]
+    weir reassign-partitions --verify --reassignment-json-file FILE [--preserve-throttles]
     weir reassign-partitions --cancel --reassignment-json-file FILE
     weir reassign-partitions --list
 
@@ -12,6 +12,11 @@ for a reassignment. --generate proposes an assignment over the listed brokers wi
 placement (rack-aware unless --disable-rack-aware) and changes nothing; --execute prints the
 current assignment (keep it to roll back) and starts the moves (AlterPartitionReassignments);
 --verify says of each partition whether its move is completed or still in progress.
+
+--throttle limits the moves' replication (KIP-73), as Kafka's tool does: the brokers' dynamic
+leader/follower.replication.throttled.rate, and each topic's leader.replication.throttled.replicas
+(the partition's current replicas) and follower.replication.throttled.replicas (those being added).
+--verify clears them once every move has completed, unless --preserve-throttles.
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ import json
 import random
 import sys
 
-from .admin_cli import UsageError, common_options, error_text, run_command
+from .admin_cli import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, UsageError, common_options, error_text, \
+    run_command
 from .client import ClusterClient, ErrorCode, KafkaError
 from .controller.assignment import AssignmentError, RackAwareMode, assign_replicas
 from .coordination.model import BrokerInfo
 from .protocol.versions import ApiKey
 
 TopicPartition = tuple[str, int]
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 def _read_json(path: str, shape: str) -> dict:
@@ -154,6 +162,8 @@ async def execute(client: ClusterClient, args) -> int:
     print(assignment_json({key: current[key] for key in moves}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
+    if args.throttle is not None:  # before the moves start, as Kafka's tool
+        await set_throttles(client, moves, current, args.throttle)
     results = await _alter(client, dict(moves))
     failed = {key: result for key, result in results.items() if result[0] != ErrorCode.none}
     if failed:
@@ -161,8 +171,45 @@ async def execute(client: ClusterClient, args) -> int:
         for (t, p), (code, message) in sorted(failed.items()):
             print(f"{t}-{p}: {error_text(KafkaError(code, message))}")
         return 1
+    if args.throttle is not None:
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
+        print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     print(f"Successfully started partition reassignment{'s' if len(moves) > 1 else ''} for {_names(moves)}")
     return 0
+
+
+async def _alter_configs(client: ClusterClient, resources: list[tuple[int, str, dict[str, str | None]]]) -> None:
+    """IncrementalAlterConfigs: SET each name with a value, DELETE each with None."""
+    response = await client.call_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"validate_only": False, "resources": [
+        {"resource_type": kind, "resource_name": name, "configs": [
+            {"name": k, "config_operation": OP_DELETE if v is None else OP_SET, "value": v}
+            for k, v in sorted(configs.items())]} for kind, name, configs in resources]})
+    for result in response.responses:
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(result.error_code), result.error_message)
+
+
+async def set_throttles(client: ClusterClient, moves, current, rate: int) -> None:
+    brokers = sorted({b for key in moves for b in (*moves[key], *current[key])})
+    by_topic: dict[str, tuple[list[str], list[str]]] = {}
+    for (t, p), target in sorted(moves.items()):
+        leaders, followers = by_topic.setdefault(t, ([], []))
+        leaders += [f"{p}:{b}" for b in current[(t, p)]]
+        followers += [f"{p}:{b}" for b in target if b not in current[(t, p)]]
+    await _alter_configs(client, [(RESOURCE_BROKER, str(b), dict.fromkeys(THROTTLE_RATES, str(rate)))
+                                  for b in brokers] + [
+        (RESOURCE_TOPIC, t, {"leader.replication.throttled.replicas": ",".join(leaders),
+                             "follower.replication.throttled.replicas": ",".join(followers)})
+        for t, (leaders, followers) in by_topic.items()])
+
+
+async def clear_throttles(client: ClusterClient, topics) -> None:
+    brokers = sorted(client.brokers)
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(sorted(topics))}")
+    await _alter_configs(client, [(RESOURCE_BROKER, str(b), dict.fromkeys(THROTTLE_RATES)) for b in brokers] + [
+        (RESOURCE_TOPIC, t, dict.fromkeys(THROTTLED_REPLICAS)) for t in sorted(topics)])
 
 
 async def verify(client: ClusterClient, args) -> int:
@@ -179,6 +226,8 @@ async def verify(client: ClusterClient, args) -> int:
             replicas = ",".join(map(str, current.get((t, p), ())))
             print(f"There is no active reassignment of partition {t}-{p}, but replica set is {replicas} "
                   f"rather than {','.join(map(str, target))}.")
+    if not args.preserve_throttles and not any(key in active for key in moves):
+        await clear_throttles(client, {t for t, _ in moves})
     return 0
 
 
@@ -238,4 +287,8 @@ def register(sub) -> None:
     command.add_argument("--reassignment-json-file", metavar="FILE",
                          help='{"version": 1, "partitions": [{"topic": T, "partition": P, "replicas": [...]}]}')
     command.add_argument("--disable-rack-aware", action="store_true", help="for --generate: ignore broker racks")
+    command.add_argument("--throttle", type=int, metavar="BYTES_PER_S",
+                         help="for --execute: limit the moves' replication to this rate")
+    command.add_argument("--preserve-throttles", action="store_true",
+                         help="for --verify: keep the throttles after the moves completed")
     command.set_defaults(func=_run)

@@ -6,9 +6,9 @@ import pytest
 
 from weir.broker import topic_configs
 from weir.broker.replica_manager import ReplicaManager
-from weir.broker.topic_configs import (DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, ConfigType,
-                                       Synonym, describe, timestamp_bounds, validate_topic_configs)
-from weir.config import BrokerConfig, ConfigError
+from weir.broker.topic_configs import (DYNAMIC_TOPIC_CONFIG, ConfigType, Synonym, describe, timestamp_bounds,
+                                       validate_topic_configs)
+from weir.config import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, BrokerConfig, ConfigError
 from weir.coordination.model import ClusterView
 from weir.protocol.compression import CODEC_GZIP, CODEC_ZSTD
 from weir.protocol.errors import ErrorCode, KafkaError

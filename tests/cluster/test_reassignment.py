@@ -6,11 +6,12 @@ deletes its copy. (confluent-kafka's admin client has no reassignment API; it pr
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
@@ -116,3 +117,50 @@ def test_a_broker_down_while_its_replica_moved_away_deletes_it_when_it_returns(c
     cluster.brokers[0].start()
     wait_until(lambda: not stale.exists(), "broker 0 to delete the copy assigned elsewhere")
     assert read_all(cluster.bootstrap, "left", 1)[0] == [b"%d" % i for i in range(100)]
+
+
+def replica_bytes(broker, topic: str) -> int:
+    directory = broker.data_dir / f"{topic}-0"
+    return sum(f.stat().st_size for f in directory.glob("*.log")) if directory.is_dir() else 0
+
+
+def test_a_throttled_move_replicates_no_faster_than_the_throttle_until_it_is_lifted(start_cluster, tmp_path):
+    """reassign-partitions --throttle as Kafka's: the brokers' dynamic throttle rates and the
+    topic's throttled replicas hold the new replica's catch-up to the rate; deleting the rates (a
+    dynamic config change, no restart) lets it finish; --verify then clears the throttles."""
+    cluster = start_cluster(replica_fetch_max_bytes="65536")
+    client = admin(cluster.bootstrap)
+    client.create_topics([NewTopic("slow", 1, replica_assignment=[[0, 1]])])["slow"].result(30)
+    # small batches: a fetch returns at least one whole batch, whatever its size (KIP-74)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 16384})
+    for i in range(2000):
+        producer.produce("slow", b"%06d" % i + b"x" * 1000)
+    assert producer.flush(30) == 0
+    total = replica_bytes(cluster.brokers[0], "slow")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "slow", "partition": 0, "replicas": [0, 1, 2]}]}))
+    rate = 100_000
+
+    started = time.monotonic()
+    assert "The inter-broker throttle limit was set to 100000 B/s" in weir(
+        cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan), "--throttle", str(rate))
+    wait_until(lambda: replica_bytes(cluster.brokers[2], "slow") > 0, "the new replica to start")
+    while (elapsed := time.monotonic() - started) < 3:  # measure the new replica's progress for 3 s
+        # the rate over the time so far, plus what one fetch (before the quota saw it) may bring
+        assert replica_bytes(cluster.brokers[2], "slow") <= rate * (elapsed + 1) + 65536
+        time.sleep(0.2)
+    assert "is still in progress" in weir(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan))
+
+    lifted = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+        ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+        for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]) for b in (0, 1, 2)]
+    for resource in lifted:  # librdkafka: one broker resource per request
+        client.incremental_alter_configs([resource])[resource].result(30)
+    wait_until(lambda: "is completed" in weir(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan)),
+               "the move to complete once the throttle is lifted")
+    verified = weir(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan))
+    assert "Clearing topic-level throttles on topic slow" in verified
+    assert replica_bytes(cluster.brokers[2], "slow") == total
+    resource = ConfigResource(ResourceType.TOPIC, "slow")
+    configs = client.describe_configs([resource])[resource].result(30)
+    assert configs["leader.replication.throttled.replicas"].value == ""

@@ -145,3 +145,16 @@ def test_a_broker_registered_after_its_states_is_treated_as_bounced():
     events = ControllerEvents(2, ControllerConfig(auto_leader_rebalance_enable=False))
     written = drive(store, events.elected(2))
     assert KEY in written and (store.states[KEY].isr, store.states[KEY].partition_epoch) == ((1, 2), 1)
+
+
+def test_a_dynamic_unclean_election_default_revives_offline_partitions():
+    """unclean.leader.election.enable changed for the whole cluster (a dynamic broker config):
+    the controller takes it at once, as Kafka's enableDefaultUncleanLeaderElection."""
+    store = Store({"t": {0: (1, 2, 3)}}, live=(1, 2, 3))
+    events = elected(store)
+    drive(store, events.handle("alter_partition", 1, -1, [("t", 0, 0, 0, (1,), None)]))  # 2 and 3 fell behind
+    store.live = (2, 3)
+    drive(store, events.handle("metadata"))  # the only ISR member dies: offline
+    assert store.states[KEY].leader == -1
+    drive(store, events.handle("controller_config", ControllerConfig(unclean_leader_election_enable=True)))
+    assert store.states[KEY].leader in (2, 3)

@@ -11,7 +11,8 @@ import logging
 import random
 import uuid
 
-from ..config import SETTINGS
+from ..config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS, ConfigError,
+                      dynamic_settings, parse_dynamic)
 from ..controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
                                      validate_manual_assignment)
 from ..controller.partition_change import ElectionType
@@ -25,7 +26,7 @@ from ..protocol.versions import ApiKey
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
-from .topic_configs import DEFAULT_CONFIG, LIST_CONFIGS, STATIC_BROKER_CONFIG, ConfigType, validate_topic_configs
+from .topic_configs import LIST_CONFIGS, ConfigType, validate_topic_configs
 from .topics import INTERNAL_TOPICS, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,9 @@ class AdminApis:
                 results.append(out)
                 continue
             wanted = set(r.configuration_keys) if r.configuration_keys else None  # none or empty: all, as Kafka
-            out["configs"] = [{"name": e.name, "value": e.value, "read_only": r.resource_type == RESOURCE_BROKER,
+            dynamic = dynamic_settings()
+            out["configs"] = [{"name": e.name, "value": e.value,
+                               "read_only": r.resource_type == RESOURCE_BROKER and e.name not in dynamic,
                                "is_default": e.source == DEFAULT_CONFIG, "config_source": e.source,
                                "is_sensitive": False,
                                "synonyms": [s._asdict() for s in e.synonyms] if synonyms_wanted else [],
@@ -300,16 +303,18 @@ class AdminApis:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
             return topic_configs.describe(self.view.topic_configs.get(name, {}), self.config)
         if resource_type == RESOURCE_BROKER:
-            if name not in ("", str(self.broker_id)):
+            if name == "":  # the cluster-wide default entity: what is set there
+                return [self._broker_config_entry(n, s) for n, s in SETTINGS.items()
+                        if any(source == DYNAMIC_DEFAULT_BROKER_CONFIG for _, source in self.config.layers(n))]
+            if name != str(self.broker_id):
                 raise KafkaError(ErrorCode.invalid_request, f"this is broker {self.broker_id}, not {name}")
             return [self._broker_config_entry(n, s) for n, s in SETTINGS.items()]
         raise KafkaError(ErrorCode.invalid_request, f"resource type {resource_type} is not supported")
 
     def _broker_config_entry(self, name: str, setting) -> topic_configs.ConfigEntry:
-        """A broker setting: from the properties (STATIC_BROKER_CONFIG), else its default."""
+        """A broker setting, from where it is set: dynamically, in the properties, or its default."""
         value = topic_configs.format_value(self.config[name])
-        synonyms = [topic_configs.Synonym(name, value, STATIC_BROKER_CONFIG)] if self.config.is_static(name) else []
-        synonyms.append(topic_configs.Synonym(name, topic_configs.format_value(setting.default), DEFAULT_CONFIG))
+        synonyms = topic_configs.broker_synonyms(name, self.config)
         overridden = topic_configs.BROKER_SYNONYMS.get(name)
         config_type = overridden.type if overridden else _BROKER_SETTING_TYPES.get(setting.type, 0)  # 0: UNKNOWN
         return topic_configs.ConfigEntry(name, value, synonyms[0].source, synonyms, config_type, setting.doc)
@@ -328,19 +333,23 @@ class AdminApis:
                 elif c.config_operation == OP_DELETE:
                     updated.pop(c.name, None)
                 elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
-                    updated[c.name] = self._list_operation(updated, c)
+                    updated[c.name] = self._list_operation(updated, c, r.resource_type)
                 else:
                     raise KafkaError(ErrorCode.invalid_request, f"{c.name}: unknown operation {c.config_operation}")
             return updated
         return self._alter_configs(request, apply)
 
-    def _list_operation(self, configs: dict, c) -> str:
+    def _list_operation(self, configs: dict, c, resource_type: int) -> str:
         """APPEND or SUBTRACT the comma-separated items of `c.value` to or from a list config's
-        value (the topic's, else the broker's), as Kafka's IncrementalAlterConfigs does."""
+        value (the topic's or the dynamic one, else the broker's), as Kafka's IncrementalAlterConfigs."""
         verb = "append" if c.config_operation == OP_APPEND else "subtract"
-        if c.name not in LIST_CONFIGS:
+        broker_lists = {d.synonym for name, d in topic_configs.TOPIC_CONFIG_DEFS.items() if name in LIST_CONFIGS}
+        if c.name not in (LIST_CONFIGS if resource_type == RESOURCE_TOPIC else broker_lists):
             raise KafkaError(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {c.name}")
-        current = topic_configs.resolve(c.name, configs, self.config).value  # the topic's, the broker's, the default
+        if resource_type == RESOURCE_TOPIC:
+            current = topic_configs.resolve(c.name, configs, self.config).value  # the topic's, the broker's, ...
+        else:
+            current = configs.get(c.name, topic_configs.format_value(self.config[c.name]))
         items = [item for item in current.split(",") if item]
         given = [item.strip() for item in (c.value or "").split(",") if item.strip()]
         if c.config_operation == OP_APPEND:
@@ -353,8 +362,12 @@ class AdminApis:
             out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
+                if r.resource_type == RESOURCE_BROKER:
+                    await self._alter_broker_configs(r, apply, request.validate_only)
+                    responses.append(out)
+                    continue
                 if r.resource_type != RESOURCE_TOPIC:
-                    raise KafkaError(ErrorCode.invalid_request, "only topic configs can be altered at run time")
+                    raise KafkaError(ErrorCode.invalid_request, "only topic and broker configs can be altered")
                 if r.resource_name not in self.view.topics:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {r.resource_name!r}")
                 # From ZooKeeper, not our view: a change made a moment ago may not have reached it.
@@ -369,6 +382,26 @@ class AdminApis:
                 out["error_code"] = ErrorCode.unknown_topic_or_partition
             responses.append(out)
         return {"throttle_time": 0, "responses": responses}
+
+    async def _alter_broker_configs(self, r, apply, validate_only: bool) -> None:
+        """Dynamic broker configs (KIP-226): resource name "" is the cluster-wide default, a broker
+        id that broker's own; only the settings Kafka lets a running cluster change."""
+        entity = DEFAULT_ENTITY if r.resource_name == "" else r.resource_name
+        if entity != DEFAULT_ENTITY and not entity.isdigit():
+            raise KafkaError(ErrorCode.invalid_request, f"{entity!r} is not a broker id")
+        updated = apply(await self.store.read_broker_config(entity) or {}, r)
+        fixed = sorted(name for name in updated if name not in dynamic_settings())
+        if fixed:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+        try:
+            for name, value in updated.items():
+                parse_dynamic(name, value)
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        if not validate_only:
+            await self.store.set_broker_config(entity, updated)
+            log.info("dynamic broker configs of %s now %s", entity, updated)
 
     # -- cluster, elections, ISR -------------------------------------------------------------
 

@@ -9,6 +9,7 @@ The simulator runs the same handlers (weir/sim/controller.py).
 """
 
 import asyncio
+import dataclasses
 import logging
 
 from ..config import BrokerConfig
@@ -32,6 +33,7 @@ class ControllerService:
     def __init__(self, config: BrokerConfig, store: ZkMetadataStore, watcher: MetadataWatcher,
                  metrics: BrokerMetrics | None = None) -> None:
         self.broker_id = config["broker.id"]
+        self.config = config
         self.store = store
         self.watcher = watcher
         self.core_config = ControllerConfig(
@@ -86,6 +88,16 @@ class ControllerService:
     def elect(self) -> None:
         """Try for the controller role (at start, and whenever /controller disappears)."""
         self._events.put_nowait(("elect", None, None))
+
+    def on_broker_config_changed(self, changed: set[str]) -> None:
+        """A dynamic unclean.leader.election.enable: the controller decides with it from now on,
+        reviving offline partitions it now allows (Kafka's enableDefaultUncleanLeaderElection)."""
+        if "unclean.leader.election.enable" in changed:
+            self.core_config = dataclasses.replace(
+                self.core_config, unclean_leader_election_enable=self.config["unclean.leader.election.enable"])
+            self.events.config = self.core_config
+            if self.core is not None:
+                self._events.put_nowait(("controller_config", (self.core_config,), None))
 
     def on_metadata_change(self, kind: str, key) -> None:
         if self.core is not None and kind in ("brokers", "topic", "topic_deleted", "config", "current"):

@@ -84,9 +84,14 @@ class ReplicaFetcher:
         truncating = [p for p in ready if isinstance(asks[p.key], SendOffsetForLeaderEpoch)]
         if truncating:
             await self._truncate(conn, truncating, asks)
-        fetching = [p for p in ready if isinstance(asks[p.key], SendFetch)]
+        replicas = self.manager.replicas
+        throttle_holds = replicas.follower_quota.is_exceeded(now)
+        fetching = [p for p in ready if isinstance(asks[p.key], SendFetch)
+                    and not (throttle_holds and replicas.follower_throttled(p))]
         if fetching:
             await self._fetch(conn, fetching, asks)
+        elif not truncating:  # every partition held by the follower throttle
+            await self._wait(self.manager.config["replica.fetch.backoff.ms"] / 1000)
 
     async def _truncate(self, conn: BrokerConnection, partitions: list[Partition], asks) -> None:
         topics: dict[str, list] = {}
@@ -145,6 +150,8 @@ class ReplicaFetcher:
                 if p is None or p.follower is None or not isinstance(ask, SendFetch):
                     continue
                 records = r.records or None
+                if records and replicas.follower_throttled(p):
+                    replicas.follower_quota.record(len(records), time.monotonic())
                 try:
                     decision = p.on_fetched(ask, ErrorCode(r.error_code), r.high_watermark, records,
                                             batch_headers(records) if records else (), now_ms, r.log_start_offset)

@@ -26,6 +26,7 @@ from ..replication.partition import Effects, Partition
 from ..replication.produce_purgatory import ProduceCompletion
 from . import topic_configs
 from .fetch_waiters import FetchWaiters
+from .replication_quota import ReplicationQuota, is_throttled
 from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
 from .metrics import BrokerMetrics
 
@@ -73,6 +74,8 @@ class ReplicaManager:
         self.metrics = BrokerMetrics()
         self.can_lead = False  # only while our ZooKeeper session is known to be alive
         self._validation_configs: dict[str, tuple[dict | None, ValidationConfig]] = {}
+        self.leader_quota = ReplicationQuota(lambda: self.config["leader.replication.throttled.rate"])
+        self.follower_quota = ReplicationQuota(lambda: self.config["follower.replication.throttled.rate"])
         self._topic_settings: dict[str, tuple[dict | None, dict]] = {}
 
     # -- configuration ---------------------------------------------------------
@@ -127,6 +130,18 @@ class ReplicaManager:
             compression_level=topic_configs.compression_level(compression, settings))
         self._validation_configs[topic] = (configs, config)
         return config
+
+    def leader_throttled(self, partition: Partition, follower_id: int) -> bool:
+        """Our fetches to `follower_id` count against the leader throttle (replication_quota.py)."""
+        return (partition.leader is not None and follower_id not in partition.leader.committed_isr
+                and is_throttled(self.topic_config(partition.topic, "leader.replication.throttled.replicas"),
+                                 partition.index, self.broker_id))
+
+    def follower_throttled(self, partition: Partition) -> bool:
+        """Our fetches for `partition` count against the follower throttle."""
+        return (partition.state is not None and self.broker_id not in partition.state.isr
+                and is_throttled(self.topic_config(partition.topic, "follower.replication.throttled.replicas"),
+                                 partition.index, self.broker_id))
 
     def replication_config(self, topic: str) -> ReplicationConfig:
         return ReplicationConfig(self.topic_config(topic, "min.insync.replicas"),
@@ -303,14 +318,26 @@ class ReplicaManager:
         result = FetchPartitionResult(index, error, hw, hw, plog.log_start_offset)
         if error or offset >= limit or max_bytes <= 0:
             return result
+        throttled = follower and self.leader_throttled(partition, replica_id)
+        if throttled and self.leader_quota.is_exceeded(now_ms / 1000):
+            return result
         try:
             fetched = plog.read(offset, max_bytes, limit)
         except OffsetOutOfRange:
             result.error_code = ErrorCode.offset_out_of_range
             return result
         result.records = [FileRegion(fd, position, size) for fd, position, size in fetched.file_slices]
+        if throttled:
+            self.leader_quota.record(sum(region.size for region in result.records), now_ms / 1000)
         self.metrics.fetched(topic, sum(region.size for region in result.records), follower)
         return result
+
+    def on_broker_config_changed(self, now_ms: int) -> None:
+        """A dynamic broker config changed: every topic's settings are read again."""
+        self._topic_settings.clear()
+        self._validation_configs.clear()
+        for topic in sorted({p.topic for p in self.partitions.values()}):
+            self.on_topic_config_changed(topic, now_ms)
 
     def on_topic_config_changed(self, topic: str, now_ms: int) -> None:
         """A topic's configs changed: its logs take the new settings from their next append, roll

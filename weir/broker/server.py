@@ -11,7 +11,7 @@ import signal
 import time
 
 from ..client import BrokerConnection
-from ..config import BrokerConfig
+from ..config import DEFAULT_ENTITY, BrokerConfig
 from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
 from ..coordination.producer_ids import ProducerIdAllocator
 from ..coordination.zk_metadata import ZkMetadataStore
@@ -201,8 +201,19 @@ class Broker:
         self._pending_keys.add(key if kind == "partition" else "all")
         if kind == "config":
             self.replicas.on_topic_config_changed(key, int(time.time() * 1000))
+        elif kind == "broker_config":
+            self._take_dynamic_configs()
         self.admin.metadata_changed()
         self.controller.on_metadata_change(kind, key)
+
+    def _take_dynamic_configs(self) -> None:
+        """Dynamic broker configs changed in ZooKeeper (KIP-226): ours over the cluster's default."""
+        dynamic = self.watcher.view.broker_configs
+        changed = self.config.set_dynamic(dynamic.get(DEFAULT_ENTITY, {}), dynamic.get(str(self.broker_id), {}))
+        if changed:
+            log.info("dynamic broker configs: %s", ", ".join(f"{n}={self.config[n]}" for n in sorted(changed)))
+            self.replicas.on_broker_config_changed(_now_ms())
+            self.controller.on_broker_config_changed(changed)
 
     def _apply_pending(self) -> None:
         keys, self._pending_keys = self._pending_keys, None

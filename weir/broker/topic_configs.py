@@ -5,8 +5,9 @@ each topic's settings from here.
 
 Rules, Kafka's:
 - A topic config's value is the first of: the topic's override (stored in ZooKeeper); the broker
-  setting it overrides, its synonym, if the broker's properties set it (STATIC_BROKER_CONFIG);
-  that setting's default (DEFAULT_CONFIG). A config with no broker synonym (the throttled-replica
+  setting it overrides, its synonym: this broker's dynamic value (DYNAMIC_BROKER_CONFIG), the
+  cluster's (DYNAMIC_DEFAULT_BROKER_CONFIG), the properties' (STATIC_BROKER_CONFIG), its default
+  (DEFAULT_CONFIG). A config with no broker synonym (the throttled-replica
   lists, remote.storage.enable, remote.log.*: Kafka's CONFIGS_WITH_NO_SERVER_DEFAULTS) has a
   fixed default instead.
 - Values are text parsed by Kafka's ConfigDef types (BOOLEAN, STRING, INT, LONG, DOUBLE, LIST),
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Callable, Mapping, NamedTuple
 
-from ..config import SETTINGS, ConfigError
+from ..config import DEFAULT_CONFIG, SETTINGS, ConfigError
 from ..protocol.compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD
 from ..protocol.errors import ErrorCode, KafkaError
 
@@ -43,7 +44,7 @@ MAX_INT, MIN_INT = 2**31 - 1, -2**31
 MAX_LONG, MIN_LONG = 2**63 - 1, -2**63
 
 # DescribeConfigs' config_source values (KIP-226)
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG = 1  # and the broker's sources, weir.config
 
 
 class ConfigType(IntEnum):
@@ -178,13 +179,13 @@ TOPIC_CONFIG_DEFS = {d.name: d for d in [
     TopicConfigDef("follower.replication.throttled.replicas", _T.LIST, None,
                    "Replicas whose replication is throttled on the follower: '*' or "
                    "[partitionId]:[brokerId],... (replication quotas).",
-                   _throttled_replicas("follower.replication.throttled.replicas"), "", applied=False),
+                   _throttled_replicas("follower.replication.throttled.replicas"), ""),
     TopicConfigDef("index.interval.bytes", _T.INT, "log.index.interval.bytes",
                    "Bytes of log between two entries of a segment's offset index.", at_least(0)),
     TopicConfigDef("leader.replication.throttled.replicas", _T.LIST, None,
                    "Replicas whose replication is throttled on the leader: '*' or "
                    "[partitionId]:[brokerId],... (replication quotas).",
-                   _throttled_replicas("leader.replication.throttled.replicas"), "", applied=False),
+                   _throttled_replicas("leader.replication.throttled.replicas"), ""),
     TopicConfigDef("local.retention.bytes", _T.LONG, "log.local.retention.bytes",
                    "Tiered storage: bytes kept on local disk; -2 means retention.bytes.", at_least(-2),
                    applied=False),
@@ -323,7 +324,7 @@ def parse_broker_synonym(setting: str, raw: str):
 
 class Resolved(NamedTuple):
     value: object
-    source: int  # DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG
+    source: int  # DYNAMIC_TOPIC_CONFIG, or where the broker setting it falls back to comes from
 
 
 def resolve(name: str, overrides: Mapping[str, str], broker) -> Resolved:
@@ -338,8 +339,7 @@ def resolve(name: str, overrides: Mapping[str, str], broker) -> Resolved:
             log.warning("ignoring a topic's %s: %s", name, e)
     if definition.synonym is None:
         return Resolved(definition.default, DEFAULT_CONFIG)
-    source = STATIC_BROKER_CONFIG if broker.is_static(definition.synonym) else DEFAULT_CONFIG
-    return Resolved(broker[definition.synonym], source)
+    return Resolved(broker[definition.synonym], broker.source(definition.synonym))
 
 
 def effective(overrides: Mapping[str, str], broker) -> dict[str, object]:
@@ -372,6 +372,12 @@ class Synonym(NamedTuple):
     source: int
 
 
+def broker_synonyms(setting: str, broker) -> list[Synonym]:
+    """Where a broker setting is set, the one that counts first (this broker's dynamic config, the
+    cluster's, the properties, the default)."""
+    return [Synonym(setting, format_value(value), source) for value, source in broker.layers(setting)]
+
+
 class ConfigEntry(NamedTuple):
     name: str
     value: str
@@ -391,11 +397,7 @@ def describe(overrides: Mapping[str, str], broker) -> list[ConfigEntry]:
         if source == DYNAMIC_TOPIC_CONFIG:
             synonyms.append(Synonym(name, format_value(value), DYNAMIC_TOPIC_CONFIG))
         if definition.synonym is not None:
-            if broker.is_static(definition.synonym):
-                synonyms.append(Synonym(definition.synonym, format_value(broker[definition.synonym]),
-                                        STATIC_BROKER_CONFIG))
-            synonyms.append(Synonym(definition.synonym, format_value(SETTINGS[definition.synonym].default),
-                                    DEFAULT_CONFIG))
+            synonyms += broker_synonyms(definition.synonym, broker)
         entries.append(ConfigEntry(name, format_value(value), source, synonyms, definition.type,
                                    definition.documentation))
     return entries

@@ -251,6 +251,11 @@ class ControllerEvents:
         yield from self._write(outcome.changes)
         return outcome.remaining
 
+    def _controller_config(self, config: ControllerConfig) -> Handler:
+        """The controller's settings changed (a dynamic broker config)."""
+        self.core.config = config
+        yield from self._write(self.core.reconcile())
+
     def _balance(self) -> Handler:
         yield from self._write(self.core.check_leader_balance())
 

@@ -74,6 +74,7 @@ class ClusterView:
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # dynamic: broker id or <default>
     controller_id: int = NO_LEADER
     controller_epoch: int = 0
     # Broker epochs (KIP-380): the czxid of each live broker's registration znode. A broker that

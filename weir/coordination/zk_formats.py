@@ -8,6 +8,7 @@
     /controller                                  {"version":2, "brokerid", "timestamp"}   (ephemeral)
     /controller_epoch                            "N"                                      (persistent)
     /config/topics/<t>                           {"version":1, "config": {name: value}}
+    /config/brokers/<id> and /config/brokers/<default>   dynamic broker configs, the same format
 
 Encoders return compact UTF-8 JSON bytes; decoders accept anything Kafka's ZooKeeper mode writes
 (extra fields ignored) and raise `FormatError` (a ValueError) on malformed input. The partition
@@ -32,10 +33,11 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CONFIG_PATH = "/config"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_BROKERS_PATH = "/config/brokers"
 ADMIN_DELETE_TOPICS_PATH = "/admin/delete_topics"
 
 # Every persistent parent the store and the watcher rely on (created by ZkMetadataStore.ensure_paths).
-PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH, ADMIN_DELETE_TOPICS_PATH)
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH, CONFIG_BROKERS_PATH, ADMIN_DELETE_TOPICS_PATH)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -70,20 +72,27 @@ def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{topic}"
 
 
+def broker_config_path(entity: str) -> str:
+    """Dynamic broker configs: a broker id, or <default> for the cluster-wide ones."""
+    return f"{CONFIG_BROKERS_PATH}/{entity}"
+
+
 def is_legal_topic_name(topic: str) -> bool:
     return bool(_LEGAL_TOPIC.match(topic)) and topic not in (".", "..")
 
 
 def parse_path(path: str) -> tuple[str, Any] | None:
     """Classify a znode path of the layout above: ('broker', id), ('topic', name),
-    ('state', (topic, p)), ('config', name), ('controller', None), ('broker_ids', None),
-    ('topics', None); None for anything else."""
+    ('state', (topic, p)), ('config', name), ('broker_config', entity), ('controller', None),
+    ('broker_ids', None), ('topics', None), ('broker_configs', None); None for anything else."""
     if path in (CONTROLLER_PATH, CONTROLLER_EPOCH_PATH):
         return "controller", None
     if path == BROKER_IDS_PATH:
         return "broker_ids", None
     if path == TOPICS_PATH:
         return "topics", None
+    if path == CONFIG_BROKERS_PATH:
+        return "broker_configs", None
     parts = path.split("/")  # ['', 'brokers', 'topics', t, 'partitions', p, 'state']
     try:
         if len(parts) == 4 and parts[1] == "brokers" and parts[2] == "ids":
@@ -95,6 +104,8 @@ def parse_path(path: str) -> tuple[str, Any] | None:
             return "state", (parts[3], int(parts[5]))
         if len(parts) == 4 and parts[1] == "config" and parts[2] == "topics":
             return "config", parts[3]
+        if len(parts) == 4 and parts[1] == "config" and parts[2] == "brokers":
+            return "broker_config", parts[3]
     except ValueError:
         return None
     return None

@@ -50,7 +50,8 @@ from .zk_formats import (ADMIN_DELETE_TOPICS_PATH, CONTROLLER_EPOCH_PATH, CONTRO
                          encode_controller, encode_controller_epoch, encode_partition_state,
                          encode_topic_assignment, encode_topic_config, is_legal_topic_name,
                          partition_path,
-                         partition_state_path, partitions_path, topic_config_path, topic_path)
+                         partition_state_path, partitions_path, topic_config_path, topic_path,
+                         broker_config_path)
 
 log = logging.getLogger(__name__)
 
@@ -673,6 +674,22 @@ class ZkMetadataStore:
             await self._commit_atomic(ops)
         except (BadVersionError, NoNodeError) as e:
             raise ConcurrentUpdate(f"a topic being reassigned changed meanwhile: {e!r}") from None
+
+    async def read_broker_config(self, entity: str) -> dict[str, str] | None:
+        """Dynamic broker configs of `entity` (a broker id, or <default> for the whole cluster)."""
+        got = await self._get_or_none(broker_config_path(entity))
+        return None if got is None else decode_topic_config(got[0])
+
+    async def set_broker_config(self, entity: str, configs: Mapping[str, Any]) -> None:
+        """Replace `entity`'s dynamic broker configs (Kafka's /config/brokers/<entity>)."""
+        stat = await self._wait(self.client.exists_async(broker_config_path(entity)))
+        data = encode_topic_config(configs)
+        op = (("create", broker_config_path(entity), data) if stat is None
+              else ("set", broker_config_path(entity), data, stat.version))
+        try:
+            await self._commit_atomic([op], fenced=False)
+        except (BadVersionError, NodeExistsError):
+            raise ConcurrentUpdate(f"the dynamic configs of {entity} changed meanwhile") from None
 
     async def set_topic_config(self, topic: str, configs: Mapping[str, Any]) -> None:
         """Replace the topic's config overrides (the topic must exist)."""

@@ -47,8 +47,8 @@ from kazoo.protocol.states import EventType
 
 from .model import NO_LEADER, ClusterView, PartitionState, TopicAssignment
 from .zk_client import KazooState, ZkSession
-from .zk_formats import (BROKER_IDS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, TOPICS_PATH,
-                         FormatError, broker_path, decode_broker_endpoints,
+from .zk_formats import (BROKER_IDS_PATH, CONFIG_BROKERS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH,
+                         TOPICS_PATH, FormatError, broker_config_path, broker_path, decode_broker_endpoints,
                          decode_broker_registration, decode_controller, decode_controller_epoch,
                          decode_partition_state, decode_topic_assignment, decode_topic_config,
                          parse_path, partition_state_path, topic_config_path, topic_path)
@@ -71,10 +71,13 @@ class _Dirty:
     topics: set[str] = dataclasses.field(default_factory=set)
     configs: set[str] = dataclasses.field(default_factory=set)
     states: set[Key] = dataclasses.field(default_factory=set)
+    broker_config_names: bool = False  # the children of /config/brokers
+    broker_configs: set[str] = dataclasses.field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.full or self.broker_ids or self.topic_names or self.controller
-                    or self.brokers or self.topics or self.configs or self.states)
+                    or self.brokers or self.topics or self.configs or self.states
+                    or self.broker_config_names or self.broker_configs)
 
     def merge(self, other: "_Dirty") -> None:
         self.full |= other.full
@@ -85,6 +88,8 @@ class _Dirty:
         self.topics |= other.topics
         self.configs |= other.configs
         self.states |= other.states
+        self.broker_config_names |= other.broker_config_names
+        self.broker_configs |= other.broker_configs
 
 
 class MetadataWatcher:
@@ -135,6 +140,7 @@ class MetadataWatcher:
         v = self.view
         return ClusterView(brokers=dict(v.brokers), topics=dict(v.topics), states=dict(v.states),
                            topic_configs={t: dict(c) for t, c in v.topic_configs.items()},
+                           broker_configs={e: dict(c) for e, c in v.broker_configs.items()},
                            controller_id=v.controller_id, controller_epoch=v.controller_epoch,
                            broker_epochs=dict(v.broker_epochs), broker_sessions=dict(v.broker_sessions),
                            state_zxids=dict(v.state_zxids), session_id=v.session_id)
@@ -164,6 +170,8 @@ class MetadataWatcher:
             self._dirty.broker_ids = True
         elif event.path == TOPICS_PATH:
             self._dirty.topic_names = True
+        elif event.path == CONFIG_BROKERS_PATH:
+            self._dirty.broker_config_names = True
         else:
             return
         self._mark()
@@ -190,6 +198,10 @@ class MetadataWatcher:
             d.broker_ids = True
         elif kind == "topics":
             d.topic_names = True
+        elif kind == "broker_config":
+            d.broker_configs.add(key)
+        elif kind == "broker_configs":
+            d.broker_config_names = True
         self._mark()
 
     # -- the reconcile task ------------------------------------------------------------------------
@@ -310,15 +322,20 @@ class MetadataWatcher:
             d.brokers |= set(view.brokers)
             d.topics |= set(view.topics)
             d.configs |= set(view.topics)
+            d.broker_config_names = True
+            d.broker_configs |= set(view.broker_configs)
         events: list[tuple[str, Any]] = []
         brokers_changed = False
 
         # Stage 1: children and the controller.
-        ids, names, controller, epoch = await asyncio.gather(
+        ids, names, controller, epoch, entities = await asyncio.gather(
             self._children(BROKER_IDS_PATH) if d.broker_ids else self._none(),
             self._children(TOPICS_PATH) if d.topic_names else self._none(),
             self._get(CONTROLLER_PATH) if d.controller else self._none(),
-            self._get(CONTROLLER_EPOCH_PATH) if d.controller else self._none())
+            self._get(CONTROLLER_EPOCH_PATH) if d.controller else self._none(),
+            self._children(CONFIG_BROKERS_PATH) if d.broker_config_names else self._none())
+        if entities is not None:
+            d.broker_configs |= set(entities)
         if d.controller:
             controller_id = NO_LEADER
             controller_epoch = 0
@@ -354,16 +371,30 @@ class MetadataWatcher:
         d.topics -= deleted
         d.configs -= deleted
 
-        # Stage 2: broker registrations, topic assignments, topic configs.
+        # Stage 2: broker registrations, topic assignments, topic configs, dynamic broker configs.
         broker_ids = sorted(d.brokers)
         topics = sorted(d.topics)
         configs = sorted(d.configs)
+        entities = sorted(d.broker_configs)
         results = await self._get_many([*(broker_path(b) for b in broker_ids),
                                         *(topic_path(t) for t in topics),
-                                        *(topic_config_path(t) for t in configs)])
+                                        *(topic_config_path(t) for t in configs),
+                                        *(broker_config_path(e) for e in entities)])
         broker_results = results[:len(broker_ids)]
         topic_results = results[len(broker_ids):len(broker_ids) + len(topics)]
-        config_results = results[len(broker_ids) + len(topics):]
+        config_results = results[len(broker_ids) + len(topics):len(results) - len(entities)]
+        for entity, got in zip(entities, results[len(results) - len(entities):]):
+            try:
+                read = decode_topic_config(got[0]) if got else {}
+            except FormatError as e:
+                log.warning("unreadable dynamic configs of %s: %s", entity, e)
+                continue
+            if view.broker_configs.get(entity, {}) != read:
+                if read:
+                    view.broker_configs[entity] = read
+                else:
+                    view.broker_configs.pop(entity, None)
+                events.append(("broker_config", entity))
 
         for b, got in zip(broker_ids, broker_results):
             if got is None:

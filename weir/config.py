@@ -49,6 +49,10 @@ SETTINGS = {s.name: s for s in [
     Setting("log.cleanup.policy", str, "delete", "delete, compact, or compact,delete: what happens to old records."),
     Setting("log.cleaner.enable", bool, True, "Run the log cleaner, which compacts topics whose policy has compact."),
     Setting("log.cleaner.backoff.ms", int, 15000, "The cleaner's pause when it finds nothing to clean."),
+    Setting("log.cleaner.dedupe.buffer.size", int, 134217728,
+            "Memory for the cleaner's offset map: at 24 bytes a key (Kafka's), it bounds the keys one "
+            "cleaning maps; a log with more keys in its dirty part is cleaned over several passes."),
+    Setting("log.cleaner.io.buffer.load.factor", float, 0.9, "How full the cleaner's offset map may get."),
     Setting("leader.replication.throttled.rate", int, MAX_LONG,
             "Bytes/s a leader sends to followers out of the ISR of the partitions in a topic's "
             "leader.replication.throttled.replicas (dynamic; set by reassign-partitions --throttle)."),
@@ -246,9 +250,10 @@ class BrokerConfig:
 
 def dynamic_settings() -> frozenset[str]:
     """What Kafka lets a running cluster change (KIP-226; cluster-wide or per broker): every
-    broker setting that a topic config overrides, the cleaner's backoff, the replication throttles."""
+    broker setting that a topic config overrides, the cleaner's, the replication throttles."""
     from .broker.topic_configs import BROKER_SYNONYMS
-    return frozenset(BROKER_SYNONYMS) | {"log.cleaner.backoff.ms", "leader.replication.throttled.rate",
+    return frozenset(BROKER_SYNONYMS) | {"log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+                                         "log.cleaner.io.buffer.load.factor", "leader.replication.throttled.rate",
                                          "follower.replication.throttled.rate"}
 
 

@@ -61,16 +61,23 @@ def records_in(segment) -> list[tuple[bytes, bytes]]:
     return out
 
 
+def replicas_of(partition: Partition, root, dedupe_buffer_size: int = 2**27, **settings):
+    """What the cleaner sees of the broker's ReplicaManager: one compacted partition."""
+    config = {**CLEANING, **settings}
+    root.mkdir(exist_ok=True)
+    return SimpleNamespace(config={"log.cleaner.backoff.ms": 10, "log.cleaner.dedupe.buffer.size": dedupe_buffer_size,
+                                   "log.cleaner.io.buffer.load.factor": 0.9},
+                           root=root, partitions={("t", 0): partition}, cleanup_policy=lambda topic: "compact",
+                           topic_config=lambda topic, name: config[name])
+
+
 @pytest.fixture
-def cleaner_of():
+def cleaner_of(tmp_path):
     """A LogCleaner over one partition, its event loop run in a thread as the broker's is."""
     loops = []
 
     def make(partition: Partition, **settings) -> LogCleaner:
-        config = {**CLEANING, **settings}
-        replicas = SimpleNamespace(config={"log.cleaner.backoff.ms": 10}, partitions={("t", 0): partition},
-                                   cleanup_policy=lambda topic: "compact",
-                                   topic_config=lambda topic, name: config[name])
+        replicas = replicas_of(partition, tmp_path / "root", **settings)
         loop = asyncio.new_event_loop()
         threading.Thread(target=loop.run_forever, daemon=True).start()
         loops.append(loop)
@@ -86,16 +93,13 @@ def test_segments_above_the_high_watermark_are_not_cleaned(tmp_path):
     for i in range(12):
         produce(partition, b"k", b"v%d" % i)
     assert len(log.closed_segments) >= 3 and partition.high_watermark == 0  # the follower has fetched nothing
-    replicas = SimpleNamespace(config={"log.cleaner.backoff.ms": 10}, partitions={("t", 0): partition},
-                               cleanup_policy=lambda topic: "compact",
-                               topic_config=lambda topic, name: CLEANING[name])
     loop = asyncio.new_event_loop()
     try:
-        cleaner = LogCleaner(replicas, loop)
-        assert cleaner._candidates() == []
+        cleaner = LogCleaner(replicas_of(partition, tmp_path / "root"), loop)
+        assert cleaner._candidates()[1] == []
 
         partition.on_follower_fetch(2, -1, log.closed_segments[1].next_offset, 0, NOW)  # the HW moves up to there
-        ((key, _, closed, _),) = cleaner._candidates()
+        ((key, _, closed, _, _),) = cleaner._candidates()[1]
         assert key == ("t", 0) and closed == log.closed_segments[:2]
     finally:
         loop.close()
@@ -140,4 +144,30 @@ def test_max_compaction_lag_cleans_a_log_whose_dirty_ratio_is_low(tmp_path, clea
     assert cleaner.clean_once(now_ms=NOW + HOUR + 1) == 3, "the oldest dirty record (tail t) is older than the lag"
     assert records_in(log.closed_segments[0]) == [(b"key-1", b"a")]
     assert [records_in(s) for s in log.closed_segments[5:]] == [[(b"key-0", b"b")], [(b"tail", b"v")]]
+    log.close()
+
+
+def test_a_small_offset_map_cleans_over_several_passes_and_the_checkpoint_survives_a_restart(tmp_path, cleaner_of):
+    """log.cleaner.dedupe.buffer.size bounds the keys one cleaning maps (at least one segment's);
+    where the cleaning ended is checkpointed, so a new cleaner (a restart) does not start over."""
+    partition = leader(tmp_path, isr=(1,), segment_bytes=150)  # two batches a segment
+    for round_ in range(2):
+        for k in range(4):
+            produce(partition, b"key-%d" % k, b"%d" % round_)
+    produce(partition, b"tail", b"t")
+    log = partition.log
+    assert len(log.closed_segments) == 4
+    cleaner = cleaner_of(partition, dedupe_buffer_size=3 * 24)  # room for 2 keys: one segment a pass
+
+    assert cleaner.clean_once(now_ms=NOW) == 0  # maps [key-0, key-1]: nothing of theirs is stale yet
+    assert cleaner.cleaned_to[("t", 0)] == log.closed_segments[0].next_offset
+    assert cleaner.clean_once(now_ms=NOW) == 0  # [key-2, key-3]
+    assert cleaner.clean_once(now_ms=NOW) == 1  # [key-0, key-1] again: the first segment's go
+    assert records_in(log.closed_segments[0]) == []
+
+    restarted = cleaner_of(partition, dedupe_buffer_size=3 * 24)
+    assert restarted.cleaned_to == cleaner.cleaned_to
+    assert restarted.clean_once(now_ms=NOW) == 1  # goes on with [key-2, key-3], not from the start
+    assert [records_in(s) for s in log.closed_segments] == [[], [], [(b"key-0", b"1"), (b"key-1", b"1")],
+                                                            [(b"key-2", b"1"), (b"key-3", b"1")]]
     log.close()

@@ -1,9 +1,15 @@
 """Log compaction's batch rewriting (weir.log.cleaner), on bytes the broker's encoder made."""
 
+import struct
+
+import pytest
+from crc32c import crc32c
+
 from weir.log.batch_header import scan_buffer
 from weir.log.cleaner import clean_segment, latest_offsets, records_of
 from weir.log.log_validator import recovered_max_timestamp
-from weir.protocol.record_batch import read_batch_header
+from weir.protocol.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, compress
+from weir.protocol.record_batch import CODEC_MASK, CRC_START, HEADER_SIZE, read_batch_header
 from weir.protocol.records import encode_batch
 
 
@@ -60,3 +66,24 @@ def test_records_a_later_segment_replaces_go_from_an_earlier_one():
     offsets = latest_offsets([old, new])
     assert values(clean_segment(old, offsets, drop_tombstones=False)) == [(1, b"b", False)]
     assert clean_segment(new, offsets, drop_tombstones=False) is None
+
+
+@pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
+def test_a_compressed_batch_keeps_its_live_records_compressed_in_its_codec(codec):
+    """As Kafka's cleaner: the records kept are compressed again, offsets and header fields kept."""
+    plain = bytearray(batch(0, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1")],
+                            producer_id=7, producer_epoch=0, base_sequence=0))
+    header = read_batch_header(plain)
+    compressed = bytearray(plain[:HEADER_SIZE]) + compress(codec, plain[HEADER_SIZE:])
+    compressed[21:23] = struct.pack(">h", header.attributes | codec)
+    compressed[8:12] = struct.pack(">i", len(compressed) - 12)
+    compressed[17:21] = struct.pack(">I", crc32c(memoryview(compressed)[CRC_START:]))
+    segment = bytes(compressed) + batch(4, [(b"b", b"2")])
+
+    cleaned = clean_segment(segment, latest_offsets([segment]), drop_tombstones=False)
+    first = read_batch_header(cleaned)
+    assert first.attributes & CODEC_MASK == codec
+    assert (first.base_offset, first.last_offset_delta, first.record_count, first.producer_id, first.base_sequence) \
+        == (0, 3, 2, 7, 0)
+    assert values(cleaned) == [(2, b"a", False), (3, b"c", False), (4, b"b", False)]
+    assert recovered_max_timestamp(cleaned[:first.length]) is not None, "valid: CRC and records"

@@ -9,10 +9,16 @@ Only closed segments wholly below the high watermark are cleaned, and of those w
 log's last cleaning (dirty), none from the first one holding a record newer than
 min.compaction.lag.ms (Kafka's first uncleanable offset). A log is cleaned when the bytes of its
 dirty cleanable segments are at least min.cleanable.dirty.ratio of all of its cleanable ones, or
-when its oldest dirty record is older than max.compaction.lag.ms whatever the ratio (KIP-354;
-every log is dirty once after the broker starts: the cleaned point is kept in memory). A
-tombstone goes once its segment was last written more than delete.retention.ms ago. One whole
-segment at a time is read into memory, and the offset map holds every key of the cleaned segments.
+when its oldest dirty record is older than max.compaction.lag.ms whatever the ratio (KIP-354).
+A tombstone goes once its segment was last written more than delete.retention.ms ago.
+
+As Kafka's: the offset map holds the keys of the dirty segments only (a key of the clean part
+newer in the dirty part is superseded; the clean part has no key twice), at most as many as
+log.cleaner.dedupe.buffer.size allows (24 bytes a key, log.cleaner.io.buffer.load.factor full):
+when the dirty part has more, a pass cleans up to the last dirty segment whose keys fit (at least
+one) and the next pass goes on. Where each log's cleaning ended is kept in the log directory's
+cleaner-offset-checkpoint, so a restart does not clean everything again. One whole segment at a
+time is read into memory.
 """
 
 from __future__ import annotations
@@ -25,10 +31,14 @@ import threading
 import time
 from typing import NamedTuple
 
+from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from weir.log.cleaner import clean_segment, latest_offsets
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
+
+CHECKPOINT = "cleaner-offset-checkpoint"
+BYTES_PER_KEY = 24  # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset
 
 
 class CleaningConfig(NamedTuple):
@@ -66,12 +76,19 @@ def is_due(cleanable: tuple[LogSegment, ...], cleaned_to: int, config: CleaningC
     return bool(first_timestamps) and min(first_timestamps) < now_ms - config.max_compaction_lag_ms
 
 
+def map_capacity(config) -> int:
+    """The most keys one cleaning maps (log.cleaner.dedupe.buffer.size, .io.buffer.load.factor)."""
+    return max(1, int(config["log.cleaner.dedupe.buffer.size"] // BYTES_PER_KEY
+                      * config["log.cleaner.io.buffer.load.factor"]))
+
+
 class LogCleaner:
     def __init__(self, replicas, loop) -> None:
         self.replicas = replicas
         self.loop = loop
-        self.backoff_s = replicas.config["log.cleaner.backoff.ms"] / 1000
-        self.cleaned_to: dict[tuple[str, int], int] = {}  # the first offset each log has not had cleaned
+        self.checkpoint = replicas.root / CHECKPOINT
+        # the first offset each log has not had cleaned
+        self.cleaned_to: dict[tuple[str, int], int] = dict(read_offset_checkpoint(self.checkpoint))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
 
@@ -83,7 +100,7 @@ class LogCleaner:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.backoff_s):
+        while not self._stop.wait(self.replicas.config["log.cleaner.backoff.ms"] / 1000):
             try:
                 self.clean_once()
             except Exception:
@@ -107,7 +124,8 @@ class LogCleaner:
         raise InterruptedError("the broker is stopping")
 
     def _candidates(self) -> list:
-        """On the loop: (key, log, closed segments, its CleaningConfig) of each compacted log."""
+        """On the loop: the partitions hosted, and (key, log, closed segments, its CleaningConfig,
+        its LEO) of each compacted log."""
         replicas, out = self.replicas, []
         for key, partition in list(replicas.partitions.items()):
             topic = key[0]
@@ -119,24 +137,42 @@ class LogCleaner:
             closed = tuple(s for s in partition.log.closed_segments if s.next_offset <= partition.high_watermark)
             if closed:
                 out.append((key, partition.log, closed, CleaningConfig(
-                    *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS))))
-        return out
+                    *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS)),
+                    partition.log.log_end_offset))
+        return set(replicas.partitions), out
 
     def clean_once(self, now_ms: int | None = None) -> int:
         """One pass over the compacted logs; returns how many segments were rewritten."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         rewritten = 0
-        for key, plog, closed, config in self._on_loop(self._candidates):
+        hosted, candidates = self._on_loop(self._candidates)
+        self.cleaned_to = {key: offset for key, offset in self.cleaned_to.items() if key in hosted}
+        for key, plog, closed, config, log_end_offset in candidates:
             cleaned_to = self.cleaned_to.get(key, -1)
+            if cleaned_to > log_end_offset:  # a checkpoint of a log since truncated or made anew
+                cleaned_to = -1
             closed = cleanable_segments(closed, cleaned_to, now_ms - config.min_compaction_lag_ms)
             if closed and is_due(closed, cleaned_to, config, now_ms):
-                rewritten += self._clean(key, plog, closed, config.delete_retention_ms, now_ms)
+                rewritten += self._clean(key, plog, closed, cleaned_to, config.delete_retention_ms, now_ms)
         return rewritten
 
-    def _clean(self, key, plog, closed: tuple[LogSegment, ...], delete_retention_ms: int, now_ms: int) -> int:
+    def _offset_map(self, dirty: tuple[LogSegment, ...]) -> tuple[dict, int]:
+        """The latest offset of each key of the first dirty segments whose keys fit the map (at
+        least one segment), and how many segments that is."""
+        capacity = map_capacity(self.replicas.config)
         offsets: dict = {}
-        for segment in closed:  # one segment in memory at a time: the map, then the rewrite
-            latest_offsets([os.pread(segment.fd, segment.size, 0)], offsets)
+        for mapped, segment in enumerate(dirty):
+            keys = latest_offsets([os.pread(segment.fd, segment.size, 0)])
+            if mapped and len(offsets) + sum(1 for k in keys if k not in offsets) > capacity:
+                return offsets, mapped
+            offsets.update(keys)
+        return offsets, len(dirty)
+
+    def _clean(self, key, plog, closed: tuple[LogSegment, ...], cleaned_to: int, delete_retention_ms: int,
+               now_ms: int) -> int:
+        clean = sum(1 for s in closed if s.next_offset <= cleaned_to)
+        offsets, mapped = self._offset_map(closed[clean:])
+        closed = closed[:clean + mapped]
         horizon_ms = now_ms - delete_retention_ms
         rewritten = 0
         for segment in closed:
@@ -159,6 +195,7 @@ class LogCleaner:
                 rewritten += 1
             shutil.rmtree(staging, ignore_errors=True)
         if rewritten:
-            log.info("%s-%d: compacted %d segment(s), %d key(s)", *key, rewritten, len(offsets))
+            log.info("%s-%d: compacted %d segment(s), %d key(s) mapped", *key, rewritten, len(offsets))
         self.cleaned_to[key] = closed[-1].next_offset
+        write_offset_checkpoint(self.checkpoint, self.cleaned_to)
         return rewritten

@@ -11,9 +11,9 @@ Kafka's rules (LogCleaner), for a compacted topic:
   keeps no record stays as an empty header, as Kafka keeps the last batch of each producer:
   Weir keeps every one, so the log's batches stay contiguous (followers, recovery and the
   segment indexes rely on it) and producer state rebuilds from the headers alone.
-- Control batches stay whole. A compressed batch stays whole while it keeps any record (its
-  records would otherwise have to be compressed again), and becomes an empty header when it keeps
-  none.
+- Control batches stay whole. A compressed batch keeps its codec: the records it keeps are
+  compressed again (Kafka's MemoryRecords.filterTo does the same); one that keeps none becomes an
+  empty header.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from typing import Iterable
 
-from weir.protocol.compression import decompress
+from weir.protocol.compression import compress, decompress
 from weir.protocol.record_batch import CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, read_batch_header
 from weir.protocol.varint import read_uvarint
 
@@ -39,13 +39,20 @@ def _varint(buf, offset: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), offset
 
 
-def records_of(batch) -> list[tuple[int, int, int, bytes | None, bool]]:
-    """(start, end, offset delta, key, is a tombstone) of each record of a batch, positions in its
-    records section (decompressed, if the batch is compressed)."""
+def records_section(batch) -> memoryview:
+    """A batch's records, decompressed if it is compressed."""
     header = read_batch_header(batch)
     data = memoryview(batch)[HEADER_SIZE:header.length]
     if header.attributes & CODEC_MASK:
         data = memoryview(decompress(header.attributes & CODEC_MASK, data))
+    return data
+
+
+def records_of(batch, data: memoryview | None = None) -> list[tuple[int, int, int, bytes | None, bool]]:
+    """(start, end, offset delta, key, is a tombstone) of each record of a batch, positions in its
+    records section `data` (records_section(batch) if not given)."""
+    header = read_batch_header(batch)
+    data = records_section(batch) if data is None else data
     out = []
     position = 0
     for _ in range(header.record_count):
@@ -92,16 +99,16 @@ def clean_batch(batch, offset_map: dict, drop_tombstones: bool) -> bytes:
     header = read_batch_header(batch)
     if header.attributes & CONTROL_BIT or header.record_count == 0:
         return bytes(batch)
-    records = records_of(batch)
+    section = records_section(batch)
+    records = records_of(batch, section)
     kept = [(start, end) for start, end, delta, key, tombstone in records
             if key is not NO_KEY and offset_map.get(key, -1) <= header.base_offset + delta
             and not (tombstone and drop_tombstones)]
     if len(kept) == len(records):
         return bytes(batch)
-    if kept and header.attributes & CODEC_MASK:
-        return bytes(batch)
-    body = b"".join(bytes(batch[HEADER_SIZE + start:HEADER_SIZE + end]) for start, end in kept)
-    out = bytearray(batch[:HEADER_SIZE]) + body
+    body = b"".join(bytes(section[start:end]) for start, end in kept)
+    codec = header.attributes & CODEC_MASK
+    out = bytearray(batch[:HEADER_SIZE]) + (compress(codec, body) if codec and body else body)
     _LENGTH.pack_into(out, LENGTH_AT, len(out) - 12)
     _COUNT.pack_into(out, COUNT_AT, len(kept))
     _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[CRC_START:]))

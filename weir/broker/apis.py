@@ -10,6 +10,7 @@ import asyncio
 import logging
 import shutil
 import time
+from pathlib import Path
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
@@ -51,6 +52,7 @@ class DataApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             ApiKey.DELETE_RECORDS: self.delete_records,
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: self.alter_replica_log_dirs,
         }
 
     # -- ApiVersions -------------------------------------------------------
@@ -285,6 +287,19 @@ class DataApis:
             "error_code": ErrorCode.none, "log_dir": str(self.replicas.root.resolve()),
             "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
             "total_bytes": usage.total, "usable_bytes": usage.free}]}
+
+
+    def alter_replica_log_dirs(self, header: RequestHeader, request) -> dict:
+        """A broker has one log directory: a replica may be asked to stay in it (NONE, nothing
+        moves), any other path is LOG_DIR_NOT_FOUND, as Kafka answers for a directory it lacks."""
+        ours = self.replicas.root.resolve()
+        results: dict[str, list] = {}
+        for d in request.dirs:
+            code = ErrorCode.none if Path(d.path).resolve() == ours else ErrorCode.log_dir_not_found
+            for t in d.topics:
+                results.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
+        return {"throttle_time": 0, "results": [{"topic_name": name, "partitions": partitions}
+                                                for name, partitions in results.items()]}
 
 
 def _records_size(result: FetchPartitionResult) -> int:

@@ -140,6 +140,24 @@ def test_request_timeout_then_connection_still_usable(broker):
     run(go())
 
 
+def test_a_request_cancelled_as_its_answer_arrives_stays_cancelled(broker):
+    """The answer and the cancel in one loop iteration: the task ends cancelled. (Through
+    asyncio.wait_for, Python 3.11 returned the answer and lost the cancel: a replica fetcher
+    cancelled at a broker's clean stop went on fetching, and the stop never ended.)"""
+    async def go():
+        async with await connect(broker) as conn:
+            request = asyncio.ensure_future(conn.request(ApiKey.METADATA, 12, metadata_body()))
+            dispatch = conn._dispatch
+
+            def answer_then_cancel(frame):
+                dispatch(frame)
+                request.cancel()
+            conn._dispatch = answer_then_cancel
+            with pytest.raises(asyncio.CancelledError):
+                await request
+    run(go())
+
+
 def test_closing_fails_in_flight_requests(broker):
     async def go():
         conn = await connect(broker)

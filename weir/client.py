@@ -203,7 +203,8 @@ class BrokerConnection:
         """Connect; BrokerUnreachable if the broker cannot be reached in time."""
         connect_timeout = connect_timeout_s if connect_timeout_s is not None else timeout_s
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), connect_timeout)
+            async with asyncio.timeout(connect_timeout):  # not wait_for: see request
+                reader, writer = await asyncio.open_connection(host, port)
         except (OSError, asyncio.TimeoutError) as e:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (e.strerror or str(e))
             raise BrokerUnreachable(f"cannot connect to {host}:{port}: {reason}") from e
@@ -263,7 +264,11 @@ class BrokerConnection:
         cid, future = self._send(api_key, version, body)
         try:
             await self._drain()
-            return await asyncio.wait_for(future, timeout)
+            # Not asyncio.wait_for: on Python 3.11 it returns the result, and the caller's task
+            # loses its cancellation, when the answer and the cancel come in the same loop
+            # iteration (a replica fetcher cancelled at shutdown went on fetching for ever).
+            async with asyncio.timeout(timeout):
+                return await future
         except asyncio.TimeoutError:
             raise RequestTimedOut(f"{_api_name(api_key)} v{version} to {self.host}:{self.port} got no "
                                   f"response within {timeout:g}s") from None
@@ -381,10 +386,7 @@ class BrokerConnection:
         if self._closed_error is None:
             self._fail_all(ConnectionClosed(f"connection to {self.host}:{self.port} closed"))
         self._read_task.cancel()
-        try:
-            await self._read_task
-        except asyncio.CancelledError:
-            pass
+        await asyncio.wait([self._read_task])  # a cancellation of the caller's own still reaches it
         try:
             await self._writer.wait_closed()
         except (OSError, RuntimeError):

@@ -68,7 +68,8 @@ class ReplicaFetcher:
     async def _wait(self, seconds: float) -> None:
         self.changed.clear()
         try:
-            await asyncio.wait_for(self.changed.wait(), seconds)
+            async with asyncio.timeout(seconds):  # not wait_for, which can lose a cancellation (client.request)
+                await self.changed.wait()
         except TimeoutError:
             pass
 

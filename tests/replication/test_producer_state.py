@@ -72,3 +72,17 @@ def test_snapshot_round_trip():
     again = ProducerStateTable.from_json(table.to_json())
     assert again.check(7, 0, 10, 10) == Duplicate(110, 119)
     assert again.check(7, 0, 20, 1) is None
+
+
+def test_last_timestamp_is_the_last_batch_max_timestamp_and_survives_a_snapshot():
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 3, 100, 102, max_timestamp=5_000)
+    table.record(7, 0, 3, 2, 103, 104, max_timestamp=4_000)  # the last batch's, not the largest seen
+    assert table.producers[7].last_timestamp == 4_000
+    assert ProducerStateTable.from_json(table.to_json()).producers[7].last_timestamp == 4_000
+
+
+def test_a_snapshot_without_timestamps_reads_as_unknown():
+    old = '{"7": {"epoch": 0, "batches": [[0, 2, 100, 102]]}}'  # written before timestamps were kept
+    entry = ProducerStateTable.from_json(old).producers[7]
+    assert (entry.last_sequence, entry.last_timestamp) == (2, -1)

@@ -1,4 +1,5 @@
-"""Data-plane request handlers: ApiVersions, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch.
+"""Data-plane request handlers: ApiVersions, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
+DeleteRecords, DescribeLogDirs, AlterReplicaLogDirs, DescribeProducers.
 
 Every handler returns the response body - `bytes`, a dict for kio to encode, a list of buffers
 (Fetch, with FileRegion items for record data), None when no response is owed (Produce with
@@ -53,6 +54,7 @@ class DataApis:
             ApiKey.DELETE_RECORDS: self.delete_records,
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
             ApiKey.ALTER_REPLICA_LOG_DIRS: self.alter_replica_log_dirs,
+            ApiKey.DESCRIBE_PRODUCERS: self.describe_producers,
         }
 
     # -- ApiVersions -------------------------------------------------------
@@ -207,6 +209,32 @@ class DataApis:
         if found is None or found[0] >= partition.high_watermark:
             return -1, -1
         return found
+
+    # -- DescribeProducers (KIP-664) ---------------------------------------------
+
+    def describe_producers(self, header: RequestHeader, request) -> dict:
+        """Each partition's idempotent producers as this replica's producer table holds them. Any
+        replica answers, leader or follower (the admin client asks the leader unless told a
+        broker), as Kafka's; NOT_LEADER_OR_FOLLOWER from a broker that hosts none. Weir has no
+        transactions: the coordinator epoch and the transaction's start offset are always -1."""
+        topics = []
+        for t in request.topics:
+            partitions = []
+            for index in t.partition_indexes:
+                out = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+                       "active_producers": []}
+                try:
+                    table = self.replicas.hosted(t.name, index).producers
+                    out["active_producers"] = [
+                        {"producer_id": producer_id, "producer_epoch": entry.epoch,
+                         "last_sequence": entry.last_sequence, "last_timestamp": entry.last_timestamp,
+                         "coordinator_epoch": -1, "current_txn_start_offset": -1}
+                        for producer_id, entry in sorted(table.producers.items())]
+                except KafkaError as e:
+                    out["error_code"], out["error_message"] = e.code, e.message
+                partitions.append(out)
+            topics.append({"name": t.name, "partitions": partitions})
+        return {"throttle_time": 0, "topics": topics}
 
     # -- OffsetForLeaderEpoch (KIP-101/279) ----------------------------------
 

@@ -24,6 +24,7 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION = 56
+    DESCRIBE_PRODUCERS = 61
     # consumer groups, classic protocol (weir.groups)
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
@@ -60,6 +61,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION: (2, 3),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # consumer groups, classic protocol (weir.groups); the KIP-848 versions are left out
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.OFFSET_FETCH: (1, 8),

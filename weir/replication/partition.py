@@ -69,7 +69,7 @@ class ReplicaLog(Protocol):
 
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
-    def batch_headers(self, from_offset: int = 0) -> Iterable: ...  # producer fields and offsets
+    def batch_headers(self, from_offset: int = 0) -> Iterable: ...  # producer fields, offsets, max timestamp
 
 
 @dataclass
@@ -223,7 +223,7 @@ class Partition:
                                    f"{header.producer_epoch} sequence {header.base_sequence}")
         info = self.log.append(records, leader.leader_epoch, now_ms)
         self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
-                              info.first_offset, info.last_offset)
+                              info.first_offset, info.last_offset, header.max_timestamp)
         effects = Effects(data_changed=True)
         if leader.on_leader_append(self.log.log_end_offset):
             effects.completions = self._poll(now_ms)
@@ -386,7 +386,7 @@ class Partition:
     def _record_batches(self, headers) -> None:
         for h in headers:
             self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
-                                  h.base_offset, h.last_offset)
+                                  h.base_offset, h.last_offset, h.max_timestamp)
 
     def load_producers(self, snapshot: ProducerSnapshot | None) -> None:
         """Rebuild the producer table: from `snapshot` if it still fits the log, then the log after it."""

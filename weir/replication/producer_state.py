@@ -15,6 +15,8 @@ Rules owned here (Kafka's ProducerStateManager / ProducerAppendInfo, KIP-98 idem
   OUT_OF_ORDER_SEQUENCE_NUMBER (a gap: something in between was lost).
 - Five is the most in-flight requests a client may have with idempotence on
   (max.in.flight.requests.per.connection <= 5), so five remembered batches catch every retry.
+- A producer's last timestamp is the max timestamp of its last batch, as appended (what
+  DescribeProducers reports, with its epoch and last sequence).
 
 Theory of operation: one table per partition, on leaders and followers alike. The leader calls
 `check` before appending a produced batch and `record` after; followers `record` every batch
@@ -52,6 +54,7 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -88,7 +91,7 @@ class ProducerStateTable:
         return None
 
     def record(self, producer_id: int, epoch: int, first_sequence: int, record_count: int,
-               first_offset: int, last_offset: int) -> None:
+               first_offset: int, last_offset: int, max_timestamp: int = -1) -> None:
         """A batch of this producer is in the log now (as leader or follower)."""
         if producer_id == NO_PRODUCER_ID:
             return
@@ -98,16 +101,18 @@ class ProducerStateTable:
         assert epoch == entry.epoch, "a batch from a fenced epoch reached the log"
         entry.batches.append(BatchMetadata(first_sequence, last_sequence(first_sequence, record_count),
                                            first_offset, last_offset))
+        entry.last_timestamp = max_timestamp
 
     def to_json(self) -> str:
         return json.dumps({str(pid): {"epoch": e.epoch, "batches": [
-            [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches]}
-            for pid, e in self.producers.items()})
+            [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches],
+            "last_timestamp": e.last_timestamp} for pid, e in self.producers.items()})
 
     @classmethod
     def from_json(cls, text: str) -> "ProducerStateTable":
         table = cls()
         for pid, entry in json.loads(text).items():
             table.producers[int(pid)] = ProducerEntry(entry["epoch"], deque(
-                (BatchMetadata(*b) for b in entry["batches"]), maxlen=BATCHES_REMEMBERED))
+                (BatchMetadata(*b) for b in entry["batches"]), maxlen=BATCHES_REMEMBERED),
+                entry.get("last_timestamp", -1))  # snapshots written before it was kept: unknown
         return table

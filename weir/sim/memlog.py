@@ -41,6 +41,7 @@ class SimBatch(NamedTuple):
     producer_epoch: int = 0
     base_sequence: int = 0
     record_count: int = 1
+    max_timestamp: int = -1  # the simulation's records carry no timestamp
 
     @property
     def last_offset(self) -> int:

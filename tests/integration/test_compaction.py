@@ -12,7 +12,7 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from waiting import wait_until
 
-KEYS, UPDATES = 100, 20
+KEYS, UPDATES = 100, 100  # 10,000 updates
 TOMBSTONED = {b"key-%03d" % k for k in range(0, KEYS, 10)}
 
 
@@ -56,7 +56,13 @@ def test_a_compacted_topic_keeps_the_latest_value_of_each_key(start_broker):
     end = KEYS * UPDATES + len(TOMBSTONED) + tail
 
     def compacted():
+        """Every read, during cleaning or after, sees each key's latest value (a tombstoned key's
+        tombstone, until it goes); once cleaned, one record per live key."""
         records = read_all(broker.bootstrap, "latest")
+        latest = {key: value for _, key, value in records if not key.startswith(b"tail")}
+        assert latest == {**{b"key-%03d" % k: b"%d" % (UPDATES - 1) for k in range(KEYS)
+                             if b"key-%03d" % k not in TOMBSTONED},
+                          **{key: None for key in TOMBSTONED if key in latest}}
         keys = [key for _, key, _ in records if not key.startswith(b"tail")]
         return records if len(keys) == len(set(keys)) == KEYS - len(TOMBSTONED) else None
     records = wait_until(compacted, "one record per live key, the tombstones gone", timeout_s=60)

@@ -682,27 +682,24 @@ class ZkMetadataStore:
 
     async def set_broker_config(self, entity: str, configs: Mapping[str, Any]) -> None:
         """Replace `entity`'s dynamic broker configs (Kafka's /config/brokers/<entity>)."""
-        stat = await self._wait(self.client.exists_async(broker_config_path(entity)))
-        data = encode_topic_config(configs)
-        op = (("create", broker_config_path(entity), data) if stat is None
-              else ("set", broker_config_path(entity), data, stat.version))
-        try:
-            await self._commit_atomic([op], fenced=False)
-        except (BadVersionError, NodeExistsError):
-            raise ConcurrentUpdate(f"the dynamic configs of {entity} changed meanwhile") from None
+        await self._replace_config(broker_config_path(entity), configs)
 
     async def set_topic_config(self, topic: str, configs: Mapping[str, Any]) -> None:
         """Replace the topic's config overrides (the topic must exist)."""
-        stat = await self._wait(self.client.exists_async(topic_config_path(topic)))
-        data = encode_topic_config(configs)
-        op = (("create", topic_config_path(topic), data) if stat is None
-              else ("set", topic_config_path(topic), data, stat.version))
         try:
-            await self._commit_atomic([("check", topic_path(topic), -1), op], fenced=False)
+            await self._replace_config(topic_config_path(topic), configs, [("check", topic_path(topic), -1)])
         except NoNodeError:
             raise UnknownTopic(topic) from None
+
+    async def _replace_config(self, path: str, configs: Mapping[str, Any], checks: Sequence[Op] = ()) -> None:
+        """Create or replace a config znode, compare-and-set on its version, with `checks` in the multi."""
+        stat = await self._wait(self.client.exists_async(path))
+        data = encode_topic_config(configs)
+        op = ("create", path, data) if stat is None else ("set", path, data, stat.version)
+        try:
+            await self._commit_atomic([*checks, op], fenced=False)
         except (BadVersionError, NodeExistsError):
-            raise ConcurrentUpdate(f"the config of {topic} changed meanwhile") from None
+            raise ConcurrentUpdate(f"{path} changed meanwhile") from None
 
     async def _subtree(self, root: str) -> list[str]:
         """Every path under `root` (inclusive), children before parents; level by level, each

@@ -11,8 +11,8 @@ from weir.transactions.coordinator import (Answer, Effects, MarkersToSend, Trans
                                            TransactionResult, UnexpectedMarkerError, Write, WritePurpose,
                                            coordinator_error_for_append, error_for_version, expected_producer,
                                            partition_for, rebuild_transactions)
-from weir.transactions.state_log import (TransactionState, TxnLogValue, key_bytes, read_key, read_value,
-                                         value_bytes)
+from weir.transactions.state_log import (RecordFormatError, TransactionState, TxnLogValue, key_bytes, read_key,
+                                         read_value, value_bytes)
 
 S = TransactionState
 E = ErrorCode
@@ -202,7 +202,7 @@ def test_init_during_ongoing_transaction_aborts_it_with_a_bumped_epoch_and_fence
     old = ongoing(d)  # 1000/0 with foo-0, bar-0
     answer = d.init()
     assert answer.error == E.concurrent_transactions  # answered once PrepareAbort is written
-    tid, value = d.last_record()
+    _, value = d.last_record()
     assert value.transaction_status == S.PREPARE_ABORT and value.producer_epoch == 1
     assert value.partitions() == {FOO0, BAR0}
     [markers] = d.markers
@@ -238,7 +238,7 @@ def test_add_partitions_starts_the_transaction_with_its_start_time():
     a = d.init()
     d.now += 500
     assert d.add("t", a.producer_id, a.producer_epoch, FOO0) == E.none
-    tid, value = d.last_record()
+    _, value = d.last_record()
     assert value.transaction_status == S.ONGOING and value.transaction_start_timestamp_ms == d.now
     assert value.partitions() == {FOO0}
     start = d.now
@@ -311,7 +311,7 @@ def test_end_txn_prepare_markers_complete(result, prepare, complete):
     assert markers == MarkersToSend("t", 1000, 0, 7, result, frozenset({FOO0, BAR0}))
     assert d.end("t", a.producer_id, 0, result) == E.concurrent_transactions  # retry while markers go out
     d.write_markers()
-    tid, value = d.last_record()
+    _, value = d.last_record()
     assert value.transaction_status == complete and value.transaction_partitions == ()
     assert d.state() == complete and not d.core.transaction("t").partitions
     assert d.end("t", a.producer_id, 0, result) == E.none  # retry after: idempotent
@@ -524,13 +524,27 @@ def test_write_finishing_after_the_partition_moved_answers_not_coordinator():
     assert d.core.transaction("t") is None
 
 
-def test_unload_with_another_epoch_keeps_the_partition():
+def test_resignation_unloads_what_was_loaded_at_its_epoch_or_before():
     d = Driver()
     d.init()
-    d.core.unload(0, 6)
+    d.core.unload(0, 6)  # a stale resignation: the load at 7 is newer
     assert d.core.transaction("t") is not None
-    d.core.unload(0, 7)
+    d.core.unload(0, 8)  # a follower from epoch 8
     assert d.core.transaction("t") is None
+    assert d.init().error == E.not_coordinator
+    d.core.start_loading(0, 9)
+    d.core.unload(0, 8)
+    assert d.init().error == E.coordinator_load_in_progress
+    d.core.unload(0)  # the partition is deleted
+    assert d.init().error == E.not_coordinator
+
+
+def test_a_record_that_is_never_written_refuses_the_load():
+    fenced = TxnLogValue(1, 0, 100, S.ONGOING, (), 5, 1)
+    raw = bytearray(value_bytes(fenced))
+    raw[16] = S.PREPARE_EPOCH_FENCE
+    with pytest.raises(RecordFormatError):
+        rebuild_transactions([(key_bytes("t"), bytes(raw))])
 
 
 # -- placement, configs, compatibility ------------------------------------------------------------------

@@ -77,10 +77,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 
-from ..groups.placement import OFFSETS_TOPIC, partition_for as _hash_partition
+from ..groups.placement import OFFSETS_TOPIC
+from ..groups.placement import partition_for as _hash_partition
 from ..protocol.errors import KafkaError
 from .state_log import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordFormatError, TransactionState, TxnLogValue,
                         UnknownKeyVersion, grouped_partitions, key_bytes, read_key, read_value, value_bytes)
@@ -123,10 +125,12 @@ class TransactionConfig:
     min_isr: int = 2  # transaction.state.log.min.isr
     segment_bytes: int = 104_857_600  # transaction.state.log.segment.bytes
     load_buffer_size: int = 5_242_880  # transaction.state.log.load.buffer.size
-    abort_timed_out_transactions_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
-    remove_expired_transactional_ids_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    abort_timed_out_transactions_interval_ms: int = 10_000
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    remove_expired_transactional_ids_interval_ms: int = 3_600_000
 
-    NAMES = {
+    NAMES: ClassVar[dict[str, str]] = {
         "transactional_id_expiration_ms": "transactional.id.expiration.ms",
         "transaction_max_timeout_ms": "transaction.max.timeout.ms",
         "num_partitions": "transaction.state.log.num.partitions",
@@ -465,7 +469,8 @@ class UnexpectedMarkerError(RuntimeError):
 def rebuild_transactions(records: Iterable[tuple[bytes, bytes | None]]) -> tuple[dict[str, TransactionMetadata], int]:
     """The transactional ids of one `__transaction_state` partition from its records in offset
     order: the last record of an id wins, a tombstone deletes it. Also how many records had a
-    key version we do not know (skipped, as Kafka does)."""
+    key version we do not know (skipped, as Kafka does). A value that cannot be read raises
+    RecordFormatError: the partition cannot be loaded."""
     latest: dict[str, TxnLogValue | None] = {}
     skipped = 0
     for key, value in records:
@@ -475,6 +480,9 @@ def rebuild_transactions(records: Iterable[tuple[bytes, bytes | None]]) -> tuple
             skipped += 1
             continue
         latest[transactional_id] = read_value(value)
+        if value is not None and latest[transactional_id].transaction_status in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+            raise RecordFormatError(f"{transactional_id}: {latest[transactional_id].transaction_status.kafka_name}"
+                                    " is never written")
     return {tid: TransactionMetadata.from_log(tid, v) for tid, v in latest.items() if v is not None}, skipped
 
 
@@ -536,11 +544,13 @@ class TransactionCoordinator:
         return fx
 
     def unload(self, partition: int, coordinator_epoch: int | None = None) -> None:
-        """No longer leader of the partition (at `coordinator_epoch`, or whatever epoch)."""
-        if coordinator_epoch is None or self._loading.get(partition) == coordinator_epoch:
-            self._loading.pop(partition, None)
+        """No longer leader of the partition: a follower from leader epoch `coordinator_epoch`
+        (what was loaded at that epoch or before goes; a later load stays), or deleted (None)."""
+        loading = self._loading.get(partition)
+        if loading is not None and (coordinator_epoch is None or loading <= coordinator_epoch):
+            del self._loading[partition]
         owned = self._owned.get(partition)
-        if owned is not None and (coordinator_epoch is None or owned.coordinator_epoch == coordinator_epoch):
+        if owned is not None and (coordinator_epoch is None or owned.coordinator_epoch <= coordinator_epoch):
             del self._owned[partition]
             for transactional_id in owned.transactions:
                 self._pending_completions.pop(transactional_id, None)
@@ -849,7 +859,23 @@ class TransactionCoordinator:
         return fx
 
 
-__all__ = ["TransactionCoordinator", "TransactionConfig", "TransactionMetadata", "TransactionResult", "TxnTransit",
-           "Write", "WritePurpose", "MarkersToSend", "Effects", "Answer", "UnexpectedMarkerError",
-           "VALID_PREVIOUS_STATES", "partition_for", "expected_producer", "error_for_version",
-           "coordinator_error_for_append", "rebuild_transactions", "is_epoch_exhausted", "RecordFormatError"]
+__all__ = [
+    "VALID_PREVIOUS_STATES",
+    "Answer",
+    "Effects",
+    "MarkersToSend",
+    "TransactionConfig",
+    "TransactionCoordinator",
+    "TransactionMetadata",
+    "TransactionResult",
+    "TxnTransit",
+    "UnexpectedMarkerError",
+    "Write",
+    "WritePurpose",
+    "coordinator_error_for_append",
+    "error_for_version",
+    "expected_producer",
+    "is_epoch_exhausted",
+    "partition_for",
+    "rebuild_transactions",
+]

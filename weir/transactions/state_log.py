@@ -27,6 +27,8 @@ Rules this module owns (Kafka's `TransactionLog`, `TransactionLogKey.json`,
   not depend on it). PrepareEpochFence and Dead are never written: the first is only ever a
   pending state, the second becomes a tombstone.
 
+Reading ignores bytes after the last field, as Kafka's generated readers do.
+
 The records travel in ordinary uncompressed magic-v2 batches with no producer id, as the group
 coordinator's do (`weir.groups.records.encode_batch` / `decode_batches`, re-exported here).
 """
@@ -40,8 +42,19 @@ from dataclasses import dataclass
 from ..groups.records import decode_batches, encode_batch
 from ..protocol.varint import VarintError, read_uvarint, write_uvarint
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionState", "TxnLogValue", "RecordFormatError", "UnknownKeyVersion",
-           "key_bytes", "value_bytes", "read_key", "read_value", "encode_batch", "decode_batches"]
+__all__ = [
+    "TRANSACTION_STATE_TOPIC",
+    "RecordFormatError",
+    "TransactionState",
+    "TxnLogValue",
+    "UnknownKeyVersion",
+    "decode_batches",
+    "encode_batch",
+    "key_bytes",
+    "read_key",
+    "read_value",
+    "value_bytes",
+]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0

@@ -422,7 +422,9 @@ class ControllerCore:
         changes = []
         for key, epoch in sorted(self._leadership_owed.items()):
             state = self.view.states.get(key)
-            if state is not None and key not in self._unconfirmed and state.leader_epoch <= epoch:
+            if state is None or state.leader_epoch > epoch:  # gone, or paid by another write
+                del self._leadership_owed[key]
+            elif key not in self._unconfirmed:
                 changes.append(self._apply(key, state, new_leadership(state, self.view.controller_epoch),
                                            "reassignment_new_replicas"))
         return changes

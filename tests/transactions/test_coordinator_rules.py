@@ -474,6 +474,10 @@ def test_rebuild_last_record_wins_tombstones_delete_unknown_keys_skipped():
     transactions, skipped = rebuild_transactions(records)
     assert sorted(transactions) == ["a", "c"] and skipped == 1
     assert transactions["a"].producer_epoch == 1 and transactions["c"].producer_epoch == 3
+    core = TransactionCoordinator(TransactionConfig(num_partitions=1))
+    core.start_loading(0, 1)
+    assert core.finish_loading(0, 1, records, 0).skipped_records == 1
+    assert core.transaction("b") is None and core.transaction("a").producer_epoch == 1
 
 
 def test_failover_reloads_state_and_resends_markers_of_prepared_transactions():

@@ -426,6 +426,7 @@ class Effects:
     writes: list[Write] = field(default_factory=list)
     markers: list[MarkersToSend] = field(default_factory=list)
     retry_writes: list[Write] = field(default_factory=list)  # append again after a backoff
+    skipped_records: int = 0  # loading: records with a key version we do not know (to log)
 
     def answer(self, token, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
                producer_epoch: int = NO_PRODUCER_EPOCH) -> Effects:
@@ -438,6 +439,7 @@ class Effects:
         self.writes += other.writes
         self.markers += other.markers
         self.retry_writes += other.retry_writes
+        self.skipped_records += other.skipped_records
         return self
 
 
@@ -514,7 +516,7 @@ class TransactionCoordinator:
             return ErrorCode.not_coordinator
         return owned, owned.transactions.get(transactional_id)
 
-    def _write(self, owned: _OwnedPartition, meta: TransactionMetadata, transit: TxnTransit | None,
+    def _write(self, owned: _OwnedPartition, meta: TransactionMetadata, transit: TxnTransit,
                purpose: WritePurpose, token=None, result: TransactionResult | None = None) -> Write:
         return Write(meta.transactional_id, self.partition_for(meta.transactional_id), owned.coordinator_epoch,
                      transit, purpose, token, result)
@@ -534,7 +536,7 @@ class TransactionCoordinator:
         fx = Effects()
         if self._loading.get(partition) != coordinator_epoch:
             return fx
-        transactions, _skipped = rebuild_transactions(records)
+        transactions, fx.skipped_records = rebuild_transactions(records)
         del self._loading[partition]
         owned = self._owned[partition] = _OwnedPartition(coordinator_epoch, transactions)
         for meta in transactions.values():

@@ -17,9 +17,10 @@ async def serve_http(routes: dict[str, Route], host: str, port: int) -> asyncio.
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request_line = await asyncio.wait_for(reader.readline(), 10)
-            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
-                pass
+            async with asyncio.timeout(10):  # the request line and headers
+                request_line = await reader.readline()
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
             parts = request_line.split()
             route = routes.get(parts[1].split(b"?")[0].decode("latin-1")) if len(parts) >= 2 and parts[0] == b"GET" \
                 else None

@@ -64,7 +64,8 @@ class ControllerService:
         the broker is leading again by the time it says it is ready."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
         try:
-            await asyncio.wait_for(self.call("elect"), STARTUP_WAIT_S)
+            async with asyncio.timeout(STARTUP_WAIT_S):  # not wait_for: on 3.11 it can swallow a cancel
+                await self.call("elect")
             if self.active:
                 await self._wait_until_seen(self._written_at_election, STARTUP_WAIT_S)
         except Exception as e:  # a slow or failed first election: it carries on in the background

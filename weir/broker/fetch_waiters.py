@@ -16,7 +16,8 @@ class FetchWaiters:
         for key in partitions:
             self._by_partition[key].add(event)
         try:
-            await asyncio.wait_for(event.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can swallow a cancel
+                await event.wait()
         except TimeoutError:
             pass
         finally:

@@ -29,10 +29,12 @@ PAGE = Path(__file__).with_name("page.html")
 
 async def http_get(url: str, timeout_s: float = 2.0) -> bytes:
     parts = urlsplit(url)
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 80), timeout_s)
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
     try:
         writer.write(f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode())
-        response = await asyncio.wait_for(reader.read(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            response = await reader.read()
     finally:
         writer.close()
     head, _, body = response.partition(b"\r\n\r\n")

@@ -133,7 +133,8 @@ class MetadataWatcher:
         await asyncio.gather(*self._callback_tasks, return_exceptions=True)
 
     async def wait_current(self, timeout_s: float | None = None) -> None:
-        await asyncio.wait_for(self._current.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can swallow a cancel
+            await self._current.wait()
 
     def snapshot(self) -> ClusterView:
         """A copy of the view that later changes will not touch."""

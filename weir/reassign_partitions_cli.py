@@ -131,7 +131,8 @@ async def generate(client: ClusterClient, args) -> int:
     return 0
 
 
-async def _alter(client: ClusterClient, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict:
+async def alter_reassignments(client: ClusterClient, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict:
+    """AlterPartitionReassignments at the controller → {partition: (error, message)}."""
     by_topic: dict[str, list] = {}
     for (t, p), replicas in sorted(targets.items()):
         by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
@@ -164,7 +165,7 @@ async def execute(client: ClusterClient, args) -> int:
     print("Save this to use as the --reassignment-json-file option during rollback")
     if args.throttle is not None:  # before the moves start, as Kafka's tool
         await set_throttles(client, moves, current, args.throttle)
-    results = await _alter(client, dict(moves))
+    results = await alter_reassignments(client, dict(moves))
     failed = {key: result for key, result in results.items() if result[0] != ErrorCode.none}
     if failed:
         print("Error reassigning partition(s):")
@@ -233,7 +234,7 @@ async def verify(client: ClusterClient, args) -> int:
 
 async def cancel(client: ClusterClient, args) -> int:
     moves = read_reassignment(args.reassignment_json_file)
-    results = await _alter(client, dict.fromkeys(moves))
+    results = await alter_reassignments(client, dict.fromkeys(moves))
     cancelled = sorted(key for key, (code, _) in results.items() if code == ErrorCode.none)
     inactive = [key for key, (code, _) in results.items() if code == ErrorCode.no_reassignment_in_progress]
     failed = {key: r for key, r in results.items() if key not in cancelled and key not in inactive}

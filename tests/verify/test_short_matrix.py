@@ -2,8 +2,9 @@
 
 - The Jepsen configuration (unclean election on, min ISR 1, acks=all) under the Jepsen schedule
   (leader cut from its followers, then from ZooKeeper, then healed) loses acknowledged writes.
-- Unclean election off, min ISR 2, acks=all loses none: under the same schedule, and under a mix
-  of kills, pauses, partitions, isolation and ZooKeeper restarts.
+- Unclean election off, min ISR 2, acks=all loses none: under the same schedule, under a mix
+  of kills, pauses, partitions, isolation and ZooKeeper restarts, and while partitions move between
+  four brokers (KIP-455 reassignments) as leaders are killed.
 
 Each run takes about half a minute (one fault cycle); the file, about two minutes.
 """
@@ -56,9 +57,9 @@ def test_jepsen_configuration_loses_acknowledged_writes(tmp_path):
     assert expectation_failures([results]) == []
 
 
-@pytest.mark.parametrize("nemesis, time_s", [("jepsen", 17), ("mixed", 30)])
-def test_unclean_off_min_isr_2_acks_all_loses_nothing(tmp_path, nemesis, time_s):
-    results = run(tmp_path, nemesis=nemesis, unclean=False, min_isr=2, acks="all", time_s=time_s)
+@pytest.mark.parametrize("nemesis, time_s, brokers", [("jepsen", 17, 3), ("mixed", 30, 3), ("reassign", 17, 4)])
+def test_unclean_off_min_isr_2_acks_all_loses_nothing(tmp_path, nemesis, time_s, brokers):
+    results = run(tmp_path, nemesis=nemesis, unclean=False, min_isr=2, acks="all", time_s=time_s, brokers=brokers)
     assert expectation(results["cell"]) == "safe"
     assert results["faults"] >= 1
     assert results["result"]["stats"]["final_read_complete"], describe(results)

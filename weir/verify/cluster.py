@@ -135,6 +135,21 @@ class Cluster:
 
     # -- faults and healing -----------------------------------------------------------------
 
+    def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """Move a partition to `replicas` (AlterPartitionReassignments at the controller)."""
+        import asyncio
+
+        from ..client import ClusterClient
+        from ..reassign_partitions_cli import alter_reassignments
+
+        async def move() -> None:
+            async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3) as c:
+                error, message = (await alter_reassignments(c, {(topic, partition): tuple(replicas)}))[
+                    (topic, partition)]
+                if error:
+                    raise RuntimeError(f"{error.name}: {message}")
+        asyncio.run(move())
+
     def kill(self, broker_id: int) -> None:
         self.paused.discard(broker_id)
         self.brokers[broker_id].kill()

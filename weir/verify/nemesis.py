@@ -20,6 +20,8 @@ Faults, by kind:
   controller, so a leader cut from a controller that is one of its followers could never shrink
   its ISR (Jepsen's 2013 leader wrote the ISR to ZooKeeper itself).
 - mixed: one of the first seven at random, each time.
+- reassign: move a random partition to random brokers (AlterPartitionReassignments, KIP-455) and,
+  while its new replicas catch up, kill -9 a partition leader; restart it when the fault ends.
 
 A fault is a window: its "start" op (the invocation's time) to its "stop" op (the completion's
 time); every op's value says {"fault": kind, "phase": "start" | "step" | "stop", ...}.
@@ -39,7 +41,7 @@ from .network import ZOOKEEPER, broker_node
 log = logging.getLogger(__name__)
 
 SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause")
-KINDS = SIMPLE_KINDS + ("jepsen", "mixed", "none")
+KINDS = SIMPLE_KINDS + ("jepsen", "reassign", "mixed", "none")
 PROCESS = "nemesis"
 
 
@@ -105,6 +107,19 @@ class Nemesis:
         self._do(kind, "start", "kill", lambda: self.cluster.kill(target), broker=target)
         stop.wait(self.fault_s)
         self._do(kind, "stop", "restart", lambda: self.cluster.restart(target), broker=target)
+
+    def _reassign(self, kind, stop):
+        _, partitions = self._partitions()
+        if not partitions:
+            return
+        partition = self.rng.choice(sorted(partitions))
+        target = self.rng.sample(range(self.cluster.size), len(partitions[partition][1]))
+        self._do(kind, "start", "reassign", lambda: self.cluster.reassign(self.topic, partition, target),
+                 partition=partition, replicas=target)
+        victim, _ = self._a_leader()
+        self._do(kind, "step", "kill", lambda: self.cluster.kill(victim), broker=victim)
+        stop.wait(self.fault_s)
+        self._do(kind, "stop", "restart", lambda: self.cluster.restart(victim), broker=victim)
 
     def _pause(self, kind, stop):
         target, _ = self._a_leader()

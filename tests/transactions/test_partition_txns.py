@@ -438,3 +438,15 @@ def test_lso_counts_a_completed_transaction_stable_once_the_given_hw_passes_its_
     table.replay([AppendedBatch.of(at_offset(txn(P), 0)), AppendedBatch.of(at_offset(end_marker(P, 0, True), 1))])
     assert table.last_stable_offset(1) == 0  # the marker at 1 is not below the HW
     assert table.last_stable_offset(2) == 2  # even before on_high_watermark_updated(2)
+
+
+def test_a_checked_append_survives_hw_moves_but_not_a_new_verification():
+    table = PartitionTransactions(verification_enabled=False)
+    checked = table.prepare_append([AppendedBatch.of(at_offset(txn(P), 0))], CLIENT)
+    table.on_high_watermark_updated(0)
+    table.on_log_start_offset_incremented(0)
+    table.complete_append(checked)
+    checked = table.prepare_append([AppendedBatch.of(at_offset(txn(Q), 1))], CLIENT)
+    table.maybe_start_transaction_verification(Q, 0, 0, now=0)
+    with pytest.raises(AssertionError):
+        table.complete_append(checked)

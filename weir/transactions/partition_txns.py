@@ -196,7 +196,8 @@ class _Step:
 @dataclass(frozen=True)
 class TxnAppend:
     """A checked append (Kafka's ProducerAppendInfos and completed transactions), to apply with
-    `complete_append` before the table changes otherwise."""
+    `complete_append` before anything else changes the producers, their transactions or their
+    verifications (the high watermark and the log start may move meanwhile)."""
     steps: tuple[_Step, ...]
     version: int
 
@@ -259,6 +260,7 @@ class PartitionTransactions:
         if entry is None:
             entry = self.verification[producer_id] = VerificationStateEntry(now, VerificationGuard(), sequence, epoch)
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        self._version += 1  # an append checked before must be checked again
         return entry.guard
 
     def verification_guard(self, producer_id: int) -> VerificationGuard:
@@ -381,12 +383,10 @@ class PartitionTransactions:
         while self._undo and self._undo[0].last_offset < high_watermark:
             self._undo.popleft()
         self._undo_floor = max(self._undo_floor, high_watermark)
-        self._version += 1
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         for first_offset in [f for f, txn in self.unreplicated.items() if txn.last_offset < log_start_offset]:
             del self.unreplicated[first_offset]
-        self._version += 1
 
     def can_truncate_to(self, offset: int) -> bool:
         """Whether `truncate_to(offset)` is exact; otherwise rebuild from a snapshot and the log."""

@@ -312,7 +312,7 @@ class PartitionTransactions:
                     completed = CompletedTxn(pid, entry.current_txn_first_offset, h.base_offset, marker.is_abort)
                 entry = ProducerTxnState(h.producer_epoch, marker.coordinator_epoch, None, h.max_timestamp)
             else:
-                pending = self.verification.get(pid) if pid not in retired_guards else None
+                pending = self.verification.get(pid)  # as the append began (Kafka's ProducerAppendInfo keeps it)
                 if (origin is AppendOrigin.CLIENT and pending is not None
                         and h.base_sequence > pending.lowest_sequence):
                     return Refused(ErrorCode.out_of_order_sequence_number, f"producer {pid}'s sequence "

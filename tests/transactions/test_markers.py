@@ -116,3 +116,16 @@ def test_a_data_batch_or_a_corrupt_marker_is_refused():
     corrupt[-2] ^= 0xFF
     with pytest.raises(MarkerFormatError):
         read_marker(bytes(corrupt))
+
+
+def test_the_coordinator_s_markers_to_send_become_marker_batches():
+    from weir.transactions.coordinator import MarkersToSend, TransactionResult
+    from weir.transactions.markers import marker_of
+    sent = MarkersToSend("txn-1", 4242, 5, 7, TransactionResult.COMMIT, frozenset({("foo", 0)}))
+    batch = marker_batch(sent.producer_id, sent.producer_epoch,
+                         marker_of(sent.result == TransactionResult.COMMIT, sent.coordinator_epoch),
+                         timestamp=TIMESTAMP, base_offset=100, leader_epoch=3)
+    assert batch == hand_made_marker(1, 7)
+    assert marker_of(False, 2) == EndTxnMarker(ControlRecordType.ABORT, 2)
+    assert int(TransactionResult.ABORT) == ControlRecordType.ABORT and int(TransactionResult.COMMIT) == \
+        ControlRecordType.COMMIT

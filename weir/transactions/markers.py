@@ -65,6 +65,12 @@ class EndTxnMarker:
         return self.control_type == ControlRecordType.ABORT
 
 
+def marker_of(committed: bool, coordinator_epoch: int) -> EndTxnMarker:
+    """The marker for WriteTxnMarkers' `committed` (the coordinator's TransactionResult: ABORT 0,
+    COMMIT 1, the same ids as ControlRecordType's)."""
+    return EndTxnMarker(ControlRecordType.COMMIT if committed else ControlRecordType.ABORT, coordinator_epoch)
+
+
 def control_key(control_type: ControlRecordType) -> bytes:
     return CONTROL_KEY.pack(CONTROL_KEY_VERSION, control_type)
 
@@ -182,6 +188,7 @@ __all__ = [
     "end_txn_marker_value",
     "first_record_key_value",
     "marker_batch",
+    "marker_of",
     "parse_control_key",
     "parse_end_txn_marker",
     "read_marker",

@@ -28,13 +28,20 @@ Rules owned here (ControllerCore applies them; AlterPartition's ISR rules stay i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-
 import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from weir.coordination.model import NO_LEADER, PartitionState
+from kio.schema.errors import ErrorCode
+
+from weir.coordination.model import NO_LEADER, PartitionState, TopicAssignment
 from weir.controller.partition_change import changed_state, is_acceptable_leader
+
+if TYPE_CHECKING:
+    from weir.controller.decisions import StateChange
+
+TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +101,153 @@ def new_leadership(state: PartitionState, controller_epoch: int) -> PartitionSta
     """The same leader and ISR in a new leader epoch (for the new replica set)."""
     return dataclasses.replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch,
                                partition_epoch=state.partition_epoch + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignOutcome:
+    """Per partition, an error (none: accepted) and its message; the state changes to write
+    first, then the moves, once those are written (`assignments_for`)."""
+    results: dict[TopicPartition, tuple[ErrorCode, str | None]]
+    changes: list[StateChange]
+    moves: dict[TopicPartition, Move]
+
+
+class ReassignmentDecisions:
+    """The rules above applied to the controller's view: ControllerCore's part for moves (it
+    provides `view`, `live`, `shutting_down`, `_apply`, `_unconfirmed` and `_leadership_owed`)."""
+
+    def reassign(self, targets: Mapping[TopicPartition, Sequence[int] | None],
+                 allow_replication_factor_change: bool = True) -> ReassignOutcome:
+        """AlterPartitionReassignments: start, replace or (target None) cancel the reassignment
+        of each partition (rules in reassignment.py)."""
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        changes, moves = [], {}
+        for key, target in sorted(targets.items()):
+            assignment = self.view.topics.get(key[0])
+            state = self.view.states.get(key)
+            if assignment is None or key[1] not in assignment.replicas or state is None:
+                results[key] = ErrorCode.unknown_topic_or_partition, None
+                continue
+            original = assignment.original_replicas(key[1])
+            if target is None:
+                if not assignment.is_reassigning(key[1]):
+                    results[key] = ErrorCode.no_reassignment_in_progress, None
+                    continue
+                move = Move(original)
+            else:
+                problem = invalid_target(target, self.view.brokers)
+                if problem is None and not allow_replication_factor_change and len(target) != len(original):
+                    problem = f"the replication factor would change from {len(original)} to {len(target)}"
+                if problem is not None:
+                    results[key] = ErrorCode.invalid_replica_assignment, f"{key[0]}-{key[1]}: {problem}"
+                    continue
+                move = move_to(original, tuple(target))
+            new = state_within(state, move.replicas, move.target, live=self.live, shutting_down=self.shutting_down,
+                               controller_epoch=self.view.controller_epoch)
+            if new is None:
+                results[key] = (ErrorCode.invalid_replica_assignment,
+                                f"{key[0]}-{key[1]}: no in-sync replica of {list(move.replicas)} could lead: "
+                                f"that would need an unclean leader election")
+                continue
+            if new is not state:
+                changes.append(self._apply(key, state, new, "reassignment"))
+            moves[key] = move
+            results[key] = ErrorCode.none, None
+        return ReassignOutcome(results, changes, moves)
+
+    def owed_leaderships(self) -> list[StateChange]:
+        """New leaderships owed to moved partitions whose earlier write was lost (no answer, or
+        the controller that decided it was replaced)."""
+        changes = []
+        for key, epoch in sorted(self._leadership_owed.items()):
+            state = self.view.states.get(key)
+            if state is None or state.leader_epoch > epoch:  # gone, or paid by another write
+                del self._leadership_owed[key]
+            elif key not in self._unconfirmed:
+                changes.append(self._apply(key, state, new_leadership(state, self.view.controller_epoch),
+                                           "reassignment_new_replicas"))
+        return changes
+
+    def complete_reassignments(self) -> tuple[list[StateChange], dict[TopicPartition, Move]]:
+        """Partitions whose target replicas are all in the ISR finish: the state changes (ISR
+        and leader within the target) to write first, then the moves."""
+        changes, moves = [], {}
+        for name, assignment in sorted(self.view.topics.items()):
+            for p in sorted(set(assignment.adding) | set(assignment.removing)):
+                key = (name, p)
+                state = self.view.states.get(key)
+                target = assignment.target_replicas(p)
+                if state is None or key in self._unconfirmed or not is_complete(target, state):
+                    continue
+                new = state_within(state, target, target, live=self.live, shutting_down=self.shutting_down,
+                                   controller_epoch=self.view.controller_epoch)
+                if new is None:
+                    continue  # no target replica may lead yet
+                if new is not state:
+                    changes.append(self._apply(key, state, new, "reassignment_completed"))
+                moves[key] = Move(target)
+        return changes, moves
+
+    def assignments_for(self, moves: Mapping[TopicPartition, Move]
+                        ) -> tuple[dict[str, TopicAssignment], dict[TopicPartition, ErrorCode]]:
+        """The topic assignments carrying out `moves`, for the moves whose partition's ISR and
+        leader are now within them (their state written); the rest are refused with
+        REQUEST_TIMED_OUT (their state write conflicted: the client may try again)."""
+        assignments: dict[str, TopicAssignment] = {}
+        refused: dict[TopicPartition, ErrorCode] = {}
+        for (topic, p), move in sorted(moves.items()):
+            current = assignments.get(topic) or self.view.topics.get(topic)
+            state = self.view.states.get((topic, p))
+            if current is None or state is None:
+                refused[(topic, p)] = ErrorCode.unknown_topic_or_partition
+                continue
+            if (not set(state.isr) <= set(move.replicas) or (topic, p) in self._unconfirmed
+                    or state.leader not in (NO_LEADER, *move.replicas)):
+                refused[(topic, p)] = ErrorCode.request_timed_out
+                continue
+            assignments[topic] = _with_move(current, p, move)
+        return {t: a for t, a in assignments.items() if a != self.view.topics[t]}, refused
+
+    def on_assignments_written(self, assignments: Mapping[str, TopicAssignment]) -> list[StateChange]:
+        """The moves are in the store: each moved partition starts a new leadership (reassignment.py)."""
+        changes = []
+        for name, assignment in sorted(assignments.items()):
+            current = self.view.topics.get(name)
+            if current is None:
+                continue
+            self.view.topics[name] = assignment
+            for p in sorted(assignment.replicas):
+                moved = (current.replicas[p], current.adding.get(p), current.removing.get(p)) != (
+                    assignment.replicas[p], assignment.adding.get(p), assignment.removing.get(p))
+                state = self.view.states.get((name, p))
+                if moved and state is not None:
+                    self._leadership_owed[(name, p)] = state.leader_epoch
+                    changes.append(self._apply((name, p), state, new_leadership(state, self.view.controller_epoch),
+                                               "reassignment_new_replicas"))
+        return changes
+
+    def on_assignment_changed(self, assignment: TopicAssignment) -> bool:
+        """The store shows another assignment of a topic's partitions (our own write seen after
+        an unknown outcome, or another writer's): adopt it if every ISR is within it."""
+        current = self.view.topics.get(assignment.name)
+        if current is None or current.replicas.keys() != assignment.replicas.keys():
+            return False
+        for p, replicas in assignment.replicas.items():
+            state = self.view.states.get((assignment.name, p))
+            if state is not None and not set(state.isr) <= set(replicas):
+                return False
+        self.view.topics[assignment.name] = assignment
+        return True
+
+    def reassignments(self) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each partition in progress."""
+        return {(name, p): (a.replicas[p], a.adding.get(p, ()), a.removing.get(p, ()))
+                for name, a in sorted(self.view.topics.items()) for p in sorted(a.replicas) if a.is_reassigning(p)}
+
+
+def _with_move(assignment: TopicAssignment, partition: int, move: Move) -> TopicAssignment:
+    def put(by_partition: dict[int, tuple[int, ...]], replicas: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+        return {p: r for p, r in {**by_partition, partition: replicas}.items() if r}
+    return dataclasses.replace(assignment, replicas={**assignment.replicas, partition: move.replicas},
+                               adding=put(assignment.adding, move.adding),
+                               removing=put(assignment.removing, move.removing))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 
-from weir.controller import decisions, partition_change
+from weir.controller import partition_change, reassignment
 from weir.controller.decisions import ControllerCore
 from weir.replication import partition
 from weir.replication.follower import FollowerPartition, FollowerState
@@ -94,7 +94,7 @@ def _never_stale(*args) -> bool:
     return False
 
 
-_original_state_within = decisions.state_within
+_original_state_within = reassignment.state_within
 
 
 def _target_in_sync(state, replicas, preferred, *, live, shutting_down, controller_epoch):
@@ -118,8 +118,8 @@ _PATCHES = {
     "no-broker-epoch": [(FollowerReplica, "is_stale_epoch", _never_stale),
                         (ControllerCore, "is_stale_broker_epoch", _never_stale)],
     "controller-view-drift": [(ControllerCore, "unconfirmed_keys", property(lambda self: []))],
-    "reassign-unchecked-isr": [(decisions, "state_within", _target_in_sync),
-                               (decisions, "is_complete", lambda target, state: True)],
+    "reassign-unchecked-isr": [(reassignment, "state_within", _target_in_sync),
+                               (reassignment, "is_complete", lambda target, state: True)],
 }
 
 

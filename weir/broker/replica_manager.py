@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..config import BrokerConfig
-from ..coordination.model import ClusterView, TopicAssignment
+from ..coordination.model import ClusterView, TopicAssignment, assigned_elsewhere
 from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
 from ..log.log_validator import ValidationConfig, validate_produced_batch
 from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
@@ -159,14 +159,13 @@ class ReplicaManager:
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
             # Reassigned away, perhaps while this broker was down (then only on disk).
-            for key in sorted(set(self.partitions) | set(self.logs.partitions_on_disk())):
-                assignment = view.topics.get(key[0])
-                if assignment is not None and self.broker_id not in assignment.replicas.get(key[1], (self.broker_id,)):
-                    if key in self.partitions:
-                        self._drop_replica(key)
-                    else:
-                        self.logs.delete_partition(*key)
-                    log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
+            for key in assigned_elsewhere(self.broker_id, view.topics, [*self.partitions,
+                                                                       *self.logs.partitions_on_disk()]):
+                if key in self.partitions:
+                    self._drop_replica(key)
+                else:
+                    self.logs.delete_partition(*key)
+                log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
             keys = [(a.name, p) for a in view.topics.values() for p in a.replicas]
         for topic, index in keys:
             assignment = view.topics.get(topic)

@@ -14,6 +14,7 @@ The partition epoch is the state znode's version: every change is a compare-and-
 """
 
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 NO_LEADER = -1
@@ -57,6 +58,15 @@ class TopicAssignment:
         """Where the partition was before its reassignment: its replicas without the ones being added."""
         adding = self.adding.get(partition, ())
         return tuple(r for r in self.replicas[partition] if r not in adding)
+
+
+def assigned_elsewhere(broker_id: int, topics: Mapping[str, TopicAssignment],
+                       held: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Of the partitions a broker holds (hosted, or only on its disk), those whose topic's
+    assignment no longer names it: reassigned away, perhaps while it was down. It deletes them
+    (the broker's ReplicaManager and `weir sim`'s broker alike)."""
+    return [key for key in sorted(set(held)) if key[0] in topics
+            and broker_id not in topics[key[0]].replicas.get(key[1], (broker_id,))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER, TopicAssignment
+from weir.coordination.model import NO_LEADER, TopicAssignment, assigned_elsewhere
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
 from weir.replication.truncation import EpochEndOffset
@@ -181,21 +181,18 @@ class SimBroker:
         return ReplicationConfig(int(value) if value is not None else 1, self.settings.replica_lag_time_max_ms)
 
     def on_assignment(self, assignment: TopicAssignment) -> None:
-        """The topic's replicas changed (a reassignment): replicas no longer assigned here are
-        deleted (ReplicaManager.apply_view); the caller reads the states of partitions newly
-        assigned here. Hosted ones take the new replicas with the state that follows."""
+        """The topic's replicas changed (a reassignment): replicas, hosted or only on disk, no
+        longer assigned here are deleted (the rule ReplicaManager.apply_view applies); the caller
+        reads the states of partitions newly assigned here. Hosted ones take the new replicas
+        with the state that follows."""
         self.assignments[assignment.name] = assignment
-        for p, replicas in sorted(assignment.replicas.items()):
-            key = (assignment.name, p)
-            partition = self.partitions.get(key)
-            if partition is None:
-                continue
-            if self.id not in replicas:
-                del self.partitions[key]
+        for key in assigned_elsewhere(self.id, {assignment.name: assignment}, [*self.partitions, *self.logs]):
+            partition = self.partitions.pop(key, None)
+            if partition is not None:
                 self.act(partition, Effects(partition.become_offline(), role_changed=True))
-                self.logs.pop(key, None)
-                self.hw_checkpoint.pop(key, None)
-                self.trace(f"{key[0]}-{key[1]}: reassigned away, replica deleted")
+            self.logs.pop(key, None)
+            self.hw_checkpoint.pop(key, None)
+            self.trace(f"{key[0]}-{key[1]}: reassigned away, replica deleted")
 
     def apply_state(self, key, state, mzxid: int) -> None:
         assignment = self.assignments.get(key[0])

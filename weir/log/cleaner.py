@@ -21,8 +21,9 @@ from __future__ import annotations
 import struct
 from typing import Iterable
 
-from weir.protocol.compression import compress, decompress
-from weir.protocol.record_batch import CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, read_batch_header
+from weir.protocol.compression import compress
+from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, read_batch_header,
+                                        records_section)
 from weir.protocol.varint import read_uvarint
 
 from crc32c import crc32c
@@ -37,15 +38,6 @@ NO_KEY = None
 def _varint(buf, offset: int) -> tuple[int, int]:
     raw, offset = read_uvarint(buf, offset)
     return (raw >> 1) ^ -(raw & 1), offset
-
-
-def records_section(batch) -> memoryview:
-    """A batch's records, decompressed if it is compressed."""
-    header = read_batch_header(batch)
-    data = memoryview(batch)[HEADER_SIZE:header.length]
-    if header.attributes & CODEC_MASK:
-        data = memoryview(decompress(header.attributes & CODEC_MASK, data))
-    return data
 
 
 def records_of(batch, data: memoryview | None = None) -> list[tuple[int, int, int, bytes | None, bool]]:

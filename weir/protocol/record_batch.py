@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from .compression import decompress
+
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
@@ -74,3 +76,12 @@ def batch_headers(buf) -> list[BatchHeader]:
 def crc_matches(buf, pos: int, size: int, stored_crc: int) -> bool:
     """Whether the CRC-32C of the batch at buf[pos:pos+size] equals the one in its header."""
     return crc32c(memoryview(buf)[pos + CRC_START: pos + size]) == stored_crc
+
+
+def records_section(batch) -> memoryview:
+    """A batch's records, decompressed if it is compressed."""
+    header = read_batch_header(batch)
+    data = memoryview(batch)[HEADER_SIZE:header.length]
+    if header.attributes & CODEC_MASK:
+        data = memoryview(decompress(header.attributes & CODEC_MASK, data))
+    return data

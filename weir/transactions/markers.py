@@ -31,9 +31,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from ..protocol.compression import decompress
-from ..protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, MAGIC, TRANSACTIONAL_BIT,
-                                     read_batch_header)
+from ..protocol.record_batch import (CONTROL_BIT, CRC_START, MAGIC, TRANSACTIONAL_BIT, read_batch_header,
+                                     records_section)
 from ..protocol.records import encode_record
 
 NO_SEQUENCE = -1
@@ -146,20 +145,11 @@ def read_record(data, position: int) -> tuple[int, int, bytes | None, bytes | No
     return timestamp_delta, offset_delta, fields[0], fields[1], end
 
 
-def records_data(batch) -> memoryview:
-    """A batch's records section, decompressed if it is compressed."""
-    header = read_batch_header(batch)
-    data = memoryview(batch)[HEADER_SIZE:header.length]
-    if header.attributes & CODEC_MASK:
-        data = memoryview(decompress(header.attributes & CODEC_MASK, data))
-    return data
-
-
 def first_record_key_value(batch) -> tuple[bytes | None, bytes | None] | None:
     """The key and value of a batch's first record; None when it holds none."""
     if read_batch_header(batch).record_count == 0:
         return None
-    _, _, key, value, _ = read_record(records_data(batch), 0)
+    _, _, key, value, _ = read_record(records_section(batch), 0)
     return key, value
 
 
@@ -194,5 +184,4 @@ __all__ = [
     "read_marker",
     "read_record",
     "read_varlong",
-    "records_data",
 ]

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, read_batch_header
-from .markers import ControlRecordType, parse_control_key, first_record_key_value, read_record, records_data
+from ..protocol.record_batch import records_section
+from .markers import ControlRecordType, parse_control_key, first_record_key_value, read_record
 from .txn_index import TransactionIndex, collect_aborted_transactions
 
 
@@ -58,7 +59,7 @@ def fetch_read_committed(log: Sequence[bytes], indexes: Iterable[TransactionInde
 
 def _records(batch) -> list[ConsumedRecord]:
     header = read_batch_header(batch)
-    data = records_data(batch)
+    data = records_section(batch)
     out, position = [], 0
     for _ in range(header.record_count):
         _, offset_delta, key, value, position = read_record(data, position)

@@ -516,6 +516,19 @@ class TransactionCoordinator:
             return ErrorCode.not_coordinator
         return owned, owned.transactions.get(transactional_id)
 
+    def _producer_of(self, transactional_id: str,
+                     producer_id: int) -> ErrorCode | tuple[_OwnedPartition, TransactionMetadata]:
+        """The transaction a request of `producer_id` names, or why there is none for it (Kafka's
+        order: the id, the coordinator, the producer id)."""
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        found = self._lookup(transactional_id)
+        if isinstance(found, ErrorCode):
+            return found
+        if found[1] is None or found[1].producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        return found
+
     def _write(self, owned: _OwnedPartition, meta: TransactionMetadata, transit: TxnTransit,
                purpose: WritePurpose, token=None, result: TransactionResult | None = None) -> Write:
         return Write(meta.transactional_id, self.partition_for(meta.transactional_id), owned.coordinator_epoch,
@@ -627,14 +640,10 @@ class TransactionCoordinator:
     def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               partitions: Collection[TopicPartition], now: int, token=None) -> Effects:
         fx = Effects()
-        if not transactional_id:
-            return fx.answer(token, ErrorCode.invalid_request)
-        found = self._lookup(transactional_id)
+        found = self._producer_of(transactional_id, producer_id)
         if isinstance(found, ErrorCode):
             return fx.answer(token, found)
         owned, meta = found
-        if meta is None or meta.producer_id != producer_id:
-            return fx.answer(token, ErrorCode.invalid_producer_id_mapping)
         if meta.producer_epoch != producer_epoch:
             return fx.answer(token, ErrorCode.producer_fenced)
         if meta.pending_transition_in_progress or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
@@ -657,17 +666,15 @@ class TransactionCoordinator:
                           partitions: Collection[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4's verify_only (KIP-890 part 1): is each partition in the
         transaction? Read only: nothing pending is looked at, nothing is written."""
-        error = ErrorCode.invalid_request if not transactional_id else None
-        if error is None:
-            found = self._lookup(transactional_id)
-            if isinstance(found, ErrorCode):
-                error = found
-            elif found[1] is None or found[1].producer_id != producer_id:
-                error = ErrorCode.invalid_producer_id_mapping
-            elif found[1].producer_epoch != producer_epoch:
-                error = ErrorCode.producer_fenced
-            elif found[1].state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                error = ErrorCode.concurrent_transactions
+        found = self._producer_of(transactional_id, producer_id)
+        if isinstance(found, ErrorCode):
+            error = found
+        elif found[1].producer_epoch != producer_epoch:
+            error = ErrorCode.producer_fenced
+        elif found[1].state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            error = ErrorCode.concurrent_transactions
+        else:
+            error = None
         if error is not None:
             return {tp: error for tp in partitions}
         meta = found[1]
@@ -686,14 +693,10 @@ class TransactionCoordinator:
         of a fence, with the bumped epoch and PrepareEpochFence pending)."""
         fx = Effects()
         from_client = purpose == WritePurpose.END_TXN
-        if not transactional_id:
-            return fx.answer(token, ErrorCode.invalid_request)
-        found = self._lookup(transactional_id)
+        found = self._producer_of(transactional_id, producer_id)
         if isinstance(found, ErrorCode):
             return fx.answer(token, found)
         owned, meta = found
-        if meta is None or meta.producer_id != producer_id:
-            return fx.answer(token, ErrorCode.invalid_producer_id_mapping)
         # clients must name the epoch exactly; the coordinator's own abort names the bumped one
         if (from_client and producer_epoch != meta.producer_epoch) or producer_epoch < meta.producer_epoch:
             return fx.answer(token, ErrorCode.producer_fenced)

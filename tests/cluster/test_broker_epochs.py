@@ -50,11 +50,13 @@ def test_leader_killed_and_back_before_its_session_expires_loses_nothing(cluster
     cluster.brokers[victim].kill()
     cluster.brokers[victim].start()  # at once: its old registration is still there
 
-    def back_in_sync():
+    # Until the controller has seen the bounce, Metadata still shows the state the killed broker
+    # left (it leads, it is in the ISR): only a higher leader epoch says the bounce was handled.
+    def back_in_sync_in_a_new_epoch():
         leader, _, isr = partition_metadata(cluster.bootstrap, "bounce")[0]
-        return leader >= 0 and victim in isr
-    wait_until(back_in_sync, "the restarted broker back in the ISR")
-    assert leader_epoch(cluster.zookeeper_connect, "bounce") > epoch_before
+        return (leader_epoch(cluster.zookeeper_connect, "bounce") > epoch_before
+                and leader >= 0 and victim in isr)
+    wait_until(back_in_sync_in_a_new_epoch, "a new leader epoch with the restarted broker in the ISR")
     producer.stop()
     # A fresh producer: the steady one sometimes stalls for a minute after talking to the restarted
     # broker before it registered (seen without broker epochs too; not what this test is about).

@@ -13,6 +13,9 @@ Rules of the read (those of Spark's Kafka source):
 
 - Only committed data: a consumer's ListOffsets(latest) is the high watermark, and a consumer's
   Fetch returns nothing at or above it, so every offset we plan and read is replicated to the ISR.
+  With kafka.isolation.level=read_committed, latest is the last stable offset (no transaction
+  still open below it), Fetch stops there too, and the records of aborted transactions are
+  dropped as a Kafka consumer drops them (weir.transactions.read_committed).
 - A leadership change or a dead broker is not an error: refresh metadata, back off, ask the new
   leader, until `kafkaConsumer.pollTimeoutMs` passes without progress.
 - Offsets a read needs that are gone (deleted by retention, or cut by an unclean election) are data
@@ -29,6 +32,7 @@ from collections.abc import Iterator
 
 from ..client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, KafkaError
 from ..protocol.versions import ApiKey
+from ..transactions.read_committed import AbortedTransactionFilter
 from .options import EARLIEST, LATEST, ReadOptions
 from .records import Columns, decode_into
 
@@ -125,7 +129,7 @@ async def list_offsets_with(client: ClusterClient, opts: ReadOptions,
                 continue
             by_leader.setdefault(leader, []).append(tp)
         for leader, tps in by_leader.items():
-            body = {"replica_id": -1, "isolation_level": 0, "topics": [
+            body = {"replica_id": -1, "isolation_level": int(opts.read_committed), "topics": [
                 {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
                                             "timestamp": pending[(t, p)], "max_num_offsets": 1}
                                            for tt, p in tps if tt == t]}
@@ -227,7 +231,7 @@ class RangeReader:
             if failures:
                 time.sleep(min(0.1 * 2 ** failures, 2.0))
             try:
-                code, hw, records = loop.run_until_complete(self._fetch(client, pos))
+                code, hw, records, aborted = loop.run_until_complete(self._fetch(client, pos))
             except (ClientError, OSError, KafkaError) as e:
                 failures += 1
                 last_error = str(e)
@@ -250,7 +254,8 @@ class RangeReader:
                     time.sleep(0.1)
                 continue  # the broker already waited FETCH_MAX_WAIT_MS for data
             columns = Columns(opts.include_headers)
-            next_offset = decode_into(columns, records, pos, end)
+            keep = AbortedTransactionFilter(aborted).keep if opts.read_committed else None
+            next_offset = decode_into(columns, records, pos, end, keep)
             if next_offset is None or next_offset <= pos:
                 continue
             pos = next_offset
@@ -263,7 +268,7 @@ class RangeReader:
         max_bytes = self.opts.fetch_max_bytes
         response = await conn.call(ApiKey.FETCH, {
             "replica_id": -1, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1, "max_bytes": max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "isolation_level": int(self.opts.read_committed), "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": self.topic, "partitions": [{
                 "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": pos,
                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
@@ -271,12 +276,13 @@ class RangeReader:
             max_version=FETCH_MAX_VERSION, min_version=4, timeout_s=FETCH_MAX_WAIT_MS / 1000 + 30)
         top = getattr(response, "error_code", 0)
         if top:
-            return ErrorCode(top), -1, None
+            return ErrorCode(top), -1, None, ()
         for topic in response.responses:
             for p in topic.partitions:
                 if int(p.partition_index) == self.partition:
-                    return ErrorCode(p.error_code), int(p.high_watermark), p.records or None
-        return ErrorCode.unknown_topic_or_partition, -1, None
+                    aborted = [(int(a.producer_id), int(a.first_offset)) for a in p.aborted_transactions or ()]
+                    return ErrorCode(p.error_code), int(p.high_watermark), p.records or None, aborted
+        return ErrorCode.unknown_topic_or_partition, -1, None, ()
 
     async def _refresh(self, client: ClusterClient) -> None:
         try:

@@ -35,11 +35,15 @@ READ_OPTIONS = {
     "includeHeaders": "add the headers column",
     "kafkaConsumer.pollTimeoutMs": "how long a task retries a partition that cannot be read",
     "fetchMaxBytes": "bytes asked for in one Fetch per partition",
+    "kafka.isolation.level": "read_uncommitted (the default) or read_committed: only committed transactions, "
+                             "up to the last stable offset",
 }
 WRITE_OPTIONS = {
     "kafka.bootstrap.servers": "host:port[,host:port]",
     "topic": "the topic to write to (overrides a topic column)",
     "includeHeaders": "accepted for symmetry with the source; a headers column is always written",
+    "deliveryGuarantee": "at-least-once (the default) or exactly-once (streaming writes: transactions)",
+    "transactionalIdPrefix": "exactly-once: this sink's name, the same on every restart of the query",
 }
 # Options Spark itself adds, or that Kafka users commonly pass and that mean nothing here.
 IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
@@ -158,6 +162,7 @@ class ReadOptions:
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_max_bytes: int = 4 * 1024 * 1024
+    read_committed: bool = False
 
     def matches(self, topic: str) -> bool:
         """Whether a subscription (list or pattern) takes this topic."""
@@ -250,7 +255,15 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
         include_headers=_bool(opts, "includeHeaders", False),
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
         fetch_max_bytes=_positive_int(opts, "fetchMaxBytes", 4 * 1024 * 1024),
+        read_committed=_isolation_level(opts) == "read_committed",
     )
+
+
+def _isolation_level(opts: dict[str, str]) -> str:
+    level = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    if level not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"option kafka.isolation.level must be read_uncommitted or read_committed, not {level!r}")
+    return level
 
 
 def _check_bootstrap(bootstrap: str) -> None:
@@ -265,6 +278,11 @@ class WriteOptions:
     bootstrap: str
     topic: str | None
     producer_config: dict  # the kafka.* options, prefix removed, for the producer
+    transactional_id_prefix: str | None = None  # set: exactly once
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.transactional_id_prefix is not None
 
 
 def parse_write_options(options) -> WriteOptions:
@@ -282,4 +300,19 @@ def parse_write_options(options) -> WriteOptions:
         raise OptionError("option topic is empty")
     producer_config = {k[len("kafka."):]: v for k, v in opts.items()
                        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
-    return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config)
+    if "transactional.id" in producer_config:
+        raise OptionError("a sink has many producers: name it with transactionalIdPrefix (and "
+                          "deliveryGuarantee=exactly-once), not kafka.transactional.id")
+    guarantee = opts.get("deliveryguarantee", "at-least-once").strip().lower()
+    if guarantee not in ("at-least-once", "exactly-once"):
+        raise OptionError(f"option deliveryGuarantee must be at-least-once or exactly-once, not {guarantee!r}")
+    prefix = opts.get("transactionalidprefix", "").strip() or None
+    if guarantee == "exactly-once":
+        if prefix is None:
+            raise OptionError("deliveryGuarantee=exactly-once needs transactionalIdPrefix: a name for this sink, "
+                              "the same each time the query restarts from its checkpoint")
+        if topic is None:
+            raise OptionError("deliveryGuarantee=exactly-once needs the topic option")
+    elif prefix is not None:
+        raise OptionError("transactionalIdPrefix is for deliveryGuarantee=exactly-once")
+    return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config, prefix)

@@ -41,13 +41,15 @@ class Columns:
         return len(self.offsets)
 
 
-def decode_into(out: Columns, buf: bytes, start: int, end: int) -> int | None:
+def decode_into(out: Columns, buf: bytes, start: int, end: int, keep_batch=None) -> int | None:
     """Append the records of every batch in `buf` whose offsets lie in [start, end).
 
     Returns the offset just past the last whole batch seen (the next fetch position), or None if
-    `buf` held no whole batch. Control batches are skipped but still move the position.
+    `buf` held no whole batch. Control batches are skipped but still move the position, as do the
+    batches `keep_batch(header, batch)` says no to (read_committed: aborted transactions).
     """
     pos, size = 0, len(buf)
+    view = memoryview(buf)
     next_offset = None
     with_headers = out.with_headers
     keys, values, offsets = out.keys, out.values, out.offsets
@@ -60,7 +62,8 @@ def decode_into(out: Columns, buf: bytes, start: int, end: int) -> int | None:
             raise CorruptBatch(f"batch at offset {h.base_offset} has magic {h.magic}; only v2 is supported")
         batch_end = pos + h.length
         next_offset = h.last_offset + 1
-        if h.attributes & CONTROL_BIT or h.last_offset < start or h.base_offset >= end:
+        kept = keep_batch is None or keep_batch(h, view[pos:batch_end])  # sees every batch, in order
+        if not kept or h.attributes & CONTROL_BIT or h.last_offset < start or h.base_offset >= end:
             pos = batch_end
             continue
         codec = h.attributes & 0x07

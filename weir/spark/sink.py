@@ -10,10 +10,11 @@ Columns, as Spark's Kafka sink takes them:
 
 Other columns are ignored. The schema is checked on the driver, before any task runs.
 
-Guarantee: at least once, like Spark's Kafka sink. Each task produces its rows with acks=all and
-waits for every acknowledgement before it reports success; any producer error fails the task, and
-Spark retries it (or the micro-batch), which may write some rows twice. No row is lost once a task
-or a micro-batch has committed.
+Guarantee: at least once by default, like Spark's Kafka sink. Each task produces its rows with
+acks=all and waits for every acknowledgement before it reports success; any producer error fails
+the task, and Spark retries it (or the micro-batch), which may write some rows twice. No row is
+lost once a task or a micro-batch has committed. Streaming writes with
+deliveryGuarantee=exactly-once write each micro-batch once: weir/spark/exactly_once.py.
 """
 
 from __future__ import annotations
@@ -72,18 +73,17 @@ def _bytes(v):
     return bytes(v)  # bytearray, memoryview
 
 
-def produce_rows(opts: WriteOptions, rows) -> int:
-    """Produce every row and wait for all acknowledgements; ProduceError on any failure."""
-    from confluent_kafka import Producer
-    config = {"bootstrap.servers": opts.bootstrap, "acks": "all", "linger.ms": 5,
-              "enable.idempotence": True,  # the producer's own retries write no duplicate
-              "message.timeout.ms": 120_000, "retry.backoff.ms": 200, "queue.buffering.max.messages": 200_000,
-              "client.id": "weir-spark-sink",
-              "log_level": 2,  # errors reach us through delivery reports, not librdkafka's log
-              **opts.producer_config}
-    producer = Producer(config)
-    errors: list[str] = []
+def producer_config(opts: WriteOptions, **extra) -> dict:
+    return {"bootstrap.servers": opts.bootstrap, "acks": "all", "linger.ms": 5,
+            "enable.idempotence": True,  # the producer's own retries write no duplicate
+            "message.timeout.ms": 120_000, "retry.backoff.ms": 200, "queue.buffering.max.messages": 200_000,
+            "client.id": "weir-spark-sink",
+            "log_level": 2,  # errors reach us through delivery reports, not librdkafka's log
+            **extra, **opts.producer_config}
 
+
+def send_rows(producer, opts: WriteOptions, rows, errors: list[str]) -> int:
+    """Hand every row to the producer (stops early once a delivery failed); the rows handed."""
     def delivered(err, msg) -> None:
         if err is not None and len(errors) < 10:
             errors.append(f"{msg.topic()}: {err.str()}")
@@ -111,17 +111,33 @@ def produce_rows(opts: WriteOptions, rows) -> int:
         count += 1
         if count % 1000 == 0:
             producer.poll(0)
+    return count
+
+
+def flush_or_fail(producer, errors: list[str], count: int) -> None:
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     if errors:
         raise ProduceError(f"producing to Weir failed after {count} rows: {'; '.join(errors)}")
     if remaining:
         raise ProduceError(f"{remaining} records were not acknowledged within {FLUSH_TIMEOUT_S} s")
+
+
+def produce_rows(opts: WriteOptions, rows) -> int:
+    """Produce every row and wait for all acknowledgements; ProduceError on any failure."""
+    from confluent_kafka import Producer
+    producer = Producer(producer_config(opts))
+    errors: list[str] = []
+    count = send_rows(producer, opts, rows, errors)
+    flush_or_fail(producer, errors, count)
     return count
 
 
 class WeirWriter(DataSourceWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_schema(opts, schema)
+        if opts.exactly_once:
+            raise OptionError("deliveryGuarantee=exactly-once is for streaming writes (writeStream): a batch "
+                              "write has no micro-batch to commit once")
         self.opts = opts
 
     def write(self, iterator) -> WriteCount:
@@ -134,10 +150,13 @@ class WeirStreamWriter(DataSourceStreamWriter):
         self.opts = opts
 
     def write(self, iterator) -> WriteCount:
+        if self.opts.exactly_once:
+            from .exactly_once import produce_exactly_once, task_batch_and_partition
+            return WriteCount(produce_exactly_once(self.opts, iterator, *task_batch_and_partition()))
         return WriteCount(produce_rows(self.opts, iterator))
 
     def commit(self, messages, batchId: int) -> None:
-        pass  # every row was acknowledged before its task reported success
+        pass  # every row was acknowledged (exactly once: committed) before its task reported success
 
     def abort(self, messages, batchId: int) -> None:
-        pass  # what was acknowledged stays: at least once
+        pass  # what was acknowledged stays: at least once (exactly once: a replay skips what committed)

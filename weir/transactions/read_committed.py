@@ -73,26 +73,35 @@ def _is_abort_marker(batch) -> bool:
     return record is not None and parse_control_key(record[0]) == ControlRecordType.ABORT
 
 
+class AbortedTransactionFilter:
+    """The CLIENT rule, one batch at a time: feed it every batch of one fetch answer, in order."""
+
+    def __init__(self, aborted_transactions: Iterable[tuple[int, int]]) -> None:
+        self._queue = [(first_offset, producer_id) for producer_id, first_offset in aborted_transactions]
+        heapq.heapify(self._queue)
+        self._aborted_producers: set[int] = set()
+
+    def keep(self, header, batch) -> bool:
+        """Whether the batch's records go to the application (`batch`: its bytes, read only for
+        a control batch's marker)."""
+        is_control = bool(header.attributes & CONTROL_BIT)
+        if header.producer_id >= 0:
+            queue = self._queue
+            while queue and queue[0][0] <= header.last_offset:  # consumeAbortedTransactionsUpTo
+                self._aborted_producers.add(heapq.heappop(queue)[1])
+            if is_control and _is_abort_marker(batch):
+                self._aborted_producers.discard(header.producer_id)
+            elif header.attributes & TRANSACTIONAL_BIT and header.producer_id in self._aborted_producers:
+                return False
+        return not is_control
+
+
 def consume_read_committed(batches: Iterable[bytes], aborted_transactions: Iterable[tuple[int, int]],
                            fetch_offset: int = 0) -> list[ConsumedRecord]:
     """The records a read_committed consumer hands the application from one fetch answer."""
-    queue = [(first_offset, producer_id) for producer_id, first_offset in aborted_transactions]
-    heapq.heapify(queue)
-    aborted_producers: set[int] = set()
-    out = []
-    for batch in batches:
-        header = read_batch_header(batch)
-        is_control = bool(header.attributes & CONTROL_BIT)
-        if header.producer_id >= 0:
-            while queue and queue[0][0] <= header.last_offset:  # consumeAbortedTransactionsUpTo
-                aborted_producers.add(heapq.heappop(queue)[1])
-            if is_control and _is_abort_marker(batch):
-                aborted_producers.discard(header.producer_id)
-            elif header.attributes & TRANSACTIONAL_BIT and header.producer_id in aborted_producers:
-                continue
-        if not is_control:
-            out += [r for r in _records(batch) if r.offset >= fetch_offset]
-    return out
+    keep = AbortedTransactionFilter(aborted_transactions).keep
+    return [r for batch in batches if keep(read_batch_header(batch), batch)
+            for r in _records(batch) if r.offset >= fetch_offset]
 
 
 def consume_read_uncommitted(batches: Iterable[bytes], fetch_offset: int = 0) -> list[ConsumedRecord]:
@@ -102,6 +111,7 @@ def consume_read_uncommitted(batches: Iterable[bytes], fetch_offset: int = 0) ->
 
 
 __all__ = [
+    "AbortedTransactionFilter",
     "ConsumedRecord",
     "consume_read_committed",
     "consume_read_uncommitted",

@@ -28,6 +28,15 @@ class Script:
         self._op("producer-0", outcome, "send", op_id, done, error)
         return self
 
+    def txn(self, writes, outcome=OK, offsets=(), error=None):
+        """One transaction: writes [(partition, value)], offsets [(partition, offset, value)]."""
+        op_id, self.ids = self.ids, self.ids + 1
+        writes = [list(w) for w in writes]
+        self._op("producer-0", "invoke", "txn", op_id, {"writes": writes, "commit": outcome != FAIL})
+        self._op("producer-0", outcome, "txn", op_id,
+                 {"writes": writes, "commit": outcome != FAIL, "offsets": [list(o) for o in offsets]}, error)
+        return self
+
     def poll(self, reads, process="consumer-0.0"):
         op_id, self.ids = self.ids, self.ids + 1
         self._op(process, "invoke", "poll", op_id, None)
@@ -173,3 +182,38 @@ def test_send_fates():
     for indefinite in ("REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
                        "_MSG_TIMED_OUT", "_TRANSPORT", "NETWORK_EXCEPTION", "SOMETHING_NEW"):
         assert send_fate(indefinite, retries=0) == INFO
+
+
+def transactions() -> Script:
+    """Committed (1, 2), aborted (3, 4: offsets 1 and 1, markers at 2 and 2), committed (5, 6)."""
+    s = Script().txn([(0, 1), (1, 2)], OK, [(0, 0, 1), (1, 0, 2)])
+    s.txn([(0, 3), (1, 4)], FAIL, [(0, 1, 3), (1, 1, 4)], error="aborted on purpose")
+    return s.txn([(0, 5), (1, 6)], OK, [(0, 3, 5), (1, 3, 6)])
+
+
+def test_read_committed_history_that_skips_aborted_records_and_markers_is_valid():
+    s = transactions().poll([(0, 0, 1), (0, 3, 5)]).poll([(1, 0, 2), (1, 3, 6)], process="consumer-1.0")
+    result = check(s.final([(0, 0, 1), (0, 3, 5), (1, 0, 2), (1, 3, 6)]).ops, idempotent=True)
+    assert result["valid"] is True, result["violations"]
+    assert result["stats"]["ok"] == 4 and result["stats"]["fail"] == 2
+
+
+def test_a_value_of_an_aborted_transaction_read_is_a_violation():
+    s = transactions().poll([(0, 0, 1), (0, 1, 3)])
+    result = check(s.final([(0, 0, 1), (0, 1, 3), (0, 3, 5), (1, 0, 2), (1, 3, 6)]).ops, idempotent=True)
+    assert result["counts"]["failed-write-read"] == 1 and "failed-write-read" in result["violations"]
+
+
+def test_a_transaction_half_in_the_log_is_partial_even_when_its_outcome_is_unknown():
+    s = Script().txn([(0, 1), (1, 2)], INFO, [(0, 0, 1)], error="_TIMED_OUT")
+    result = check(s.final([(0, 0, 1)]).ops, idempotent=True)
+    assert result["counts"]["partial-transaction"] == 1 and result["valid"] is False
+    whole = Script().txn([(0, 1), (1, 2)], INFO, error="_TIMED_OUT")
+    assert check(whole.final([(0, 0, 1), (1, 0, 2)]).ops, idempotent=True)["valid"] is True
+    assert check(whole.final([]).ops, idempotent=True)["valid"] is True
+
+
+def test_a_committed_transaction_missing_from_the_final_read_is_lost():
+    s = transactions()
+    result = check(s.final([(0, 0, 1), (1, 0, 2)]).ops, idempotent=True)
+    assert result["counts"]["lost-write"] == 2 and result["valid"] is False

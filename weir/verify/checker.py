@@ -34,6 +34,16 @@ Anomalies (safety violations unless noted):
 - failed-write-read: a value whose send definitely failed, seen by a poll or the final read.
 - unseen (informational): acknowledged values no consumer polled during the run; consumers may
   simply lag, so this is not a violation.
+
+Transactions (`weir verify --transactional`): a "txn" op writes several values in one
+transaction and completes "ok" (committed), "fail" (aborted: none of its values may ever be
+read) or "info" (the outcome is unknown). Its values take its fate, so an aborted value read by
+a read_committed consumer is a failed-write-read and a committed one missing is a lost-write.
+Consumers read with read_committed, so they may skip the offsets of aborted records and markers;
+the final read is read_committed too, and skips are judged against it. One more anomaly:
+
+- partial-transaction: a transaction some of whose values are in the final read and some not
+  (committed or of unknown outcome, it must be all or nothing).
 """
 
 from __future__ import annotations
@@ -49,13 +59,15 @@ INCONSISTENT_OFFSETS = "inconsistent-offsets"
 NONMONOTONIC_POLL = "nonmonotonic-poll"
 POLL_SKIP = "poll-skip"
 FAILED_WRITE_READ = "failed-write-read"
+PARTIAL_TRANSACTION = "partial-transaction"
 UNSEEN = "unseen"
-ANOMALIES = (LOST_WRITE, DUPLICATE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ, UNSEEN)
+ANOMALIES = (LOST_WRITE, DUPLICATE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ,
+             PARTIAL_TRANSACTION, UNSEEN)
 EXAMPLES_KEPT = 20
 
 
 def safety_anomalies(duplicates_allowed: bool) -> tuple[str, ...]:
-    always = (LOST_WRITE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ)
+    always = (LOST_WRITE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP, FAILED_WRITE_READ, PARTIAL_TRANSACTION)
     return always + (() if duplicates_allowed else (DUPLICATE,))
 
 
@@ -75,6 +87,7 @@ def check(ops: list[dict], idempotent: bool = False) -> dict:
     polled: dict = {}      # value → (partition, offset, process) of the first poll that saw it
     polls_by_process = defaultdict(list)  # process → [(partition, offset, value)] in poll order
     final_ops = []
+    transactions = []      # completed "txn" ops that may have committed: [(op id, values)]
 
     for op in ops:
         f, type_, value = op.get("f"), op["type"], op.get("value")
@@ -88,6 +101,20 @@ def check(ops: list[dict], idempotent: bool = False) -> dict:
                 if type_ == OK:
                     acked[v] = (value["partition"], value["offset"], op["time"])
                     seen_at[(value["partition"], value["offset"])].add(v)
+        elif f == "txn":
+            if type_ == INVOKE:
+                for p, v in value["writes"]:
+                    fate.setdefault(v, INVOKE)
+                    sent_to[v] = p
+                continue
+            for p, v in value["writes"]:
+                fate[v] = type_
+            for p, o, v in value.get("offsets", ()):
+                seen_at[(p, o)].add(v)
+                if type_ == OK:
+                    acked[v] = (p, o, op["time"])
+            if type_ != FAIL:
+                transactions.append((op["id"], [v for _, v in value["writes"]]))
         elif f == "poll" and type_ == OK:
             for p, o, v in value["reads"]:
                 seen_at[(p, o)].add(v)
@@ -123,6 +150,12 @@ def check(ops: list[dict], idempotent: bool = False) -> dict:
             if len(places) > 1:
                 anomalies[DUPLICATE].append({"value": v, "partition": places[0][0],
                                              "offsets": sorted(o for _, o in places)})
+
+    if complete:
+        for op_id, values in transactions:
+            present = [v for v in values if v in final_places]
+            if present and len(present) < len(values):
+                anomalies[PARTIAL_TRANSACTION].append({"op": op_id, "values": values, "in_final_read": present})
 
     for (p, o), values in sorted(seen_at.items()):
         if len(values) > 1:

@@ -40,6 +40,9 @@ def register(sub) -> None:
                    help="producer retries; with more than 0 no send failure is definite")
     p.add_argument("--idempotent", action="store_true",
                    help="idempotent producer (needs InitProducerId in the brokers); duplicates become violations")
+    p.add_argument("--transactional", action="store_true",
+                   help="transactional producers (some transactions aborted on purpose) and read_committed "
+                        "consumers; aborted values read, partial transactions and duplicates are violations")
     p.add_argument("--seed", type=int)
     p.add_argument("--quiet", type=float, default=5, help="seconds between faults")
     p.add_argument("--fault", type=float, default=8, help="seconds a fault lasts")
@@ -75,7 +78,8 @@ def run_command(args) -> int:
     opts = RunOptions(time_s=args.time, nemesis=args.nemesis, brokers=args.brokers, partitions=args.partitions,
                       replication=min(args.replication, args.brokers), acks=args.acks, min_isr=args.min_isr,
                       unclean=args.unclean, rate=args.rate, producers=args.producers, consumers=args.consumers,
-                      retries=args.retries, idempotent=args.idempotent, seed=args.seed, quiet_s=args.quiet,
+                      retries=args.retries, idempotent=args.idempotent,
+                      transactional=args.transactional, seed=args.seed, quiet_s=args.quiet,
                       fault_s=args.fault, recovery_s=args.recovery, out=Path(args.out), name=args.name,
                       overrides=overrides, keep_data=args.keep_data)
     # Ctrl-C and SIGTERM unwind into the teardown (even where the shell started us ignoring SIGINT).

@@ -35,6 +35,7 @@ from .cluster import Cluster
 from .history import History
 from .nemesis import Nemesis
 from .report import write_matrix_report, write_run_report
+from .txn_workload import TransactionalWorkload
 from .workload import Workload, rdkafka_log
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class RunOptions:
     consumers: int = 2
     retries: int = 0
     idempotent: bool = False
+    transactional: bool = False
     seed: int | None = None
     quiet_s: float = 5
     fault_s: float = 8
@@ -136,7 +138,11 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
     client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     rdkafka_log.addHandler(client_log)
     settings = {"min.insync.replicas": str(opts.min_isr),
-                "unclean.leader.election.enable": "true" if opts.unclean else "false", **opts.overrides}
+                "unclean.leader.election.enable": "true" if opts.unclean else "false",
+                **({"transaction.state.log.replication.factor": str(opts.replication),
+                    "transaction.state.log.min.isr": str(min(opts.min_isr, opts.replication))}
+                   if opts.transactional else {}),
+                **opts.overrides}
     cluster = Cluster(run_dir, opts.brokers, settings)
     workload = nemesis = None
     timings: dict[str, float] = {}
@@ -152,9 +158,13 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
             raise VerifyError("--idempotent: the brokers do not implement InitProducerId (api key 22) yet, "
                               "so an idempotent producer cannot run against them")
         _create_topic(cluster, opts)
-        workload = Workload(cluster.bootstrap, history, TOPIC, opts.partitions, acks=opts.acks, rate=opts.rate,
-                            producers=opts.producers, consumers=opts.consumers, retries=opts.retries,
-                            idempotent=opts.idempotent).start()
+        if opts.transactional:
+            workload = TransactionalWorkload(cluster.bootstrap, history, TOPIC, opts.partitions, rate=opts.rate,
+                                             producers=opts.producers, consumers=opts.consumers, seed=seed).start()
+        else:
+            workload = Workload(cluster.bootstrap, history, TOPIC, opts.partitions, acks=opts.acks, rate=opts.rate,
+                                producers=opts.producers, consumers=opts.consumers, retries=opts.retries,
+                                idempotent=opts.idempotent).start()
         nemesis = Nemesis(cluster, history, TOPIC, opts.nemesis, random.Random(seed), opts.quiet_s, opts.fault_s)
         stop_faults = threading.Event()
         nemesis_thread = threading.Thread(target=nemesis.run, args=(stop_faults,), name="nemesis", daemon=True)
@@ -185,7 +195,7 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
         client_log.close()
         if not opts.keep_data:
             shutil.rmtree(run_dir / "data", ignore_errors=True)
-    result = check(history.ops, opts.idempotent)
+    result = check(history.ops, opts.idempotent or opts.transactional)
     results = {
         "name": name, "options": {**dataclasses.asdict(opts), "out": str(opts.out), "seed": seed},
         "settings": cluster.settings, "cell": opts.cell(), "result": result, "timings": timings,

@@ -50,6 +50,7 @@ def test_read_options():
     ({"subscribe": "t", "subscribepattern": "("}, "exactly one of"),
     ({"subscribepattern": "("}, "not a valid regular expression"),
     ({"subscribe": "t", "minpartitions": "0"}, "minPartitions must be positive"),
+    ({"subscribe": "t", "kafka.isolation.level": "serializable"}, "read_uncommitted or read_committed"),
 ])
 def test_bad_read_options(options, message):
     options = {"kafka.bootstrap.servers": "h:1", **options} if options and "kafka.bootstrap.servers" not in options \
@@ -63,3 +64,29 @@ def test_write_options():
     assert opts.topic == "t" and opts.producer_config == {"linger.ms": "50"}
     with pytest.raises(OptionError, match="unknown write option 'topik'; did you mean 'topic'"):
         parse_write_options({"kafka.bootstrap.servers": "h:1", "topik": "t"})
+    assert not opts.exactly_once
+
+
+def test_read_committed_and_exactly_once_options():
+    base = {"kafka.bootstrap.servers": "h:1"}
+    assert parse_read_options({**base, "subscribe": "t", "kafka.isolation.level": "READ_COMMITTED"},
+                              streaming=True).read_committed
+    assert not parse_read_options({**base, "subscribe": "t"}, streaming=True).read_committed
+    opts = parse_write_options({**base, "topic": "t", "deliveryGuarantee": "exactly-once",
+                                "transactionalIdPrefix": "counts", "batchId": "0"})
+    assert opts.exactly_once and opts.transactional_id_prefix == "counts" and opts.batch_id == 0
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"topic": "t", "deliveryguarantee": "exactly-once"}, "needs transactionalIdPrefix"),
+    ({"deliveryguarantee": "exactly-once", "transactionalidprefix": "p"}, "needs the topic option"),
+    ({"topic": "t", "transactionalidprefix": "p"}, "transactionalIdPrefix is for deliveryGuarantee=exactly-once"),
+    ({"topic": "t", "kafka.transactional.id": "x"}, "name it with transactionalIdPrefix"),
+    ({"topic": "t", "deliveryguarantee": "twice"}, "at-least-once or exactly-once"),
+    ({"topic": "t", "batchid": "3"}, "batchId is for deliveryGuarantee=exactly-once"),
+    ({"topic": "t", "deliveryguarantee": "exactly-once", "transactionalidprefix": "p", "batchid": "-1"},
+     "batchId must be a micro-batch id"),
+])
+def test_bad_exactly_once_options(options, message):
+    with pytest.raises(OptionError, match=message):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", **options})

@@ -59,6 +59,8 @@ def test_streaming_write_copies_a_topic(spark, broker, tmp_path):
     ("cast(id as string) as value", {}, "set the 'topic' option or add a 'topic' column"),
     ("id as value", {"topic": "t"}, "column 'value' must be string or binary, not bigint"),
     ("cast(id as string) as value", {"topic": "t", "subscribe": "t"}, "option subscribe is for reading"),
+    ("cast(id as string) as value", {"topic": "t", "deliveryGuarantee": "exactly-once",
+                                     "transactionalIdPrefix": "p"}, "a batch write needs the batchId option"),
 ])
 def test_bad_writes_fail_before_any_task(spark, columns, options, message):
     writer = spark.range(3).selectExpr(columns).write.format("weir").mode("append")

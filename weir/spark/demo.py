@@ -1,23 +1,28 @@
-"""`weir demo pipeline`: page views through a replicated Weir topic into Spark, with a broker killed.
+"""`weir demo pipeline`: page views through a replicated Weir topic into Spark, exactly once, with a
+broker killed.
 
 What it does, in order:
 
 1. starts ZooKeeper and three brokers on this machine, and creates `page-views` (6 partitions,
    replication 3, min.insync.replicas 2) and `url-counts`;
-2. a producer streams page-view events - {"id", "user", "url"} keyed by user, event time in the
-   record timestamp - with acks=all, and remembers which events were acknowledged;
-3. a Structured Streaming query reads `page-views` through the `weir` source, drops duplicate
-   event ids (a producer retry after a lost acknowledgement writes an event twice), counts views
+2. a transactional producer streams page-view events - {"id", "user", "url"} keyed by user, event
+   time in the record timestamp - 50 per transaction; a transaction that fails is aborted and its
+   events sent again in a new one, and an event counts as sent once its transaction committed;
+3. a Structured Streaming query reads `page-views` through the `weir` source with
+   read_committed (never an aborted event, never one of a transaction still open), counts views
    per URL per one-minute event-time window, and on every micro-batch writes the updated counts to
-   the `url-counts` topic and to Parquet;
+   Parquet and, exactly once (one transaction per task, with the micro-batch's progress), to the
+   `url-counts` topic;
 4. midway, the broker leading most `page-views` partitions is killed (kill -9): the producer and
    the query carry on with the new leaders;
 5. the producer stops; the query is stopped and run once more from its checkpoint with
-   Trigger.AvailableNow, which reads up to the end; then the last count of each (minute, URL) in
-   the Parquet output is compared with the ground truth computed from the acknowledged events.
+   Trigger.AvailableNow, which reads up to the end. Then the last count of each (minute, URL), in
+   the Parquet output and in `url-counts` (read_committed), is compared with the ground truth
+   computed from the committed events, and `url-counts` must hold no count update twice.
 
-Event time runs faster than the wall clock (`--minutes` of event time over the whole run), so a
-short demo still spans several windows.
+No step drops duplicates: if an event were read twice, or a micro-batch's counts written twice,
+the comparison would show it. Event time runs faster than the wall clock (`--minutes` of event
+time over the whole run), so a short demo still spans several windows.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ URLS = ["/", "/pricing", "/docs", "/docs/spark", "/blog", "/signup", "/login", "
 EVENTS_TOPIC = "page-views"
 COUNTS_TOPIC = "url-counts"
 MINUTE_MS = 60_000
+EVENTS_PER_TRANSACTION = 50
+TRANSACTION_CALL_TIMEOUT_S = 300
 
 
 @dataclass
@@ -49,14 +56,19 @@ class DemoResult:
     seconds: float
     counts_topic_records: int = 0
     notes: list = field(default_factory=list)
+    topic_counted: dict = field(default_factory=dict)  # the same, the last update of each in url-counts
+    counts_written_twice: int = 0  # (minute, url, count) updates found more than once in url-counts
+    aborted_transactions: int = 0
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0 and self.truth == self.counted
+        return (self.failed == 0 and self.truth == self.counted == self.topic_counted
+                and self.counts_written_twice == 0)
 
 
 class PageViewProducer:
-    """Produces `total` events at about `rate` per second from a thread; keeps the acknowledged ids."""
+    """Produces `total` events at about `rate` per second from a thread, in transactions; keeps the
+    ids of the committed ones."""
 
     def __init__(self, bootstrap: str, total: int, rate: float, event_minutes: int, seed: int = 7) -> None:
         from confluent_kafka import Producer
@@ -64,12 +76,13 @@ class PageViewProducer:
         self.start_ms = (int(time.time() * 1000) // MINUTE_MS - event_minutes - 1) * MINUTE_MS
         self.step_ms = event_minutes * MINUTE_MS / total
         self.random = random.Random(seed)
-        self.acked: dict[int, tuple[int, str]] = {}  # id -> (event time ms, url)
+        self.acked: dict[int, tuple[int, str]] = {}  # id -> (event time ms, url), once committed
         self.failed: list[str] = []
         self.sent = 0
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10,
-                                   "enable.idempotence": True, "message.timeout.ms": 300_000,
-                                   "retries": 1_000_000, "retry.backoff.ms": 200,
+        self.aborted_transactions = 0
+        self._producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "page-view-producer",
+                                   "acks": "all", "linger.ms": 10, "message.timeout.ms": 120_000,
+                                   "transaction.timeout.ms": 120_000, "retry.backoff.ms": 200,
                                    "log_level": 2})  # a killed broker is the point: no connection noise
         self._thread = threading.Thread(target=self._run, name="page-view-producer", daemon=True)
 
@@ -78,30 +91,55 @@ class PageViewProducer:
         return self
 
     def _run(self) -> None:
-        began = time.monotonic()
-        for i in range(self.total):
-            due = began + i / self.rate
-            while (wait := due - time.monotonic()) > 0:
-                self._producer.poll(min(wait, 0.05))
-            ts = int(self.start_ms + i * self.step_ms)
-            user = f"user-{self.random.randrange(200)}"
-            url = self.random.choice(URLS)
-            value = json.dumps({"id": i, "user": user, "url": url}).encode()
+        from confluent_kafka import KafkaException
+        try:
+            self._producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+            began = time.monotonic()
+            transaction = []
+            for i in range(self.total):
+                due = began + i / self.rate
+                while (wait := due - time.monotonic()) > 0:
+                    time.sleep(min(wait, 0.05))
+                ts = int(self.start_ms + i * self.step_ms)
+                user = f"user-{self.random.randrange(200)}"
+                url = self.random.choice(URLS)
+                transaction.append((i, ts, user, url))
+                if len(transaction) == EVENTS_PER_TRANSACTION or i == self.total - 1:
+                    self._commit(transaction)
+                    transaction = []
+                self.sent = i + 1
+        except KafkaException as e:
+            self.failed.append(f"after {self.sent} events: {e.args[0].str()}")
 
-            def delivered(err, msg, i=i, ts=ts, url=url):
-                if err is None:
-                    self.acked[i] = (ts, url)
-                else:
-                    self.failed.append(f"event {i}: {err.str()}")
+    def _commit(self, events) -> None:
+        """Send the events in one transaction, again in a new one each time it has to be aborted."""
+        while True:
+            self._producer.begin_transaction()
+            for i, ts, user, url in events:
+                value = json.dumps({"id": i, "user": user, "url": url}).encode()
+                while True:
+                    try:
+                        self._producer.produce(EVENTS_TOPIC, value, user.encode(), timestamp=ts)
+                        break
+                    except BufferError:
+                        self._producer.poll(0.05)
+            if self._committed():
+                self.acked.update((i, (ts, url)) for i, ts, _, url in events)
+                return
+            self.aborted_transactions += 1
 
-            while True:
-                try:
-                    self._producer.produce(EVENTS_TOPIC, value, user.encode(), timestamp=ts, on_delivery=delivered)
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
-            self.sent = i + 1
-        self._producer.flush(300)
+    def _committed(self) -> bool:
+        from confluent_kafka import KafkaException
+        while True:
+            try:
+                self._producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
+                return True
+            except KafkaException as e:
+                if e.args[0].txn_requires_abort():
+                    self._producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
+                    return False
+                if not e.args[0].retriable():
+                    raise
 
     def join(self, timeout_s: float = 600) -> None:
         self._thread.join(timeout_s)
@@ -128,10 +166,10 @@ def counting_query(spark, bootstrap: str, out_dir: Path, checkpoint: Path, *, av
     from pyspark.sql import functions as F
     views = (spark.readStream.format("weir").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", EVENTS_TOPIC).option("startingOffsets", "earliest")
+             .option("kafka.isolation.level", "read_committed")
              .option("maxOffsetsPerTrigger", str(max_offsets)).load())
     event = F.from_json(F.col("value").cast("string"), "id long, user string, url string")
     counts = (views.select(event.alias("e"), "timestamp").select("e.*", "timestamp")
-              .dropDuplicates(["id"])
               .groupBy(F.window("timestamp", "1 minute").alias("w"), "url").count()
               .select(F.col("w.start").alias("minute"), "url", "count"))
 
@@ -143,7 +181,8 @@ def counting_query(spark, bootstrap: str, out_dir: Path, checkpoint: Path, *, av
         (batch.select(F.concat_ws(" ", F.col("minute").cast("string"), "url").alias("key"),
                       F.to_json(F.struct("minute", "url", "count")).alias("value"))
          .write.format("weir").option("kafka.bootstrap.servers", bootstrap).option("topic", COUNTS_TOPIC)
-         .mode("append").save())
+         .option("deliveryGuarantee", "exactly-once").option("transactionalIdPrefix", "url-counts-demo")
+         .option("batchId", str(batch_id)).mode("append").save())
         batch.unpersist()
 
     writer = (counts.writeStream.outputMode("update").foreachBatch(write_batch)
@@ -238,16 +277,30 @@ def run_pipeline(data_dir: Path | None = None, *, events: int = 20_000, rate: fl
             raise query.exception()
         batches = len(list(out_dir.glob("batch_id=*")))
         counted = final_counts(spark, out_dir)
-        counts_topic = (spark.read.format("weir").option("kafka.bootstrap.servers", cluster.bootstrap)
-                        .option("subscribe", COUNTS_TOPIC).load().count())
+        updates = topic_updates(spark, bootstrap)
+        topic_counted: dict = {}
+        for minute_ms, url, count in updates:
+            topic_counted[(minute_ms, url)] = max(count, topic_counted.get((minute_ms, url), 0))
+        twice = sum(n - 1 for n in Counter(updates).values() if n > 1)
         result = DemoResult(len(producer.acked), len(producer.failed), killed, producer.truth(), counted, batches,
-                            time.monotonic() - began, counts_topic, producer.failed[:5])
+                            time.monotonic() - began, len(updates), producer.failed[:5], topic_counted, twice,
+                            producer.aborted_transactions)
         _print_result(result, echo)
         return result
     finally:
         if own_spark and spark is not None:
             spark.stop()
         cluster.kill()
+
+
+def topic_updates(spark, bootstrap: str) -> list[tuple[int, str, int]]:
+    """Every (minute ms, url, count) update in url-counts, read_committed."""
+    from pyspark.sql import functions as F
+    rows = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap).option("subscribe", COUNTS_TOPIC)
+            .option("kafka.isolation.level", "read_committed").load()
+            .select(F.from_json(F.col("value").cast("string"), "minute timestamp, url string, count long").alias("c"))
+            .select(F.expr("unix_millis(c.minute)").alias("minute_ms"), "c.url", "c.count").collect())
+    return [(r.minute_ms, r.url, r["count"]) for r in rows]
 
 
 def _create_topics(bootstrap: str) -> None:
@@ -262,7 +315,8 @@ def _create_topics(bootstrap: str) -> None:
 def _print_result(result: DemoResult, echo) -> None:
     import datetime
     echo(f"demo: {result.batches} micro-batches wrote counts to Parquet; {result.counts_topic_records} "
-         f"count updates in topic {COUNTS_TOPIC}")
+         f"count updates in topic {COUNTS_TOPIC} ({result.counts_written_twice} written twice); "
+         f"{result.aborted_transactions} producer transactions aborted and sent again")
     minutes = sorted({m for m, _ in result.truth})
     echo("minute (UTC)  " + " ".join(f"{u:>11}" for u in URLS))
     for m in minutes:
@@ -272,9 +326,11 @@ def _print_result(result: DemoResult, echo) -> None:
             t, c = result.truth.get((m, u), 0), result.counted.get((m, u), 0)
             cells.append(f"{c:>11}" if t == c else f"{c:>5}≠{t:<5}")
         echo(f"{label:<13} " + " ".join(cells))
-    verdict = "EQUAL to" if result.truth == result.counted else "DIFFERENT from"
-    echo(f"demo: Parquet counts ({sum(result.counted.values())} views) are {verdict} the ground truth from "
-         f"{result.acked} acknowledged events; {result.failed} failed; {result.seconds:.0f} s")
+    def verdict(counted: dict) -> str:
+        return "EQUAL to" if result.truth == counted else "DIFFERENT from"
+    echo(f"demo: Parquet counts ({sum(result.counted.values())} views) are {verdict(result.counted)} and "
+         f"{COUNTS_TOPIC}' last counts are {verdict(result.topic_counted)} the ground truth from "
+         f"{result.acked} committed events; {result.failed} failed; {result.seconds:.0f} s")
 
 
 # -- the command -----------------------------------------------------------------------------------

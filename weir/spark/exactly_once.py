@@ -1,5 +1,8 @@
 """The sink's exactly-once mode (deliveryGuarantee=exactly-once): one transaction per task.
 
+Streaming writes (writeStream) take the micro-batch id from Spark; batch writes inside
+foreachBatch pass it as the batchId option.
+
 A micro-batch's task for Spark partition P writes its rows in one Kafka transaction whose
 transactional id is `<transactionalIdPrefix>-P`, and in the same transaction commits the sink's
 progress for P: offset `batchId + 1` of the output topic's partition 0 in consumer group
@@ -28,13 +31,18 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a m
 TRANSACTION_TIMEOUT_S = 120
 
 
-def task_batch_and_partition() -> tuple[int, int]:
+def task_batch_id() -> int:
+    """The micro-batch a streaming write's task belongs to."""
     from pyspark import TaskContext
-    context = TaskContext.get()
-    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    batch_id = TaskContext.get().getLocalProperty(BATCH_ID_PROPERTY)
     if batch_id is None:
-        raise ProduceError("deliveryGuarantee=exactly-once writes from streaming queries only (no batch id here)")
-    return int(batch_id), context.partitionId()
+        raise ProduceError(f"no micro-batch id in this task (Spark's {BATCH_ID_PROPERTY} property)")
+    return int(batch_id)
+
+
+def task_partition() -> int:
+    from pyspark import TaskContext
+    return TaskContext.get().partitionId()
 
 
 def produce_exactly_once(opts: WriteOptions, rows, batch_id: int, partition_id: int) -> int:

@@ -44,6 +44,7 @@ WRITE_OPTIONS = {
     "includeHeaders": "accepted for symmetry with the source; a headers column is always written",
     "deliveryGuarantee": "at-least-once (the default) or exactly-once (streaming writes: transactions)",
     "transactionalIdPrefix": "exactly-once: this sink's name, the same on every restart of the query",
+    "batchId": "exactly-once batch writes (inside foreachBatch): the micro-batch's id",
 }
 # Options Spark itself adds, or that Kafka users commonly pass and that mean nothing here.
 IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
@@ -279,6 +280,7 @@ class WriteOptions:
     topic: str | None
     producer_config: dict  # the kafka.* options, prefix removed, for the producer
     transactional_id_prefix: str | None = None  # set: exactly once
+    batch_id: int | None = None  # a batch write's micro-batch (foreachBatch), for exactly once
 
     @property
     def exactly_once(self) -> bool:
@@ -315,4 +317,12 @@ def parse_write_options(options) -> WriteOptions:
             raise OptionError("deliveryGuarantee=exactly-once needs the topic option")
     elif prefix is not None:
         raise OptionError("transactionalIdPrefix is for deliveryGuarantee=exactly-once")
-    return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config, prefix)
+    batch_id = None
+    if "batchid" in opts:
+        if guarantee != "exactly-once":
+            raise OptionError("batchId is for deliveryGuarantee=exactly-once")
+        raw = opts["batchid"].strip()
+        if not raw.isdigit():
+            raise OptionError(f"option batchId must be a micro-batch id (an integer >= 0), not {raw!r}")
+        batch_id = int(raw)
+    return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config, prefix, batch_id)

@@ -135,12 +135,15 @@ def produce_rows(opts: WriteOptions, rows) -> int:
 class WeirWriter(DataSourceWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_schema(opts, schema)
-        if opts.exactly_once:
-            raise OptionError("deliveryGuarantee=exactly-once is for streaming writes (writeStream): a batch "
-                              "write has no micro-batch to commit once")
+        if opts.exactly_once and opts.batch_id is None:
+            raise OptionError("deliveryGuarantee=exactly-once writes each micro-batch once: a batch write needs the "
+                              "batchId option (foreachBatch's batch id), or use writeStream")
         self.opts = opts
 
     def write(self, iterator) -> WriteCount:
+        if self.opts.exactly_once:
+            from .exactly_once import produce_exactly_once, task_partition
+            return WriteCount(produce_exactly_once(self.opts, iterator, self.opts.batch_id, task_partition()))
         return WriteCount(produce_rows(self.opts, iterator))
 
 
@@ -151,8 +154,8 @@ class WeirStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator) -> WriteCount:
         if self.opts.exactly_once:
-            from .exactly_once import produce_exactly_once, task_batch_and_partition
-            return WriteCount(produce_exactly_once(self.opts, iterator, *task_batch_and_partition()))
+            from .exactly_once import produce_exactly_once, task_batch_id, task_partition
+            return WriteCount(produce_exactly_once(self.opts, iterator, task_batch_id(), task_partition()))
         return WriteCount(produce_rows(self.opts, iterator))
 
     def commit(self, messages, batchId: int) -> None:

@@ -1,0 +1,119 @@
+"""Kafka's authorization rules on ACL bindings (no broker): precedence, patterns, implied operations,
+filters, and the ZooKeeper format."""
+
+import pytest
+
+from weir.security.acls import (AclBinding, AclEntry, AclFilter, Authorizer, InvalidAcl, Operation, PatternType,
+                                Permission, ResourcePattern, ResourceType, check_creatable, decode_entries,
+                                encode_entries, pattern_of_path, znode_path)
+
+TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
+ALLOW, DENY = Permission.ALLOW, Permission.DENY
+ALICE, BOB = "User:alice", "User:bob"
+
+
+def entry(principal=ALICE, operation=Operation.READ, permission=ALLOW, host="*"):
+    return AclEntry(principal, host, operation, permission)
+
+
+def authorizer(*bindings, **kwargs) -> Authorizer:
+    auth = Authorizer(**kwargs)
+    patterns: dict = {}
+    for pattern, e in bindings:
+        patterns.setdefault(pattern, []).append(e)
+    for pattern, entries in patterns.items():
+        auth.replace_pattern(pattern, entries)
+    return auth
+
+
+def literal(name, type_=TOPIC):
+    return ResourcePattern(type_, name, PatternType.LITERAL)
+
+
+def prefixed(name, type_=TOPIC):
+    return ResourcePattern(type_, name, PatternType.PREFIXED)
+
+
+def test_no_acl_on_a_resource_is_decided_by_allow_everyone_if_no_acl_found():
+    assert not authorizer().authorize(ALICE, "10.0.0.1", Operation.WRITE, TOPIC, "orders")
+    assert authorizer(allow_everyone_if_no_acl_found=True).authorize(ALICE, "h", Operation.WRITE, TOPIC, "orders")
+    # an ACL for someone else on the resource: the resource has ACLs, so alice is denied
+    auth = authorizer((literal("orders"), entry(BOB)), allow_everyone_if_no_acl_found=True)
+    assert not auth.authorize(ALICE, "h", Operation.READ, TOPIC, "orders")
+
+
+def test_super_users_are_allowed_everything_even_when_denied():
+    auth = authorizer((literal("orders"), entry(ALICE, Operation.ALL, DENY)), super_users=[ALICE])
+    assert auth.authorize(ALICE, "h", Operation.DELETE, TOPIC, "orders")
+
+
+def test_prefixed_and_wildcard_patterns_apply_and_deny_wins():
+    auth = authorizer((prefixed("payments-"), entry(ALICE, Operation.WRITE)),
+                      (literal("*"), entry("User:*", Operation.READ)),
+                      (literal("payments-secret"), entry(ALICE, Operation.ALL, DENY)))
+    assert auth.authorize(ALICE, "h", Operation.WRITE, TOPIC, "payments-eu")
+    assert not auth.authorize(ALICE, "h", Operation.WRITE, TOPIC, "paymentsX")
+    assert auth.authorize(BOB, "h", Operation.READ, TOPIC, "anything")
+    assert not auth.authorize(BOB, "h", Operation.WRITE, TOPIC, "anything")
+    assert not auth.authorize(ALICE, "h", Operation.WRITE, TOPIC, "payments-secret")
+    assert not auth.authorize(ALICE, "h", Operation.READ, TOPIC, "payments-secret")
+    assert not auth.authorize(ALICE, "h", Operation.READ, GROUP, "payments-eu")  # another resource type
+
+
+def test_implied_operations_and_hosts():
+    auth = authorizer((literal("t"), entry(ALICE, Operation.WRITE, host="10.0.0.1")),
+                      (literal("t"), entry(BOB, Operation.ALTER_CONFIGS)))
+    assert auth.authorize(ALICE, "10.0.0.1", Operation.DESCRIBE, TOPIC, "t")  # WRITE implies DESCRIBE
+    assert not auth.authorize(ALICE, "10.0.0.2", Operation.WRITE, TOPIC, "t")
+    assert not auth.authorize(ALICE, "10.0.0.1", Operation.READ, TOPIC, "t")
+    assert auth.authorize(BOB, "h", Operation.DESCRIBE_CONFIGS, TOPIC, "t")
+    assert not auth.authorize(BOB, "h", Operation.DESCRIBE, TOPIC, "t")
+    denied = authorizer((literal("t"), entry(ALICE, Operation.ALL)), (literal("t"), entry(ALICE, Operation.READ, DENY)))
+    assert not denied.authorize(ALICE, "h", Operation.READ, TOPIC, "t")
+    assert denied.authorize(ALICE, "h", Operation.WRITE, TOPIC, "t")
+    # a DENY of READ does not deny DESCRIBE that READ would have implied (Kafka's rule)
+    assert denied.authorize(ALICE, "h", Operation.DESCRIBE, TOPIC, "t")
+
+
+def test_write_on_some_topic_stands_in_for_idempotent_write():
+    auth = authorizer((prefixed("app-"), entry(ALICE, Operation.WRITE)))
+    assert auth.may_describe_any(ALICE, "h", TOPIC, Operation.WRITE)
+    assert not auth.may_describe_any(BOB, "h", TOPIC, Operation.WRITE)
+
+
+def test_filters_select_as_describe_and_delete_acls_do():
+    bindings = [(literal("orders"), entry(ALICE)), (prefixed("ord"), entry(BOB, Operation.WRITE)),
+                (literal("*"), entry("User:*", Operation.DESCRIBE)), (literal("other"), entry(ALICE))]
+    auth = authorizer(*bindings)
+    assert len(auth.bindings()) == 4
+    match = auth.bindings(AclFilter(TOPIC, "orders", PatternType.MATCH))
+    assert {b.pattern for b in match} == {literal("orders"), prefixed("ord"), literal("*")}
+    assert [b.pattern for b in auth.bindings(AclFilter(ResourceType.ANY, "orders", PatternType.ANY))] == \
+        [literal("orders")]
+    assert {b.pattern for b in auth.bindings(AclFilter(principal=ALICE))} == {literal("orders"), literal("other")}
+    assert [b.entry.principal for b in auth.bindings(AclFilter(operation=Operation.WRITE))] == [BOB]
+    assert auth.bindings(AclFilter(pattern_type=PatternType.PREFIXED, name="or")) == []
+
+
+@pytest.mark.parametrize("binding, message", [
+    (AclBinding(ResourcePattern(ResourceType.ANY, "t"), entry()), "not a resource"),
+    (AclBinding(ResourcePattern(TOPIC, "t", PatternType.MATCH), entry()), "only LITERAL and PREFIXED"),
+    (AclBinding(ResourcePattern(ResourceType.CLUSTER, "c"), entry()), "named 'kafka-cluster'"),
+    (AclBinding(literal("t"), entry(operation=Operation.ANY)), "cannot be granted"),
+    (AclBinding(literal("t"), entry(permission=Permission.ANY)), "ALLOW or DENY"),
+    (AclBinding(literal("t"), entry(principal="alice")), "not Type:name"),
+])
+def test_bindings_that_cannot_be_created(binding, message):
+    with pytest.raises(InvalidAcl, match=message):
+        check_creatable(binding)
+
+
+def test_zookeeper_layout_is_kafkas():
+    assert znode_path(literal("orders")) == "/kafka-acl/Topic/orders"
+    assert znode_path(prefixed("app-", ResourceType.TRANSACTIONAL_ID)) == \
+        "/kafka-acl-extended/prefixed/TransactionalId/app-"
+    assert pattern_of_path("/kafka-acl-extended/prefixed/Group/g-") == prefixed("g-", GROUP)
+    entries = {entry(ALICE, Operation.IDEMPOTENT_WRITE), entry(BOB, Operation.ALL, DENY, "10.0.0.1")}
+    raw = encode_entries(entries)
+    assert b'"operation": "IdempotentWrite"' in raw and b'"permissionType": "Deny"' in raw
+    assert decode_entries(raw) == entries

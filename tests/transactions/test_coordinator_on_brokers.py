@@ -104,3 +104,47 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker
         assert await end_txn(port, "slow", pid, 0, committed=True) == ErrorCode.producer_fenced
 
     asyncio.run(scenario())
+
+
+def test_txn_offset_commit_is_pending_until_its_transaction_ends(start_broker):
+    """TxnOffsetCommit writes a transactional batch; the offsets stay invisible, and OffsetFetch
+    with require_stable answers UNSTABLE_OFFSET_COMMIT, until the commit marker lands."""
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 1)
+
+    async def scenario():
+        port = await find_coordinator([broker.port], "offsets-txn")
+        first = await init_producer_id(port, "offsets-txn")
+        pid, epoch = first.producer_id, first.producer_epoch
+        response = await call(port, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "offsets-txn",
+                                                                   "producer_id": pid, "producer_epoch": epoch,
+                                                                   "group_id": "g"})
+        assert response.error_code == ErrorCode.none
+        state = await describe(port, "offsets-txn")
+        assert [t.topic for t in state.topics] == ["__consumer_offsets"]
+        await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        body = {"transactional_id": "offsets-txn", "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": "data", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": "m"}]},
+                           {"name": "nope", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": ""}]}]}
+        for _ in range(100):
+            response = await call(port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+            errors = {t.name: t.partitions[0].error_code for t in response.topics}
+            if errors["data"] not in (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                                      ErrorCode.not_coordinator):
+                break
+            await asyncio.sleep(0.2)
+        assert errors == {"data": ErrorCode.none, "nope": ErrorCode.unknown_topic_or_partition}
+        fetch = {"group_id": "g", "topics": [{"name": "data", "partition_indexes": [0]}]}
+        unstable = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": True})
+        partition = unstable.topics[0].partitions[0]
+        assert (partition.error_code, partition.committed_offset) == (ErrorCode.unstable_offset_commit, -1)
+        plain = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": False})
+        partition = plain.topics[0].partitions[0]
+        assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, -1)
+
+    asyncio.run(scenario())

@@ -82,10 +82,13 @@ class Broker:
         self.admin = AdminApis(self.replicas, self.store, self.controller)
         # consumer groups and transactions: the coordinators follow the roles of the
         # __consumer_offsets and __transaction_state partitions
-        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic)
         self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,
                                                         ProducerIdAllocator(self.zk, self.broker_id).next_id,
                                                         self._connect_fresh)
+        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic,
+                                       self.transactions.verify_partitions)
+        # the WriteTxnMarkers handler tells the group coordinator of markers in __consumer_offsets
+        self.replicas.on_offsets_marker = self.groups.complete_transaction
         follow_fetchers = self.replicas.on_role_change
         self.replicas.on_role_change = lambda p: (follow_fetchers(p), self.groups.on_role_change(p),
                                                   self.transactions.on_role_change(p))

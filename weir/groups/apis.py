@@ -277,7 +277,8 @@ class GroupApis:
         return self._txn_commit_later(version, request, group, to_write, results)
 
     async def _txn_commit_later(self, version: int, request, group, to_write, results) -> dict:
-        error = await self.coordinator.commit_txn_offsets(group, request.producer_id, request.producer_epoch, to_write)
+        error = await self.coordinator.commit_txn_offsets(group, request.transactional_id, request.producer_id,
+                                                          request.producer_epoch, to_write)
         for key in to_write:
             results[key] = error
         if self.coordinator.groups.get(group.group_id) is group:

@@ -23,6 +23,8 @@ import time
 import uuid
 
 from ..log import OffsetOutOfRange
+from ..protocol.record_batch import read_batch_header
+from ..transactions.partition_txns import SENTINEL
 from ..protocol.errors import ErrorCode, KafkaError
 from .group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
 from .placement import OFFSETS_TOPIC, partition_for
@@ -52,13 +54,16 @@ def now_ms() -> int:
 
 
 class GroupCoordinator:
-    def __init__(self, replicas, config, create_topic) -> None:
+    def __init__(self, replicas, config, create_topic, verify_transaction=None) -> None:
         """`replicas`: the broker's ReplicaManager (groups does not import the broker layer);
-        `create_topic(name, partitions, replication_factor, assignment, configs)`: AdminApis'."""
+        `create_topic(name, partitions, replication_factor, assignment, configs)`: AdminApis';
+        `verify_transaction(transactional_id, producer_id, epoch, partitions)`: async, KIP-890's
+        check that an offsets partition is in the transaction (the transaction coordinator's)."""
         self.replicas = replicas
         self.config = config
         self.group_config = GroupConfig.from_broker(config)
         self._create_topic = create_topic
+        self._verify_transaction = verify_transaction
         self.groups: dict[str, Group] = {}
         self.owned: dict[int, int] = {}  # offsets partition → leader epoch it was loaded in
         self.loading: dict[int, asyncio.Task] = {}
@@ -333,17 +338,20 @@ class GroupCoordinator:
             store.token.set_result(JoinResult(ErrorCode.not_coordinator, store.member_id))
 
     async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
-                     producer: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:
+                     transaction: tuple[str, int, int] | None = None) -> tuple[ErrorCode, int]:
         """Append records to our offsets partition with acks=all: (error, base offset). With
-        `producer` (id, epoch): as a transactional batch (TxnOffsetCommit)."""
+        `transaction` (transactional id, producer id, epoch): as the producer's transactional
+        batch (TxnOffsetCommit), verified with its transaction coordinator first (KIP-890)."""
         now = now_ms()
         base = -1
         try:
             for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
                 chunk = records[start:start + MAX_RECORDS_PER_BATCH]
-                batch = encode_batch(chunk, now) if producer is None else \
-                    encode_transactional_batch(chunk, now, *producer)
-                partition, first, last, _ = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now)
+                if transaction is None:
+                    partition, first, last, _ = self.replicas.append(OFFSETS_TOPIC, index, encode_batch(chunk, now),
+                                                                     -1, now)
+                else:
+                    partition, first, last = await self._append_transactional(index, chunk, transaction, now)
                 base = first if base < 0 else base
                 error = await self.replicas.await_replication(partition, last, self.config["offsets.commit.timeout.ms"],
                                                               now)
@@ -352,6 +360,26 @@ class GroupCoordinator:
         except KafkaError as e:
             return _STORE_ERRORS.get(e.code, e.code), base
         return ErrorCode.none, base
+
+    async def _append_transactional(self, index: int, records, transaction: tuple[str, int, int],
+                                    now: int) -> tuple[object, int, int]:
+        """Kafka's storeOffsets for a transactional producer: the partition asks for a KIP-890
+        guard, the transaction coordinator confirms the partition is in the transaction, and the
+        append carries the guard. Raises KafkaError."""
+        transactional_id, producer_id, producer_epoch = transaction
+        batch = encode_transactional_batch(records, now, producer_id, producer_epoch)
+        guard = self.replicas.leader_partition(OFFSETS_TOPIC, index).start_verification(read_batch_header(batch), now)
+        if guard is SENTINEL:
+            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now)
+        else:
+            if self._verify_transaction is None:
+                raise KafkaError(ErrorCode.invalid_txn_state, "no transaction coordinator to verify with")
+            error = await self._verify_transaction(transactional_id, producer_id, producer_epoch,
+                                                   [(OFFSETS_TOPIC, index)])
+            if error:
+                raise KafkaError(error, f"transaction {transactional_id} not verified: {error.name}")
+            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now, verification_guard=guard)
+        return appended.partition, appended.first_offset, appended.last_offset
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -368,7 +396,7 @@ class GroupCoordinator:
                                     for i, (key, v) in enumerate(offsets.items())})
         return ErrorCode.none
 
-    async def commit_txn_offsets(self, group: Group, producer_id: int, producer_epoch: int,
+    async def commit_txn_offsets(self, group: Group, transactional_id: str, producer_id: int, producer_epoch: int,
                                  offsets: dict[tuple[str, int], OffsetValue]) -> ErrorCode:
         """TxnOffsetCommit: pending at once, written as the producer's transactional batch, visible
         once the transaction's commit marker lands (`complete_transaction`)."""
@@ -376,7 +404,7 @@ class GroupCoordinator:
                     for key, v in offsets.items()}
         group.prepare_txn_offsets(producer_id, prepared)
         records = [(offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in offsets.items()]
-        error, base = await self.append(group.partition, records, (producer_id, producer_epoch))
+        error, base = await self.append(group.partition, records, (transactional_id, producer_id, producer_epoch))
         if error:
             group.on_txn_offsets_failed(producer_id, prepared)
             return ErrorCode.invalid_commit_offset_size if error in _OFFSET_SIZE_ERRORS else error

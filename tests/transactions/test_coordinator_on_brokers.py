@@ -7,6 +7,7 @@ import asyncio
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.protocol.errors import ErrorCode
+from weir.transactions.coordinator import partition_for
 from weir.protocol.versions import ApiKey
 
 from .txn_wire import (TXN_SETTINGS, add_partitions, call, describe, end_txn, find_coordinator, init_producer_id,
@@ -146,5 +147,46 @@ def test_txn_offset_commit_is_pending_until_its_transaction_ends(start_broker):
         plain = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": False})
         partition = plain.topics[0].partitions[0]
         assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, -1)
+
+    asyncio.run(scenario())
+
+
+def test_a_killed_coordinators_transactions_are_reloaded_by_the_next(start_cluster):
+    """kill -9 of the __transaction_state leader: the new leader loads the partition, answers for
+    its ids with their state, and carries out the decided commit (its markers are sent again)."""
+    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(cluster.bootstrap, "data", 1, replication=3)
+    ports = [b.port for b in cluster.brokers]
+
+    async def scenario():
+        port = await find_coordinator(ports, "fo")
+        first = await init_producer_id(port, "fo")
+        pid, epoch = first.producer_id, first.producer_epoch
+        errors = await add_partitions(port, "fo", pid, epoch, {"data": [0]})
+        assert set(errors.values()) == {ErrorCode.none}
+        assert await end_txn(port, "fo", pid, epoch, committed=True) == ErrorCode.none
+        # a second id in the same __transaction_state partition, left Ongoing
+        other = next(f"fo-{i}" for i in range(1000) if partition_for(f"fo-{i}", 3) == partition_for("fo", 3))
+        second = await init_producer_id(port, other)
+        assert set((await add_partitions(port, other, second.producer_id, 0, {"data": [0]})).values()) == \
+            {ErrorCode.none}
+        killed = next(b for b in cluster.brokers if b.port == port)
+        killed.kill()
+        alive = [p for p in ports if p != port]
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            new_port = await find_coordinator(alive, "fo", timeout_s=60)
+            if new_port != port:  # until the killed broker's session expires, it is still named
+                state = await describe(new_port, "fo")
+                if state.error_code == ErrorCode.none:
+                    break
+            assert asyncio.get_running_loop().time() < deadline, "no new coordinator"
+            await asyncio.sleep(0.3)
+        assert (state.producer_id, state.producer_epoch) == (pid, epoch)
+        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
+        ongoing = await describe(new_port, other)
+        assert (ongoing.transaction_state, [(t.topic, list(t.partitions)) for t in ongoing.topics]) == \
+            ("Ongoing", [("data", [0])])
+        return new_port
 
     asyncio.run(scenario())

@@ -3,6 +3,8 @@ ids, InitProducerId's epochs and fencing, AddPartitionsToTxn, EndTxn, DescribeTr
 ListTransactions, the abort of a timed-out transaction, and failover of a coordinator."""
 
 import asyncio
+import subprocess
+import sys
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -86,8 +88,29 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
                                                                          ErrorCode.concurrent_transactions)
         unknown = await describe(port, "never-seen")
         assert unknown.error_code == ErrorCode.transactional_id_not_found
+        return pid
 
-    asyncio.run(scenario())
+    pid = asyncio.run(scenario())
+    # the operator's view: weir transactions list / describe
+    listed = weir_cli(broker, "transactions", "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = [line.split() for line in listed.stdout.splitlines() if line.strip()]
+    assert lines[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert lines[1][:3] == ["txn-a", "0", str(pid)]
+    described = weir_cli(broker, "transactions", "describe", "--transactional-id", "txn-a")
+    assert described.returncode == 0, described.stderr
+    header, row = [line.split() for line in described.stdout.splitlines() if line.strip()]
+    fields = dict(zip(header, row))
+    assert (fields["CoordinatorId"], fields["TransactionalId"], fields["ProducerId"], fields["ProducerEpoch"]) == \
+        ("0", "txn-a", str(pid), "1")
+    assert fields["TransactionState"] in ("PrepareCommit", "CompleteCommit")  # markers land: no partitions left
+    missing = weir_cli(broker, "transactions", "describe", "--transactional-id", "never-seen")
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr.upper()
+
+
+def weir_cli(broker, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "weir.cli", *args, "--bootstrap-server", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker):

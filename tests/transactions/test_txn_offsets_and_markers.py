@@ -4,7 +4,7 @@ of transaction markers to partition leaders (MarkerSender with a fake cluster vi
 import asyncio
 import uuid
 
-from weir.broker.txn_markers import MarkerSender, request_body
+from weir.broker.marker_sender import MarkerSender, request_body
 from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.groups.group import UNKNOWN_MEMBER, CommittedOffset, Group, GroupConfig
 from weir.groups.records import (LoggedMarker, LoggedRecord, encode_batch, encode_transactional_batch,

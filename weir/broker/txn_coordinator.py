@@ -31,7 +31,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
                                         TransactionResult, UnexpectedMarkerError, Write)
 from ..transactions.state_log import TRANSACTION_STATE_TOPIC, RecordFormatError, decode_batches, encode_batch
-from .txn_markers import MarkerSender
+from .marker_sender import MarkerSender
 
 log = logging.getLogger(__name__)
 

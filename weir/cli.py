@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     register_delete_records_command(sub)
     from .consumer_groups_cli import register as register_consumer_groups_command
     register_consumer_groups_command(sub)
+    from .transactions_cli import register as register_transactions_command
+    register_transactions_command(sub)
     from .log_dirs_cli import register as register_log_dirs_command
     register_log_dirs_command(sub)
     from .reassign_partitions_cli import register as register_reassign_partitions_command

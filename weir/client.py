@@ -42,6 +42,7 @@ from kio.serial import entity_reader, entity_writer
 from .protocol.codec import build
 from .protocol.errors import ErrorCode, KafkaError
 from .protocol.header import skip_tagged_fields
+from .protocol.schema_overrides import RESPONSE_SCHEMAS
 from .protocol.tagged_fields import strip_unknown_tagged_fields
 from .protocol.versions import ApiKey
 
@@ -101,7 +102,7 @@ def _request_schema(api_key: int, version: int) -> type:
 
 @cache
 def _response_schema(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    return RESPONSE_SCHEMAS.get((api_key, version)) or load_response_schema(api_key, version)
 
 
 @cache

@@ -130,6 +130,22 @@ SETTINGS = {s.name: s for s in [
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for."),
     Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
     Setting("group.max.size", int, 2147483647, "Most members of one consumer group."),
+    # transactions (weir.transactions, weir.broker.txn_coordinator)
+    Setting("transaction.state.log.num.partitions", int, 50, "Partitions of the internal __transaction_state topic."),
+    Setting("transaction.state.log.replication.factor", int, 3,
+            "Replication factor of __transaction_state (lowered to the live brokers at creation, with a warning)."),
+    Setting("transaction.state.log.min.isr", int, 2,
+            "min.insync.replicas of __transaction_state (at most its replication factor, with a warning)."),
+    Setting("transaction.state.log.segment.bytes", int, 104857600, "Segment size of __transaction_state."),
+    Setting("transaction.state.log.load.buffer.size", int, 5242880,
+            "Bytes read at a time when a coordinator loads a __transaction_state partition."),
+    Setting("transaction.max.timeout.ms", int, 900000, "Largest transaction.timeout.ms a producer may ask for."),
+    Setting("transactional.id.expiration.ms", int, 604800000,
+            "A transactional id idle (no transaction) for this long is forgotten."),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
+            "How often transactions past their timeout are aborted."),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+            "How often expired transactional ids are removed."),
 ]}
 
 

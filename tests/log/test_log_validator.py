@@ -136,8 +136,14 @@ def test_malformed_records_are_invalid_record(records, count, why):
 def test_control_transactional_and_producer_fields():
     batch = make_batch([b"a"], timestamp=NOW)
     assert "control" in refused(patched(batch, attributes=0x20)).message
-    assert refused(patched(batch, attributes=0x10, producer_id=7, producer_epoch=0, base_sequence=0)).code \
+    assert refused(patched(batch, attributes=0x10)).code == ErrorCode.invalid_record  # no producer id
+    assert refused(patched(batch, attributes=0x30, producer_id=7, producer_epoch=0, base_sequence=0)).code \
+        == ErrorCode.invalid_record  # a transactional control batch: clients write no markers
+    assert refused(patched(batch, attributes=0x10, producer_id=7, producer_epoch=0, base_sequence=-1)).code \
         == ErrorCode.invalid_record
+    validated = validate_produced_batch(patched(batch, attributes=0x10, producer_id=7, producer_epoch=0,
+                                                base_sequence=0), CONFIG, NOW)
+    assert validated.header.attributes & 0x10 and validated.header.producer_id == 7
     assert refused(patched(batch, producer_id=7, producer_epoch=0, base_sequence=-1)).code == ErrorCode.invalid_record
     assert refused(patched(batch, producer_id=7, producer_epoch=-1, base_sequence=0)).code == ErrorCode.invalid_record
     assert refused(patched(batch, producer_id=-2)).code == ErrorCode.invalid_record

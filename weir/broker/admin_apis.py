@@ -17,7 +17,6 @@ from ..controller.assignment import (AssignmentError, assign_added_partitions, a
                                      validate_manual_assignment)
 from ..controller.partition_change import ElectionType
 from ..coordination.model import NO_LEADER, TopicAssignment
-from ..coordination.producer_ids import ProducerIdAllocator
 from ..coordination.zk_metadata import ReassignmentInProgress, TopicExists, UnknownTopic, ZkMetadataStore
 from ..protocol import codec
 from ..protocol.errors import ErrorCode, KafkaError
@@ -40,14 +39,12 @@ METADATA_WAIT_S = 10
 
 
 class AdminApis:
-    def __init__(self, replicas: ReplicaManager, store: ZkMetadataStore, controller: ControllerService,
-                 producer_ids: ProducerIdAllocator) -> None:
+    def __init__(self, replicas: ReplicaManager, store: ZkMetadataStore, controller: ControllerService) -> None:
         self.replicas = replicas
         self.config = replicas.config
         self.broker_id = self.config["broker.id"]
         self.store = store
         self.controller = controller
-        self.producer_ids = producer_ids
         self.rng = random.Random()
         self._metadata_cache: dict[tuple, bytes] = {}
         self.handlers = {
@@ -61,7 +58,6 @@ class AdminApis:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
             ApiKey.ELECT_LEADERS: self.elect_leaders,
             ApiKey.ALTER_PARTITION: self.alter_partition,
-            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
 
     @property
@@ -428,17 +424,6 @@ class AdminApis:
                                                    "error_message": None if not code else code.name})
         return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
             {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
-
-    def init_producer_id(self, header: RequestHeader, request):
-        """Idempotent producers get a fresh producer id at epoch 0 (transactions are not supported)."""
-        if request.transactional_id is not None:
-            return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "producer_id": -1,
-                    "producer_epoch": -1}
-        return self._init_producer_id()
-
-    async def _init_producer_id(self) -> dict:
-        return {"throttle_time": 0, "error_code": 0, "producer_id": await self.producer_ids.next_id(),
-                "producer_epoch": 0}
 
     def alter_partition(self, header: RequestHeader, request):
         return self._alter_partition(request)

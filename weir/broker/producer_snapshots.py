@@ -1,4 +1,6 @@
-"""The idempotent producers' table of a partition, saved beside its log (producer-state.json)."""
+"""A partition's producer state, saved beside its log (producer-state.json): the idempotent
+producers' table and, under "txns", the transaction table (KIP-98; a snapshot without it was
+written before transactions and loads as none ongoing)."""
 
 import json
 import logging
@@ -18,12 +20,15 @@ def read_producer_snapshot(directory: Path) -> ProducerSnapshot | None:
         return None
     try:
         saved = json.loads(path.read_text())
-        return ProducerSnapshot(int(saved["offset"]), saved["state"])
+        txns = saved.get("txns")
+        return ProducerSnapshot(int(saved["offset"]), saved["state"], txns if isinstance(txns, str) else None)
     except (ValueError, KeyError, TypeError, OSError) as e:
         log.warning("%s: ignoring a damaged producer snapshot: %r", directory, e)
         return None
 
 
 def write_producer_snapshot(directory: Path, snapshot: ProducerSnapshot) -> None:
-    write_atomically(directory / PRODUCER_SNAPSHOT, json.dumps({"offset": snapshot.offset,
-                                                                "state": snapshot.table_json}), durable=False)
+    saved = {"offset": snapshot.offset, "state": snapshot.table_json}
+    if snapshot.txn_json is not None:
+        saved["txns"] = snapshot.txn_json
+    write_atomically(directory / PRODUCER_SNAPSHOT, json.dumps(saved), durable=False)

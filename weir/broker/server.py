@@ -29,6 +29,8 @@ from .log_cleaner import LogCleaner
 from .replica_fetcher import ReplicaFetchers
 from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
+from .txn_apis import TransactionApis
+from .txn_coordinator import TransactionCoordinatorShell
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,9 @@ class BrokerApis:
     """Every handler this broker serves, by api key."""
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
-                 metrics: BrokerMetrics) -> None:
-        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers}
+                 transactions: TransactionApis, metrics: BrokerMetrics) -> None:
+        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
+                         **transactions.handlers}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
 
@@ -76,17 +79,27 @@ class Broker:
         self.controller = ControllerService(config, self.store, self.watcher, self.replicas.metrics)
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
-        self.admin = AdminApis(self.replicas, self.store, self.controller,
-                               ProducerIdAllocator(self.zk, self.broker_id))
-        # consumer groups: the coordinator follows the roles of the __consumer_offsets partitions
-        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic)
+        self.admin = AdminApis(self.replicas, self.store, self.controller)
+        # consumer groups and transactions: the coordinators follow the roles of the
+        # __consumer_offsets and __transaction_state partitions
+        self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,
+                                                        ProducerIdAllocator(self.zk, self.broker_id).next_id,
+                                                        self._connect_fresh)
+        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic,
+                                       self.transactions.verify_partitions)
+        # the WriteTxnMarkers handler tells the group coordinator of markers in __consumer_offsets
+        self.replicas.on_offsets_marker = self.groups.complete_transaction
         follow_fetchers = self.replicas.on_role_change
-        self.replicas.on_role_change = lambda p: (follow_fetchers(p), self.groups.on_role_change(p))
+        self.replicas.on_role_change = lambda p: (follow_fetchers(p), self.groups.on_role_change(p),
+                                                  self.transactions.on_role_change(p))
         self.groups.start()
+        self.transactions.start()
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
+        apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller),
+                          GroupApis(self.groups, self.transactions),
+                          TransactionApis(self.transactions, self.groups.offsets_partition_count),
                           self.replicas.metrics)
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
@@ -247,6 +260,7 @@ class Broker:
             await self.controlled_shutdown()
         await self.controller.stop()
         self.groups.stop()
+        await self.transactions.stop()
         for task in self._tasks:
             task.cancel()
         await self.fetchers.close()

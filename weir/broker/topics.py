@@ -4,7 +4,8 @@ import re
 
 from ..protocol.errors import ErrorCode, KafkaError
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})  # written by the group coordinator alone
+# written by the group and transaction coordinators alone
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
 

@@ -22,6 +22,7 @@ from .group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult,
 from .records import OffsetValue
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 NO_OPERATIONS = -2147483648
 _MS = timedelta(milliseconds=1)
 
@@ -31,8 +32,11 @@ def _ms(value) -> int:
 
 
 class GroupApis:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, transactions=None) -> None:
+        """`transactions`: the transaction coordinator's shell, for FindCoordinator key type 1
+        (anything with `async find_coordinator(transactional_id) -> (error, broker)`)."""
         self.coordinator = coordinator
+        self.transactions = transactions
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -45,6 +49,7 @@ class GroupApis:
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
             ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
         }
 
     # -- FindCoordinator -----------------------------------------------------------------
@@ -59,11 +64,13 @@ class GroupApis:
         for key in keys:
             out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.none,
                    "error_message": None}
-            if key_type != KEY_TYPE_GROUP:
+            finder = {KEY_TYPE_GROUP: self.coordinator,
+                      KEY_TYPE_TRANSACTION: self.transactions}.get(key_type)
+            if finder is None:
                 out["error_code"] = ErrorCode.invalid_request
-                out["error_message"] = f"key type {key_type}: only group coordinators are served"
+                out["error_message"] = f"key type {key_type}: only group and transaction coordinators are served"
             else:
-                error, broker = await self.coordinator.find_coordinator(key)
+                error, broker = await finder.find_coordinator(key)
                 out["error_code"] = error
                 if broker is not None:
                     out.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
@@ -234,17 +241,74 @@ class GroupApis:
                                              "error_code": results[(t.name, p.partition_index)]}
                                             for p in t.partitions]} for t in request.topics]}
 
+    # -- TxnOffsetCommit (KIP-98; KIP-447's member and generation from v3) ----------------------
+
+    def txn_offset_commit(self, header: RequestHeader, request):
+        version = header.api_version
+        now = now_ms()
+        error = self.coordinator.coordinator_error(request.group_id)
+        group = None
+        if error is None:
+            group = self.coordinator.group(request.group_id, create=True)  # Kafka's: created if unknown
+            error = group.validate_txn_offset_commit(
+                request.member_id if version >= 3 else UNKNOWN_MEMBER,
+                request.group_instance_id if version >= 3 else None,
+                request.generation_id if version >= 3 else -1)
+        results: dict[tuple[str, int], ErrorCode] = {}
+        to_write: dict[tuple[str, int], OffsetValue] = {}
+        topics = self.coordinator.replicas.view.topics
+        for t in request.topics:
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                if t.name not in topics or p.partition_index not in topics[t.name].replicas:
+                    results[key] = ErrorCode.unknown_topic_or_partition
+                elif error is not None:
+                    results[key] = error
+                elif len(metadata.encode()) > self.coordinator.group_config.max_metadata_bytes:
+                    results[key] = ErrorCode.offset_metadata_too_large
+                else:
+                    epoch = p.committed_leader_epoch if version >= 2 else -1
+                    to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, now, -1)
+        if not to_write:
+            if group is not None:
+                self.coordinator.apply(group, _no_effects())  # a group made for nothing goes again
+            return self._txn_commit_response(version, request, results)
+        return self._txn_commit_later(version, request, group, to_write, results)
+
+    async def _txn_commit_later(self, version: int, request, group, to_write, results) -> dict:
+        error = await self.coordinator.commit_txn_offsets(group, request.transactional_id, request.producer_id,
+                                                          request.producer_epoch, to_write)
+        for key in to_write:
+            results[key] = error
+        if self.coordinator.groups.get(group.group_id) is group:
+            self.coordinator.apply(group, _no_effects())
+        return self._txn_commit_response(version, request, results)
+
+    @staticmethod
+    def _txn_commit_response(version: int, request, results) -> dict:
+        if version < 2:  # Kafka: 0.11-2.0 producers do not retry a loading coordinator (KAFKA-7296)
+            results = {key: ErrorCode.coordinator_not_available if e == ErrorCode.coordinator_load_in_progress else e
+                       for key, e in results.items()}
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": results[(t.name, p.partition_index)]}
+                                            for p in t.partitions]} for t in request.topics]}
+
     # -- OffsetFetch -----------------------------------------------------------------------------
 
     def offset_fetch(self, header: RequestHeader, request) -> dict:
         version = header.api_version
+        stable = version >= 7 and request.require_stable
         if version >= 8:
-            groups = [self._fetch_group(g.group_id, g.topics, version) for g in request.groups]
+            groups = [self._fetch_group(g.group_id, g.topics, version, stable) for g in request.groups]
             return {"throttle_time": 0, "groups": groups}
-        out = self._fetch_group(request.group_id, request.topics, version)
+        out = self._fetch_group(request.group_id, request.topics, version, stable)
         return {"throttle_time": 0, "topics": out["topics"], "error_code": out["error_code"]}
 
-    def _fetch_group(self, group_id: str, topics, version: int) -> dict:
+    def _fetch_group(self, group_id: str, topics, version: int, require_stable: bool = False) -> dict:
+        """require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT for a partition with transactional
+        offsets not yet committed or aborted (the consumer waits for the marker)."""
         error = self.coordinator.coordinator_error(group_id)
         if error is not None and version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": error}
@@ -261,6 +325,10 @@ class GroupApis:
             partitions = []
             for index in indexes:
                 committed = offsets.get((name, index))
+                if require_stable and group is not None and group.has_pending_offsets((name, index)):
+                    partitions.append({"partition_index": index, "error_code": ErrorCode.unstable_offset_commit,
+                                       "committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""})
+                    continue
                 partitions.append({"partition_index": index, "error_code": error or ErrorCode.none,
                                    "committed_offset": committed.offset if committed else -1,
                                    "committed_leader_epoch": committed.leader_epoch if committed else -1,

@@ -23,11 +23,14 @@ import time
 import uuid
 
 from ..log import OffsetOutOfRange
+from ..protocol.record_batch import read_batch_header
+from ..transactions.partition_txns import SENTINEL
 from ..protocol.errors import ErrorCode, KafkaError
 from .group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
 from .placement import OFFSETS_TOPIC, partition_for
-from .records import (GroupKey, OffsetKey, RecordFormatError, decode_batches, encode_batch, group_key, group_value,
-                      offset_key, offset_value, read_group_value, read_key, read_offset_value, OffsetValue)
+from .records import (GroupKey, LoggedMarker, OffsetKey, OffsetValue, RecordFormatError, encode_batch,
+                      encode_transactional_batch, group_key, group_value, offset_key, offset_value, read_group_value,
+                      read_key, read_offset_value, read_offsets_log)
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +54,24 @@ def now_ms() -> int:
 
 
 class GroupCoordinator:
-    def __init__(self, replicas, config, create_topic) -> None:
+    def __init__(self, replicas, config, create_topic, verify_transaction=None) -> None:
         """`replicas`: the broker's ReplicaManager (groups does not import the broker layer);
-        `create_topic(name, partitions, replication_factor, assignment, configs)`: AdminApis'."""
+        `create_topic(name, partitions, replication_factor, assignment, configs)`: AdminApis';
+        `verify_transaction(transactional_id, producer_id, epoch, partitions)`: async, KIP-890's
+        check that an offsets partition is in the transaction (the transaction coordinator's)."""
         self.replicas = replicas
         self.config = config
         self.group_config = GroupConfig.from_broker(config)
         self._create_topic = create_topic
+        self._verify_transaction = verify_transaction
         self.groups: dict[str, Group] = {}
         self.owned: dict[int, int] = {}  # offsets partition → leader epoch it was loaded in
         self.loading: dict[int, asyncio.Task] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._creating: asyncio.Task | None = None
         self._expiry_task: asyncio.Task | None = None
+        # transaction markers that landed in a partition while it was loading: (producer id, committed)
+        self._completed_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -155,11 +163,13 @@ class GroupCoordinator:
             task = self.loading.pop(index, None)
             if task is not None:
                 task.cancel()
+            self._completed_while_loading[index] = []
             self.loading[index] = asyncio.get_running_loop().create_task(self._load(index, partition.leader_epoch))
         else:
             task = self.loading.pop(index, None)
             if task is not None:
                 task.cancel()
+            self._completed_while_loading.pop(index, None)
             if index in self.owned:
                 self._unload(index)
 
@@ -177,6 +187,9 @@ class GroupCoordinator:
         if partition is None or partition.leader is None or partition.leader_epoch != epoch:
             self.loading.pop(index, None)
             return
+        for producer_id, committed in self._completed_while_loading.pop(index, []):
+            for group in groups.values():
+                group.complete_txn_offsets(producer_id, committed)
         for group in groups.values():
             old = self.groups.pop(group.group_id, None)
             if old is not None:
@@ -195,6 +208,8 @@ class GroupCoordinator:
         offset, end = plog.log_start_offset, plog.log_end_offset
         metadata: dict[str, object] = {}  # group → GroupValue or None (tombstone)
         offsets: dict[str, dict[tuple[str, int], CommittedOffset | None]] = {}
+        # producer id → group → its transaction's offsets, until the marker (Kafka's loader)
+        pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         count = 0
         while offset < end:
             try:
@@ -202,37 +217,49 @@ class GroupCoordinator:
             except OffsetOutOfRange:
                 offset = plog.log_start_offset
                 continue
-            records, next_offset, skipped = decode_batches(data)
+            entries, next_offset, skipped = read_offsets_log(data)
             if skipped:
-                log.warning("%s-%d: skipped %d batch(es) at %d that are compressed or control batches",
+                log.warning("%s-%d: skipped %d batch(es) at %d that are compressed or emptied control batches",
                             OFFSETS_TOPIC, index, skipped, offset)
             if next_offset <= offset:
                 raise RecordFormatError(f"{OFFSETS_TOPIC}-{index}: no whole batch at offset {offset}")
-            for record_offset, key_bytes, value_bytes in records:
+            for entry in entries:
                 count += 1
+                if isinstance(entry, LoggedMarker):
+                    _replay_marker(offsets, pending.pop(entry.producer_id, {}), entry.committed)
+                    continue
                 try:
-                    key = read_key(key_bytes)
+                    key = read_key(entry.key)
                     if isinstance(key, OffsetKey):
-                        value = None if value_bytes is None else read_offset_value(value_bytes)
-                        offsets.setdefault(key.group, {})[(key.topic, key.partition)] = None if value is None else \
+                        value = None if entry.value is None else read_offset_value(entry.value)
+                        committed = None if value is None else \
                             CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
-                                            value.expire_timestamp, record_offset)
+                                            value.expire_timestamp, entry.offset)
+                        if entry.producer_id is None:
+                            offsets.setdefault(key.group, {})[(key.topic, key.partition)] = committed
+                        elif committed is not None:
+                            pending.setdefault(entry.producer_id, {}).setdefault(key.group, {})[
+                                (key.topic, key.partition)] = committed
                     elif isinstance(key, GroupKey):
-                        metadata[key.group] = None if value_bytes is None else read_group_value(value_bytes)
+                        metadata[key.group] = None if entry.value is None else read_group_value(entry.value)
                 except (RecordFormatError, UnicodeDecodeError) as e:
-                    log.warning("%s-%d: unreadable record at offset %d: %s", OFFSETS_TOPIC, index, record_offset, e)
+                    log.warning("%s-%d: unreadable record at offset %d: %s", OFFSETS_TOPIC, index, entry.offset, e)
             offset = next_offset
             await asyncio.sleep(0)  # let the broker serve others between chunks
             if partition.leader is None or partition.leader_epoch != epoch:
                 return {}, count
         now = now_ms()
         groups: dict[str, Group] = {}
-        for group_id in set(metadata) | set(offsets):
+        open_groups = {group_id for by_group in pending.values() for group_id in by_group}
+        for group_id in set(metadata) | set(offsets) | open_groups:
             value = metadata.get(group_id)
             group = Group.from_record(group_id, value, self.group_config, now, index) if value is not None \
                 else Group(group_id, self.group_config, now, index)
             group.offsets = {k: v for k, v in offsets.get(group_id, {}).items() if v is not None}
-            if value is None and not group.offsets:
+            for producer_id, by_group in pending.items():
+                if group_id in by_group:
+                    group.pending_txn_offsets[producer_id] = by_group[group_id]
+            if value is None and not group.offsets and not group.pending_txn_offsets:
                 continue  # deleted
             groups[group_id] = group
         return groups, count
@@ -269,7 +296,7 @@ class GroupCoordinator:
             asyncio.get_running_loop().create_task(self._store_group(group, effects.store))
         self._schedule(group)
         if group.is_(GroupState.EMPTY) and group.generation == 0 and not group.members and not group.pending_members \
-                and not group.offsets and self.groups.get(group.group_id) is group:
+                and not group.offsets and not group.pending_txn_offsets and self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]  # a join that failed before the group ever formed
 
     @staticmethod
@@ -310,15 +337,21 @@ class GroupCoordinator:
             # unloaded meanwhile: the static rejoiner's JoinGroup is parked nowhere else
             store.token.set_result(JoinResult(ErrorCode.not_coordinator, store.member_id))
 
-    async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
-        """Append records to our offsets partition with acks=all: (error, base offset)."""
+    async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
+                     transaction: tuple[str, int, int] | None = None) -> tuple[ErrorCode, int]:
+        """Append records to our offsets partition with acks=all: (error, base offset). With
+        `transaction` (transactional id, producer id, epoch): as the producer's transactional
+        batch (TxnOffsetCommit), verified with its transaction coordinator first (KIP-890)."""
         now = now_ms()
         base = -1
         try:
             for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
                 chunk = records[start:start + MAX_RECORDS_PER_BATCH]
-                partition, first, last, _ = self.replicas.append(OFFSETS_TOPIC, index, encode_batch(chunk, now), -1,
-                                                                 now)
+                if transaction is None:
+                    partition, first, last, _ = self.replicas.append(OFFSETS_TOPIC, index, encode_batch(chunk, now),
+                                                                     -1, now)
+                else:
+                    partition, first, last = await self._append_transactional(index, chunk, transaction, now)
                 base = first if base < 0 else base
                 error = await self.replicas.await_replication(partition, last, self.config["offsets.commit.timeout.ms"],
                                                               now)
@@ -327,6 +360,26 @@ class GroupCoordinator:
         except KafkaError as e:
             return _STORE_ERRORS.get(e.code, e.code), base
         return ErrorCode.none, base
+
+    async def _append_transactional(self, index: int, records, transaction: tuple[str, int, int],
+                                    now: int) -> tuple[object, int, int]:
+        """Kafka's storeOffsets for a transactional producer: the partition asks for a KIP-890
+        guard, the transaction coordinator confirms the partition is in the transaction, and the
+        append carries the guard. Raises KafkaError."""
+        transactional_id, producer_id, producer_epoch = transaction
+        batch = encode_transactional_batch(records, now, producer_id, producer_epoch)
+        guard = self.replicas.leader_partition(OFFSETS_TOPIC, index).start_verification(read_batch_header(batch), now)
+        if guard is SENTINEL:
+            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now)
+        else:
+            if self._verify_transaction is None:
+                raise KafkaError(ErrorCode.invalid_txn_state, "no transaction coordinator to verify with")
+            error = await self._verify_transaction(transactional_id, producer_id, producer_epoch,
+                                                   [(OFFSETS_TOPIC, index)])
+            if error:
+                raise KafkaError(error, f"transaction {transactional_id} not verified: {error.name}")
+            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now, verification_guard=guard)
+        return appended.partition, appended.first_offset, appended.last_offset
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -342,6 +395,33 @@ class GroupCoordinator:
                                                          v.expire_timestamp, base + i)
                                     for i, (key, v) in enumerate(offsets.items())})
         return ErrorCode.none
+
+    async def commit_txn_offsets(self, group: Group, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 offsets: dict[tuple[str, int], OffsetValue]) -> ErrorCode:
+        """TxnOffsetCommit: pending at once, written as the producer's transactional batch, visible
+        once the transaction's commit marker lands (`complete_transaction`)."""
+        prepared = {key: CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                    for key, v in offsets.items()}
+        group.prepare_txn_offsets(producer_id, prepared)
+        records = [(offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in offsets.items()]
+        error, base = await self.append(group.partition, records, (transactional_id, producer_id, producer_epoch))
+        if error:
+            group.on_txn_offsets_failed(producer_id, prepared)
+            return ErrorCode.invalid_commit_offset_size if error in _OFFSET_SIZE_ERRORS else error
+        group.on_txn_offsets_written(producer_id, prepared, {key: base + i for i, key in enumerate(prepared)})
+        return ErrorCode.none
+
+    def complete_transaction(self, partition_index: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker of `producer_id` was appended to `__consumer_offsets` partition
+        `partition_index` (the WriteTxnMarkers handler calls this, Kafka's
+        onTransactionCompleted): its groups' pending offsets become visible or are dropped. A
+        partition still loading applies it once loaded (its load may not reach the marker)."""
+        if partition_index in self.loading:
+            self._completed_while_loading.setdefault(partition_index, []).append((producer_id, committed))
+            return
+        for group in self.groups.values():
+            if group.partition == partition_index and producer_id in group.pending_txn_offsets:
+                group.complete_txn_offsets(producer_id, committed)
 
     async def delete_group(self, group: Group) -> ErrorCode:
         """Tombstones for the group's offsets and metadata (the group is already Dead here)."""
@@ -388,9 +468,23 @@ class GroupCoordinator:
                 expired += len(keys)
                 log.info("group %s: %d committed offset(s) expired", group.group_id, len(keys))
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members \
+                    and not group.pending_txn_offsets \
                     and self.groups.get(group.group_id) is group:
                 self._answer(group.mark_dead(ErrorCode.coordinator_not_available, now))
                 del self.groups[group.group_id]
                 await self.append(group.partition, [(group_key(group.group_id), None)])
                 log.info("group %s: empty and without offsets; removed", group.group_id)
         return expired
+
+
+def _replay_marker(offsets: dict[str, dict], transaction: dict[str, dict[tuple[str, int], CommittedOffset]],
+                   committed: bool) -> None:
+    """Loading: a marker ends its producer's transaction; a commit's offsets win over older records."""
+    if not committed:
+        return
+    for group_id, by_partition in transaction.items():
+        loaded = offsets.setdefault(group_id, {})
+        for key, offset in by_partition.items():
+            current = loaded.get(key)
+            if current is None or current.log_offset < offset.log_offset:
+                loaded[key] = offset

@@ -33,6 +33,12 @@ Rules this module owns (Kafka's `GroupCoordinator` and `GroupMetadata`, ZooKeepe
   REBALANCE_IN_PROGRESS in CompletingRebalance (the member's assignment is about to change).
   Offsets of an Empty group expire offsets.retention.minutes after it became Empty; offsets of
   a group never managed by the coordinator expire that long after their commit (KIP-211).
+- Transactional offsets (TxnOffsetCommit, KIP-98) are pending per producer id until the
+  transaction's marker lands in the group's `__consumer_offsets` partition: a commit makes those
+  that were written visible (unless a later record of the log already holds a newer offset), an
+  abort drops them. The checks are Kafka's doTxnCommitOffsets (KIP-447: a member id and a
+  generation are checked only when given). While a partition has pending offsets, OffsetFetch
+  with require_stable answers UNSTABLE_OFFSET_COMMIT for it (KIP-447).
 
 Theory of operation: the shell calls one method per request or timer with the time `now` (ms),
 and a `token` for answers that may have to wait (a parked JoinGroup or SyncGroup). Methods
@@ -220,6 +226,8 @@ class Group:
         self.pending_members: dict[str, int] = {}  # MEMBER_ID_REQUIRED ids → deadline
         self.pending_sync: set[str] = set()
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
+        # producer id → its transaction's offsets, not yet visible (log_offset -1: not yet written)
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
         self.join_deadline = FAR_FUTURE
         self.sync_deadline = FAR_FUTURE
         self.initial_delay_remaining_ms: int | None = None  # set while in the initial delayed join
@@ -664,6 +672,51 @@ class Group:
             current = self.offsets.get(key)
             if current is None or committed.log_offset >= current.log_offset:
                 self.offsets[key] = committed
+
+    # -- transactional offsets (KIP-98, KIP-447) ----------------------------------------------
+
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """Kafka's doTxnCommitOffsets checks, in its order."""
+        if self.is_(S.DEAD):
+            return ErrorCode.coordinator_not_available
+        if self.is_static_member_fenced(instance_id, member_id):
+            return ErrorCode.fenced_instance_id
+        if member_id != UNKNOWN_MEMBER and member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        if generation >= 0 and generation != self.generation:
+            return ErrorCode.illegal_generation
+        return None
+
+    def prepare_txn_offsets(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """Kafka's prepareTxnOffsetCommit: pending from now on, before they are written."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def on_txn_offsets_written(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset],
+                               log_offsets: dict[tuple[str, int], int]) -> None:
+        """The prepared `offsets` reached the ISR at `log_offsets` (unless completed or replaced meanwhile)."""
+        pending = self.pending_txn_offsets.get(producer_id, {})
+        for key, committed in offsets.items():
+            if pending.get(key) is committed:
+                committed.log_offset = log_offsets[key]
+
+    def on_txn_offsets_failed(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """Kafka's failPendingTxnOffsetCommit: the write failed, the prepared offsets are not pending."""
+        pending = self.pending_txn_offsets.get(producer_id, {})
+        for key, committed in offsets.items():
+            if pending.get(key) is committed:
+                del pending[key]
+        if not pending:
+            self.pending_txn_offsets.pop(producer_id, None)
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
+        """Kafka's completePendingTxnOffsetCommit: the marker of the producer's transaction landed.
+        A commit makes its written offsets visible unless a later record holds a newer one."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if committed:
+            self.on_offsets_committed({key: c for key, c in pending.items() if c.log_offset >= 0})
+
+    def has_pending_offsets(self, key: tuple[str, int]) -> bool:
+        return any(key in pending for pending in self.pending_txn_offsets.values())
 
     def expired_offsets(self, now_ms: int) -> list[tuple[str, int]]:
         """KIP-211: an Empty group's offsets expire retention after it became Empty; the offsets

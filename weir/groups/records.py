@@ -21,12 +21,21 @@ The records travel in ordinary magic-v2 record batches, uncompressed, with no pr
 (`encode_batch`); `decode_batches` reads back (offset, key, value) from the bytes of a log
 read, skipping batches it cannot read (compressed, or a control batch) with a count the caller
 logs.
+
+Transactional offset commits (TxnOffsetCommit, KIP-98) travel as Kafka writes them: a batch
+with the TRANSACTIONAL attribute, the producer's id and epoch and base sequence 0 (the
+coordinator's appends are not sequence-checked), completed later by the transaction marker the
+coordinator of the transaction has the leader append (a control batch). `read_offsets_log` reads
+both back in log order, for the loader to replay.
 """
 
 import struct
 from dataclasses import dataclass
 
-from ..protocol.record_batch import CODEC_MASK, CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD
+from crc32c import crc32c
+
+from ..protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
+                                     TRANSACTIONAL_BIT, read_batch_header)
 from ..protocol.records import encode_batch as encode_batch_of
 
 OFFSET_KEY_VERSION = 1
@@ -221,9 +230,79 @@ def _read_varint(buf, pos: int) -> tuple[int, int]:
             return (result >> 1) ^ -(result & 1), pos
 
 
+ATTRIBUTES_AT = 21
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+CRC_AT = 17
+
+
 def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One uncompressed magic-v2 batch of (key, value) records, base offset 0 (the log assigns it)."""
     return encode_batch_of([value for _, value in records], keys=[key for key, _ in records], timestamp=timestamp_ms)
+
+
+def encode_transactional_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, producer_id: int,
+                               producer_epoch: int) -> bytes:
+    """A TxnOffsetCommit's batch as Kafka's GroupMetadataManager writes it: TRANSACTIONAL, the
+    producer's id and epoch, base sequence 0."""
+    assert producer_id >= 0 and producer_epoch >= 0, (producer_id, producer_epoch)
+    batch = bytearray(encode_batch_of([value for _, value in records], keys=[key for key, _ in records],
+                                      timestamp=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                                      base_sequence=0))
+    _ATTRIBUTES.pack_into(batch, ATTRIBUTES_AT, TRANSACTIONAL_BIT)
+    _CRC.pack_into(batch, CRC_AT, crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)
+
+
+@dataclass(frozen=True)
+class LoggedRecord:
+    """A record of `__consumer_offsets`; `producer_id` is set for a transactional one."""
+    offset: int
+    key: bytes
+    value: bytes | None
+    producer_id: int | None = None
+
+
+@dataclass(frozen=True)
+class LoggedMarker:
+    """A transaction marker: the producer's pending transactional records are committed or dropped."""
+    offset: int
+    producer_id: int
+    committed: bool
+
+
+def read_offsets_log(data: bytes) -> tuple[list[LoggedRecord | LoggedMarker], int, int]:
+    """Every record and transaction marker of the whole batches at the start of `data`, in log
+    order; also the offset after the last whole batch (-1 if none) and how many batches were
+    skipped (compressed: the coordinators never write those; a control batch the cleaner emptied)."""
+    from ..transactions.markers import MarkerFormatError, read_marker  # groups sit below transactions
+    out: list[LoggedRecord | LoggedMarker] = []
+    pos = 0
+    next_offset = -1
+    skipped = 0
+    while len(data) - pos >= HEADER_SIZE:
+        header = read_batch_header(data, pos)
+        end = pos + header.length
+        if header.length < HEADER_SIZE or end > len(data):
+            break
+        next_offset = header.last_offset + 1
+        if header.attributes & CONTROL_BIT:
+            try:
+                marker = read_marker(memoryview(data)[pos:end])
+            except MarkerFormatError:
+                marker = None
+            if marker is None:
+                skipped += 1
+            else:
+                out.append(LoggedMarker(header.base_offset, header.producer_id, not marker.is_abort))
+        elif header.attributes & CODEC_MASK:
+            skipped += 1
+        else:
+            records, _, _ = decode_batches(data[pos:end])
+            producer_id = header.producer_id if header.attributes & TRANSACTIONAL_BIT else None
+            out.extend(LoggedRecord(offset, key, value, producer_id) for offset, key, value in records)
+        pos = end
+    return out, next_offset, skipped
 
 
 def decode_batches(data: bytes) -> tuple[list[tuple[int, bytes, bytes | None]], int, int]:

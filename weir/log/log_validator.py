@@ -7,8 +7,10 @@ What a client's batch must be (Kafka's rules, Kafka's error codes):
 - recordCount > 0 and lastOffsetDelta = recordCount - 1, and the records really there: exactly
   recordCount well-formed records, offset deltas 0, 1, 2, ..., nothing after the last
   (INVALID_RECORD); compressed records are decompressed to check, up to a cap;
-- not a control batch, not transactional (transactions are not supported yet), and a producer
-  id with a sequence and epoch, or none at all (INVALID_RECORD);
+- not a control batch (only the partition leader writes transaction markers), and a producer id
+  with a sequence and epoch, or none at all; a transactional batch (KIP-98) with one: its
+  transaction is its producer's, whose id and epoch the partition's producer state checks
+  (INVALID_RECORD);
 - CreateTime topics: each record's timestamp within message.timestamp.before.max.ms before and
   message.timestamp.after.max.ms after the broker's clock (INVALID_TIMESTAMP, per record);
 - compacted topics: every record has a key (INVALID_RECORD, per record).
@@ -161,13 +163,13 @@ def _check_header(h: BatchHeader) -> None:
                          f"inconsistent batch: {h.record_count} records but last offset delta {h.last_offset_delta}")
     if h.attributes & CONTROL_BIT:
         raise KafkaError(ErrorCode.invalid_record, "clients are not allowed to write control records")
-    if h.attributes & TRANSACTIONAL_BIT:
-        raise KafkaError(ErrorCode.invalid_record, "transactional batches are not supported")
     if h.producer_id < NO_PRODUCER_ID:
         raise KafkaError(ErrorCode.invalid_record, f"invalid producer id {h.producer_id}")
     if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
         raise KafkaError(ErrorCode.invalid_record, f"producer {h.producer_id} with epoch {h.producer_epoch} "
                                                    f"and sequence {h.base_sequence}")
+    if h.attributes & TRANSACTIONAL_BIT and h.producer_id < 0:
+        raise KafkaError(ErrorCode.invalid_record, "a transactional batch without a producer id")
 
 
 def recovered_max_timestamp(batch) -> int | None:

@@ -38,8 +38,9 @@ from weir.log.leader_epoch_cache import LeaderEpochCache
 from weir.log.log_validator import first_record_at_or_after
 from weir.log.log_config import LogConfig
 from weir.log.segment import DELETED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
+from weir.log.txn_index_files import AbortedTxnIndexes
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
 CLEANING_DIRECTORY = "cleaning"
 
@@ -70,6 +71,8 @@ class PartitionLog:
         self._bases = [s.base_offset for s in segments]
         self.log_end_offset = segments[-1].next_offset
         self.log_start_offset = log_start_offset
+        # KIP-98's aborted transaction index, one .txnindex a segment (txn_index_files.py)
+        self.txn_indexes = AbortedTxnIndexes.load(directory, self._bases, self.log_end_offset)
         self.recovery_point = segments[0].base_offset
         self.last_flush_ms = now_ms
         self._directory_dirty = True
@@ -330,6 +333,25 @@ class PartitionLog:
                 if batch.last_offset >= from_offset:
                     yield read_batch_header(os.pread(segment.fd, HEADER_SIZE, batch.position))
 
+    def batch_at(self, offset: int) -> bytes:
+        """The whole batch holding `offset` (a transaction marker, to read it back)."""
+        self._check_open()
+        segment = self._segments[bisect_right(self._bases, offset) - 1]
+        batch = segment.find_batch(offset)
+        if batch is None:
+            raise OffsetOutOfRange(f"no batch holds offset {offset}")
+        return os.pread(segment.fd, batch.size, batch.position)
+
+    def append_aborted_txns(self, entries) -> None:
+        """Index aborted transactions (weir.transactions.txn_index.AbortedTxn) whose ABORT markers
+        this log holds; those already indexed are skipped."""
+        self._check_open()
+        self.txn_indexes.append(entries, self._bases)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset) (READ_COMMITTED fetch)."""
+        return self.txn_indexes.collect(fetch_offset, upper_bound_offset, self._bases)
+
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the batch with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
         newest = max(self.segments, key=lambda segment: segment.max_timestamp)
@@ -363,6 +385,7 @@ class PartitionLog:
             self.active_segment.truncate_to(offset)
             self.log_end_offset = self.active_segment.next_offset
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+            self.txn_indexes.truncate_to(self.log_end_offset, self._bases)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._directory_dirty = True
@@ -381,6 +404,7 @@ class PartitionLog:
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self._segments:
             segment.delete()
+        self.txn_indexes.clear()
         self._segments = [self._new_segment(self.directory, offset, self.config, self.last_flush_ms)]
         self._segments[0].roll_jitter_ms = self._roll_jitter()
         self._bases = [offset]
@@ -456,6 +480,7 @@ class PartitionLog:
                 self._retired.append([None if now_ms is None else now_ms + delay, delay, segment.retire()])
         del self._segments[:count]
         del self._bases[:count]
+        self.txn_indexes.retain(self._bases)
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.recovery_point = max(self.recovery_point, self._bases[0])
         self.leader_epochs.truncate_from_start(self.log_start_offset)
@@ -598,5 +623,5 @@ def _clean_and_list_segments(directory: Path) -> list[int]:
 
 
 def _delete_segment_files(directory: Path, base_offset: int) -> None:
-    for suffix in (".log", ".index", ".timeindex"):
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
         (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)

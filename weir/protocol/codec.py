@@ -19,6 +19,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .errors import ErrorCode
+from .schema_overrides import RESPONSE_SCHEMAS
 from .header import RequestHeader, response_header, skip_tagged_fields
 from .tagged_fields import check_framing, strip_unknown_tagged_fields
 
@@ -34,7 +35,7 @@ def request_schema(api_key: int, version: int) -> type:
 
 @cache
 def response_schema(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    return RESPONSE_SCHEMAS.get((api_key, version)) or load_response_schema(api_key, version)
 
 
 @cache

@@ -18,10 +18,14 @@ Rules owned here:
   only while our leadership is proven (our ZooKeeper session known alive); followers always are,
   so that what was appended can still commit.
 - PRODUCE: acks=all refused below min ISR; an idempotent producer's retry is answered from the
-  producer table, never appended twice; then the log append, the HW, the purgatory.
+  producer table, never appended twice; a batch the transaction table refuses (KIP-98/890,
+  weir.replication.transactional) is never written; then the log append, the HW, the purgatory.
+- MARKERS (WriteTxnMarkers) are appended as leader like an acks=all produce, checked by the
+  transaction table with origin COORDINATOR.
 - TRUNCATION (as follower) trims the leader-epoch cache to the new LEO every time, even when no
-  record goes, and forgets the producers of the cut batches.
-- READS: out of range only outside the log; consumers read up to the HW, followers to the LEO.
+  record goes, and forgets the producers and transactions of the cut batches.
+- READS: out of range only outside the log; consumers read up to the HW (READ_COMMITTED ones
+  up to the last stable offset), followers to the LEO.
   ListOffsets latest at a new leader whose HW is below its epoch's start is OFFSET_NOT_AVAILABLE
   (KIP-207).
 
@@ -39,6 +43,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.coordination.model import NO_LEADER, PartitionState
 from weir.protocol.errors import KafkaError
+from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_epoch
 from weir.replication.follower import (AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch,
                                       StartAt)
@@ -47,7 +52,10 @@ from weir.replication.leader import (AlterPartitionProposal, IsrChangeAccepted, 
 from weir.replication.produce_purgatory import ProduceCompletion, ProducePurgatory, PurgatoryFull
 from weir.replication.producer_state import Duplicate, ProducerStateTable
 from weir.replication.replica import UNKNOWN_OFFSET
+from weir.replication.transactional import TransactionalAppends
 from weir.replication.truncation import EpochEndOffset, Truncation, answer_offset_for_leader_epoch
+from weir.transactions.markers import marker_batch, marker_of
+from weir.transactions.partition_txns import SENTINEL, AppendedBatch, AppendOrigin, VerificationGuard
 
 LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
 
@@ -71,6 +79,13 @@ class ReplicaLog(Protocol):
 
     def batch_headers(self, from_offset: int = 0) -> Iterable: ...  # producer fields, offsets, max timestamp
 
+    # transactions (KIP-98): the aborted transaction index, and a control batch's bytes
+    def batch_at(self, offset: int): ...  # the whole batch holding `offset`
+
+    def append_aborted_txns(self, entries) -> None: ...  # only those past the last indexed marker
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list: ...
+
 
 @dataclass
 class Effects:
@@ -92,10 +107,12 @@ class Produced:
 class ProducerSnapshot:
     offset: int  # the producer table covers the log below this offset
     table_json: str
+    txn_json: str | None = None  # the transaction table (PartitionTransactions.to_snapshot); None: none kept
 
 
 class Partition:
-    def __init__(self, broker_id: int, topic: str, index: int, log: ReplicaLog, high_watermark: int) -> None:
+    def __init__(self, broker_id: int, topic: str, index: int, log: ReplicaLog, high_watermark: int, *,
+                 transaction_verification: bool = True) -> None:
         self.broker_id = broker_id
         self.topic = topic
         self.index = index
@@ -107,6 +124,7 @@ class Partition:
         self.purgatory = ProducePurgatory()
         self._high_watermark = min(high_watermark, log.log_end_offset)
         self.producers = ProducerStateTable()
+        self.txns = TransactionalAppends(log, verification_enabled=transaction_verification)
         self._snapshot: ProducerSnapshot | None = None
 
     @property
@@ -204,9 +222,7 @@ class Partition:
             return ErrorCode.not_leader_or_follower
         return ErrorCode.none
 
-    def produce(self, records, header, acks: int, now_ms: int, *, proven: bool) -> Produced:
-        """Append a produced batch as leader; `header` carries its producer id, epoch, base
-        sequence and record count. Raises KafkaError when it is refused (nothing written)."""
+    def _check_leader_append(self, acks: int, proven: bool) -> LeaderPartition:
         error = self.check_request(NO_EPOCH_CHECK, proven=proven)
         if error:
             raise KafkaError(error, f"not the leader of {self.topic}-{self.index}")
@@ -214,16 +230,55 @@ class Partition:
         if acks == -1 and leader.check_acks_all():
             raise KafkaError(ErrorCode.not_enough_replicas, f"{self.topic}-{self.index}: ISR "
                              f"{sorted(leader.committed_isr)} is below min.insync.replicas {leader.effective_min_isr}")
+        return leader
+
+    def produce(self, records, header, acks: int, now_ms: int, *, proven: bool,
+                verification_guard: VerificationGuard = SENTINEL) -> Produced:
+        """Append a produced batch as leader; `header` carries its producer id, epoch, base
+        sequence and record count; `verification_guard` is the one `start_verification` handed
+        out for a transactional batch the coordinator verified (KIP-890). Raises KafkaError when
+        it is refused (nothing written)."""
+        leader = self._check_leader_append(acks, proven)
         seen = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
                                     header.record_count)
         if isinstance(seen, Duplicate):  # a retry: appended before, not again
             return Produced(seen.first_offset, seen.last_offset, Effects())
+        txn = self.txns.check_produced(header, self.log.log_end_offset, self.high_watermark, verification_guard)
         if seen is not None:
             raise KafkaError(seen, f"{self.topic}-{self.index}: producer {header.producer_id} epoch "
                                    f"{header.producer_epoch} sequence {header.base_sequence}")
         info = self.log.append(records, leader.leader_epoch, now_ms)
         self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
                               info.first_offset, info.last_offset, header.max_timestamp)
+        self.txns.complete(txn)
+        effects = Effects(data_changed=True)
+        if leader.on_leader_append(self.log.log_end_offset):
+            effects.completions = self._poll(now_ms)
+        return Produced(info.first_offset, info.last_offset, effects)
+
+    def start_verification(self, header, now_ms: int) -> VerificationGuard:
+        """KIP-890 part 1: before asking the coordinator whether a transactional batch's producer
+        has added this partition to its transaction, the guard the append must carry (SENTINEL:
+        no need to ask: its transaction is ongoing here, or verification is off)."""
+        if not header.attributes & TRANSACTIONAL_BIT or header.producer_id < 0:
+            return SENTINEL
+        return self.txns.maybe_start_verification(header.producer_id, header.base_sequence, header.producer_epoch,
+                                                  now_ms)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                      now_ms: int, *, proven: bool) -> Produced:
+        """WriteTxnMarkers: append the transaction's COMMIT or ABORT marker as leader (origin
+        COORDINATOR; Kafka appends it with acks=all). Raises KafkaError when refused (nothing
+        written): NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED."""
+        leader = self._check_leader_append(-1, proven)
+        batch = bytearray(marker_batch(producer_id, producer_epoch, marker_of(committed, coordinator_epoch),
+                                       timestamp=now_ms, base_offset=self.log.log_end_offset,
+                                       leader_epoch=leader.leader_epoch))
+        txn = self.txns.check([AppendedBatch.of(batch)], AppendOrigin.COORDINATOR, self.high_watermark)
+        info = self.log.append(batch, leader.leader_epoch, now_ms)
+        self.producers.record_marker(producer_id, producer_epoch, now_ms)
+        self.txns.complete(txn)
         effects = Effects(data_changed=True)
         if leader.on_leader_append(self.log.log_end_offset):
             effects.completions = self._poll(now_ms)
@@ -282,12 +337,22 @@ class Partition:
             return ErrorCode.offset_out_of_range, offset
         return ErrorCode.none, self.log.log_end_offset if follower else self.high_watermark
 
-    def latest_offset(self) -> int:
-        """ListOffsets latest (KIP-207: not while a new leader's HW is below where its epoch starts,
-        which would move a consumer's end offset backwards)."""
+    def latest_offset(self, read_committed: bool = False) -> int:
+        """ListOffsets latest: the HW, or the LSO for READ_COMMITTED (KIP-98) (KIP-207: not while a
+        new leader's HW is below where its epoch starts, which would move a consumer's end offset
+        backwards)."""
         if self.leader.high_watermark < self.leader.leader_epoch_start_offset:
             raise KafkaError(ErrorCode.offset_not_available, "the new leader's high watermark is catching up")
-        return self.high_watermark
+        return self.last_stable_offset if read_committed else self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """KIP-98's LSO: READ_COMMITTED consumers read below it (<= the HW)."""
+        return self.txns.last_stable_offset(self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list:
+        """The aborted transactions (AbortedTxn) overlapping [fetch_offset, upper_bound_offset)."""
+        return self.txns.aborted_transactions(fetch_offset, upper_bound_offset)
 
     def answer_epoch_request(self, requested_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
         """OffsetForLeaderEpoch (KIP-101/279)."""
@@ -316,8 +381,13 @@ class Partition:
         cuts = offset < self.log.log_end_offset
         self.log.truncate_to(offset)
         trim_epoch_cache(self.log)
-        if cuts:  # the cut batches' producers are forgotten
-            self.load_producers(self._snapshot)
+        if cuts:  # the cut batches' producers and transactions are forgotten
+            self._load_idempotent(self._snapshot)
+            snapshot = self._snapshot
+            if snapshot is not None and snapshot.offset > self.log.log_end_offset:
+                snapshot = None
+            self.txns.truncate_to(offset, self.high_watermark, snapshot and snapshot.txn_json,
+                                  snapshot and snapshot.offset)
         return cuts
 
     def on_fetched(self, request: SendFetch, error: ErrorCode, leader_high_watermark: int, records, headers,
@@ -344,6 +414,7 @@ class Partition:
                 f"{headers[0].partition_leader_epoch}, "
                 f"below our epoch cache's latest {self.log.leader_epochs.entries[-1]}: the cache describes records "
                 "this log no longer holds, and a later OffsetForLeaderEpoch would truncate by it")
+            self.txns.on_replicated(records, headers, self.follower.high_watermark)  # checked before the append
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)
             self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)
@@ -356,6 +427,7 @@ class Partition:
         """Empty our log and go on from `offset` (Kafka's truncateFullyAndStartAt)."""
         self.log.truncate_fully_and_start_at(offset)
         self.load_producers(None)
+        self.txns.start_at(offset)
         self.follower.on_started_at(offset)
 
     # -- the leader's ISR ----------------------------------------------------------------
@@ -385,11 +457,20 @@ class Partition:
 
     def _record_batches(self, headers) -> None:
         for h in headers:
-            self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
-                                  h.base_offset, h.last_offset, h.max_timestamp)
+            if h.attributes & CONTROL_BIT:  # a marker: no sequence, its epoch only
+                self.producers.record_marker(h.producer_id, h.producer_epoch, h.max_timestamp)
+            else:
+                self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
+                                      h.base_offset, h.last_offset, h.max_timestamp)
 
     def load_producers(self, snapshot: ProducerSnapshot | None) -> None:
-        """Rebuild the producer table: from `snapshot` if it still fits the log, then the log after it."""
+        """Rebuild the producer tables (idempotent, transactions): from `snapshot` if it still fits
+        the log, then the log after it."""
+        self._load_idempotent(snapshot)
+        fits = snapshot is not None and snapshot.offset <= self.log.log_end_offset
+        self.txns.reload(snapshot.txn_json if fits else None, snapshot.offset if fits else None)
+
+    def _load_idempotent(self, snapshot: ProducerSnapshot | None) -> None:
         self.producers, start = ProducerStateTable(), self.log.log_start_offset
         if snapshot is not None and snapshot.offset <= self.log.log_end_offset:
             self.producers, start = ProducerStateTable.from_json(snapshot.table_json), snapshot.offset
@@ -397,7 +478,7 @@ class Partition:
         self._record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
 
     def producer_snapshot(self) -> ProducerSnapshot:
-        self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json())
+        self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json(), self.txns.snapshot())
         return self._snapshot
 
 

@@ -103,6 +103,15 @@ class ProducerStateTable:
                                            first_offset, last_offset))
         entry.last_timestamp = max_timestamp
 
+    def record_marker(self, producer_id: int, epoch: int, timestamp: int = -1) -> None:
+        """A transaction marker of this producer is in the log (KIP-98): it carries no sequence;
+        a marker of a newer epoch (the coordinator's fencing abort) starts the epoch afresh, its
+        first batch at sequence 0 (Kafka's ProducerStateEntry.maybeUpdateProducerEpoch)."""
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        entry.last_timestamp = timestamp
+
     def to_json(self) -> str:
         return json.dumps({str(pid): {"epoch": e.epoch, "batches": [
             [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches],

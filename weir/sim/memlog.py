@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from weir.log.leader_epoch_cache import LeaderEpochCache
+from weir.transactions.txn_index import TransactionIndex
 
 
 class SimEpochCache(LeaderEpochCache):
@@ -42,6 +43,7 @@ class SimBatch(NamedTuple):
     base_sequence: int = 0
     record_count: int = 1
     max_timestamp: int = -1  # the simulation's records carry no timestamp
+    attributes: int = 0  # never transactional: the simulation has no transactions (yet)
 
     @property
     def last_offset(self) -> int:
@@ -58,7 +60,7 @@ class AppendInfo(NamedTuple):
 
 
 class MemoryLog:
-    __slots__ = ("batches", "values", "flushed", "leader_epochs")
+    __slots__ = ("batches", "values", "flushed", "leader_epochs", "txn_index")
 
     log_start_offset = 0
 
@@ -67,6 +69,7 @@ class MemoryLog:
         self.values: list[str] = []  # the batches' values, for the checker
         self.flushed = 0
         self.leader_epochs = SimEpochCache()
+        self.txn_index = TransactionIndex()  # one index for the whole log (the real log keeps one a segment)
 
     @property
     def log_end_offset(self) -> int:
@@ -96,8 +99,20 @@ class MemoryLog:
     def batch_headers(self, from_offset: int = 0) -> list[SimBatch]:
         return self.batches[from_offset:]
 
+    def batch_at(self, offset: int) -> SimBatch:
+        return self.batches[offset]
+
+    def append_aborted_txns(self, entries) -> None:
+        for entry in entries:
+            if not self.txn_index.entries or entry.last_offset > self.txn_index.entries[-1].last_offset:
+                self.txn_index.append(entry)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset).aborted
+
     def truncate_to(self, offset: int) -> None:
         if offset < len(self.batches):
+            self.txn_index.truncate_to(offset)
             del self.batches[offset:], self.values[offset:]
             self.flushed = min(self.flushed, offset)
             self.leader_epochs.truncate_from_end(offset)

@@ -503,6 +503,17 @@ class TransactionCoordinator:
         owned = self._owned.get(self.partition_for(transactional_id))
         return None if owned is None else owned.transactions.get(transactional_id)
 
+    def describe_transaction(self, transactional_id: str) -> TransactionMetadata | ErrorCode:
+        """DescribeTransactions (KIP-664): the metadata held for an id, or NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND (unknown, or expiring)."""
+        found = self._lookup(transactional_id) if transactional_id else ErrorCode.transactional_id_not_found
+        if isinstance(found, ErrorCode):
+            return found
+        meta = found[1]
+        if meta is None or meta.pending_state == S.DEAD:
+            return ErrorCode.transactional_id_not_found
+        return meta
+
     def transactions(self) -> Iterable[TransactionMetadata]:
         for owned in self._owned.values():
             yield from owned.transactions.values()

@@ -1,0 +1,215 @@
+"""The transaction coordinator in real brokers, over the wire: FindCoordinator for transactional
+ids, InitProducerId's epochs and fencing, AddPartitionsToTxn, EndTxn, DescribeTransactions,
+ListTransactions, the abort of a timed-out transaction, and failover of a coordinator."""
+
+import asyncio
+import subprocess
+import sys
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from weir.protocol.errors import ErrorCode
+from weir.transactions.coordinator import partition_for
+from weir.protocol.versions import ApiKey
+
+from .txn_wire import (TXN_SETTINGS, add_partitions, call, describe, end_txn, find_coordinator, init_producer_id,
+                       list_transactions, wait_state)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
+
+
+def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 2)
+
+    async def scenario():
+        port = await find_coordinator([broker.port], "txn-a")
+        assert port == broker.port
+        # the older, unbatched versions answer for transactions too
+        for version in (1, 2, 3):
+            response = await call(port, ApiKey.FIND_COORDINATOR, version, {"key": "txn-a", "key_type": 1})
+            assert (response.error_code, response.node_id, response.port) == (ErrorCode.none, 0, port)
+        response = await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [""]})
+        assert response.coordinators[0].error_code == ErrorCode.invalid_request
+
+        first = await init_producer_id(port, "txn-a")
+        assert first.error_code == ErrorCode.none and first.producer_epoch == 0
+        second = await init_producer_id(port, "txn-a")
+        assert (second.error_code, second.producer_id, second.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
+        # an idempotent producer gets a fresh id
+        idempotent = await init_producer_id(port, None)
+        assert idempotent.error_code == ErrorCode.none and idempotent.producer_id != first.producer_id
+        # KIP-360: a producer naming its old epoch is fenced (INVALID_PRODUCER_EPOCH before v4)
+        fenced = await init_producer_id(port, "txn-a", producer_id=first.producer_id, epoch=0, retry=False)
+        assert (fenced.error_code, fenced.producer_id) == (ErrorCode.producer_fenced, -1)
+        fenced = await init_producer_id(port, "txn-a", producer_id=first.producer_id, epoch=0, version=3, retry=False)
+        assert fenced.error_code == ErrorCode.invalid_producer_epoch
+        half = await init_producer_id(port, "txn-a", producer_id=first.producer_id, epoch=-1, retry=False)
+        assert half.error_code == ErrorCode.invalid_request  # one of id and epoch -1
+        bad_timeout = await init_producer_id(port, "txn-a", timeout_ms=900_001, retry=False)
+        assert bad_timeout.error_code == ErrorCode.invalid_transaction_timeout
+
+        pid = first.producer_id
+        # the fenced epoch: PRODUCER_FENCED from v2 on, INVALID_PRODUCER_EPOCH before
+        errors = await add_partitions(port, "txn-a", pid, 0, {"data": [0]}, version=3)
+        assert set(errors.values()) == {ErrorCode.producer_fenced}
+        errors = await add_partitions(port, "txn-a", pid, 0, {"data": [0]}, version=1)
+        assert set(errors.values()) == {ErrorCode.invalid_producer_epoch}
+        errors = await add_partitions(port, "txn-a", pid + 1000, 1, {"data": [0]})
+        assert set(errors.values()) == {ErrorCode.invalid_producer_id_mapping}
+        errors = await add_partitions(port, "txn-a", pid, 1, {"data": [0], "nope": [0]})
+        assert errors == {("data", 0): ErrorCode.operation_not_attempted,
+                          ("nope", 0): ErrorCode.unknown_topic_or_partition}
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.invalid_txn_state
+
+        errors = await add_partitions(port, "txn-a", pid, 1, {"data": [0, 1]})
+        assert set(errors.values()) == {ErrorCode.none}
+        state = await describe(port, "txn-a")
+        assert (state.error_code, state.transaction_state, state.producer_id, state.producer_epoch) == \
+            (ErrorCode.none, "Ongoing", pid, 1)
+        assert [(t.topic, sorted(t.partitions)) for t in state.topics] == [("data", [0, 1])]
+        assert state.transaction_timeout.total_seconds() == 60
+        listed = await list_transactions(port, states=["Ongoing"])
+        assert [(t.transactional_id, t.producer_id) for t in listed.transaction_states] == [("txn-a", pid)]
+        listed = await list_transactions(port, states=["Bogus"], producer_ids=[pid + 1])
+        assert list(listed.unknown_state_filters) == ["Bogus"] and not listed.transaction_states
+        listed = await list_transactions(port, duration_ms=3_600_000)
+        assert not listed.transaction_states
+
+        # the old epoch cannot end it; the current one commits (answered once PrepareCommit is written)
+        assert await end_txn(port, "txn-a", pid, 0, committed=True, version=1) == ErrorCode.invalid_producer_epoch
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.none
+        state = await describe(port, "txn-a")
+        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
+        assert await end_txn(port, "txn-a", pid, 1, committed=False) in (ErrorCode.invalid_txn_state,
+                                                                         ErrorCode.concurrent_transactions)
+        unknown = await describe(port, "never-seen")
+        assert unknown.error_code == ErrorCode.transactional_id_not_found
+        return pid
+
+    pid = asyncio.run(scenario())
+    # the operator's view: weir transactions list / describe
+    listed = weir_cli(broker, "transactions", "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = [line.split() for line in listed.stdout.splitlines() if line.strip()]
+    assert lines[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert lines[1][:3] == ["txn-a", "0", str(pid)]
+    described = weir_cli(broker, "transactions", "describe", "--transactional-id", "txn-a")
+    assert described.returncode == 0, described.stderr
+    header, row = [line.split() for line in described.stdout.splitlines() if line.strip()]
+    fields = dict(zip(header, row))
+    assert (fields["CoordinatorId"], fields["TransactionalId"], fields["ProducerId"], fields["ProducerEpoch"]) == \
+        ("0", "txn-a", str(pid), "1")
+    assert fields["TransactionState"] in ("PrepareCommit", "CompleteCommit")  # markers land: no partitions left
+    missing = weir_cli(broker, "transactions", "describe", "--transactional-id", "never-seen")
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr.upper()
+
+
+def weir_cli(broker, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "weir.cli", *args, "--bootstrap-server", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker):
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 1)
+
+    async def scenario():
+        port = await find_coordinator([broker.port], "slow")
+        first = await init_producer_id(port, "slow", timeout_ms=1000)
+        pid = first.producer_id
+        errors = await add_partitions(port, "slow", pid, 0, {"data": [0]})
+        assert set(errors.values()) == {ErrorCode.none}
+        state = await wait_state(port, "slow", {"PrepareAbort", "CompleteAbort"}, timeout_s=15)
+        assert state.producer_epoch == 1  # bumped: the producer at epoch 0 is fenced
+        assert await end_txn(port, "slow", pid, 0, committed=True) == ErrorCode.producer_fenced
+
+    asyncio.run(scenario())
+
+
+def test_txn_offset_commit_is_pending_until_its_transaction_ends(start_broker):
+    """TxnOffsetCommit writes a transactional batch; the offsets stay invisible, and OffsetFetch
+    with require_stable answers UNSTABLE_OFFSET_COMMIT, until the commit marker lands."""
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 1)
+
+    async def scenario():
+        port = await find_coordinator([broker.port], "offsets-txn")
+        first = await init_producer_id(port, "offsets-txn")
+        pid, epoch = first.producer_id, first.producer_epoch
+        response = await call(port, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "offsets-txn",
+                                                                   "producer_id": pid, "producer_epoch": epoch,
+                                                                   "group_id": "g"})
+        assert response.error_code == ErrorCode.none
+        state = await describe(port, "offsets-txn")
+        assert [t.topic for t in state.topics] == ["__consumer_offsets"]
+        await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        body = {"transactional_id": "offsets-txn", "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": "data", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": "m"}]},
+                           {"name": "nope", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": ""}]}]}
+        for _ in range(100):
+            response = await call(port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+            errors = {t.name: t.partitions[0].error_code for t in response.topics}
+            if errors["data"] not in (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                                      ErrorCode.not_coordinator):
+                break
+            await asyncio.sleep(0.2)
+        assert errors == {"data": ErrorCode.none, "nope": ErrorCode.unknown_topic_or_partition}
+        fetch = {"group_id": "g", "topics": [{"name": "data", "partition_indexes": [0]}]}
+        unstable = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": True})
+        partition = unstable.topics[0].partitions[0]
+        assert (partition.error_code, partition.committed_offset) == (ErrorCode.unstable_offset_commit, -1)
+        plain = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": False})
+        partition = plain.topics[0].partitions[0]
+        assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, -1)
+
+    asyncio.run(scenario())
+
+
+def test_a_killed_coordinators_transactions_are_reloaded_by_the_next(start_cluster):
+    """kill -9 of the __transaction_state leader: the new leader loads the partition, answers for
+    its ids with their state, and carries out the decided commit (its markers are sent again)."""
+    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(cluster.bootstrap, "data", 1, replication=3)
+    ports = [b.port for b in cluster.brokers]
+
+    async def scenario():
+        port = await find_coordinator(ports, "fo")
+        first = await init_producer_id(port, "fo")
+        pid, epoch = first.producer_id, first.producer_epoch
+        errors = await add_partitions(port, "fo", pid, epoch, {"data": [0]})
+        assert set(errors.values()) == {ErrorCode.none}
+        assert await end_txn(port, "fo", pid, epoch, committed=True) == ErrorCode.none
+        # a second id in the same __transaction_state partition, left Ongoing
+        other = next(f"fo-{i}" for i in range(1000) if partition_for(f"fo-{i}", 3) == partition_for("fo", 3))
+        second = await init_producer_id(port, other)
+        assert set((await add_partitions(port, other, second.producer_id, 0, {"data": [0]})).values()) == \
+            {ErrorCode.none}
+        killed = next(b for b in cluster.brokers if b.port == port)
+        killed.kill()
+        alive = [p for p in ports if p != port]
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            new_port = await find_coordinator(alive, "fo", timeout_s=60)
+            if new_port != port:  # until the killed broker's session expires, it is still named
+                state = await describe(new_port, "fo")
+                if state.error_code == ErrorCode.none:
+                    break
+            assert asyncio.get_running_loop().time() < deadline, "no new coordinator"
+            await asyncio.sleep(0.3)
+        assert (state.producer_id, state.producer_epoch) == (pid, epoch)
+        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
+        ongoing = await describe(new_port, other)
+        assert (ongoing.transaction_state, [(t.topic, list(t.partitions)) for t in ongoing.topics]) == \
+            ("Ongoing", [("data", [0])])
+        return new_port
+
+    asyncio.run(scenario())

@@ -1,0 +1,172 @@
+"""Request handlers of the transaction coordinator (KIP-98), over every version we advertise.
+
+InitProducerId (idempotent and transactional producers), AddPartitionsToTxn (v4: batched, and
+KIP-890's verify_only from partition leaders), AddOffsetsToTxn, EndTxn, DescribeTransactions,
+ListTransactions. FindCoordinator with key type TRANSACTION is served by the group handlers
+(`weir.groups.apis`), which ask `TransactionCoordinatorShell.find_coordinator`. Each handler turns
+a kio request into a call on the shell and returns a dict for kio to encode, or a coroutine when
+the answer waits for a write to `__transaction_state`. Version differences live here
+(`error_for_version`: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH to older clients).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from ..protocol.errors import ErrorCode
+from ..protocol.header import RequestHeader
+from ..protocol.versions import ApiKey
+from ..transactions.coordinator import error_for_version, expected_producer
+from ..transactions.state_log import TransactionState
+from .txn_coordinator import TransactionCoordinatorShell, now_ms
+
+_MS = timedelta(milliseconds=1)
+STATE_NAMES = {s.kafka_name: s for s in TransactionState
+               if s not in (TransactionState.DEAD, TransactionState.PREPARE_EPOCH_FENCE)}
+
+
+def _ms(value) -> int:
+    return value // _MS if isinstance(value, timedelta) else int(value)
+
+
+class TransactionApis:
+    def __init__(self, coordinator: TransactionCoordinatorShell, offsets_partition_count) -> None:
+        """`offsets_partition_count()`: the partitions of `__consumer_offsets` (AddOffsetsToTxn)."""
+        self.coordinator = coordinator
+        self._offsets_partition_count = offsets_partition_count
+        self.handlers = {
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
+            ApiKey.END_TXN: self.end_txn,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.list_transactions,
+        }
+
+    @property
+    def view(self):
+        return self.coordinator.replicas.view
+
+    # -- InitProducerId ----------------------------------------------------------------------
+
+    def init_producer_id(self, header: RequestHeader, request):
+        return self._init_producer_id(header.api_version, request)
+
+    async def _init_producer_id(self, version: int, request) -> dict:
+        expected = expected_producer(request.producer_id, request.producer_epoch) if version >= 3 else None
+        if isinstance(expected, ErrorCode):
+            error, producer_id, epoch = expected, -1, -1
+        else:
+            answer = await self.coordinator.init_producer_id(request.transactional_id,
+                                                             _ms(request.transaction_timeout), expected)
+            error, producer_id, epoch = answer.error, answer.producer_id, answer.producer_epoch
+        if error:
+            producer_id, epoch = -1, -1
+        return {"throttle_time": 0, "error_code": error_for_version("InitProducerId", version, error),
+                "producer_id": producer_id, "producer_epoch": epoch}
+
+    # -- AddPartitionsToTxn --------------------------------------------------------------------
+
+    def add_partitions_to_txn(self, header: RequestHeader, request):
+        return self._add_partitions_to_txn(header.api_version, request)
+
+    async def _add_partitions_to_txn(self, version: int, request) -> dict:
+        if version >= 4:
+            results = []
+            for txn in request.transactions:
+                errors = await self._add_partitions(version, txn.transactional_id, txn.producer_id,
+                                                    txn.producer_epoch, txn.topics, txn.verify_only)
+                results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(errors)})
+            return {"throttle_time": 0, "error_code": ErrorCode.none, "results_by_transaction": results}
+        errors = await self._add_partitions(version, request.v3_and_below_transactional_id,
+                                            request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+                                            request.v3_and_below_topics, False)
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+
+    async def _add_partitions(self, version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                              topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+        """Per partition, as KafkaApis: partitions of unknown topics are UNKNOWN_TOPIC_OR_PARTITION
+        and then the others OPERATION_NOT_ATTEMPTED; else the coordinator's one answer for all."""
+        wanted = [(t.name, p) for t in topics for p in t.partitions]
+        if verify_only:
+            found = self.coordinator.core.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
+            return {tp: error_for_version("AddPartitionsToTxn", version, e) for tp, e in found.items()}
+        unknown = {(t, p) for t, p in wanted
+                   if t not in self.view.topics or p not in self.view.topics[t].replicas}
+        if unknown:
+            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                    for tp in wanted}
+        answer = await self.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        error = error_for_version("AddPartitionsToTxn", version, answer.error)
+        return {tp: error for tp in wanted}
+
+    # -- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
+
+    def add_offsets_to_txn(self, header: RequestHeader, request):
+        return self._add_offsets_to_txn(header.api_version, request)
+
+    async def _add_offsets_to_txn(self, version: int, request) -> dict:
+        answer = await self.coordinator.add_offsets(request.transactional_id, request.producer_id,
+                                                    request.producer_epoch, request.group_id,
+                                                    self._offsets_partition_count())
+        return {"throttle_time": 0, "error_code": error_for_version("AddOffsetsToTxn", version, answer.error)}
+
+    def end_txn(self, header: RequestHeader, request):
+        return self._end_txn(header.api_version, request)
+
+    async def _end_txn(self, version: int, request) -> dict:
+        answer = await self.coordinator.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                                request.committed)
+        return {"throttle_time": 0, "error_code": error_for_version("EndTxn", version, answer.error)}
+
+    # -- DescribeTransactions, ListTransactions (KIP-664) --------------------------------------
+
+    def describe_transactions(self, header: RequestHeader, request) -> dict:
+        core = self.coordinator.core
+        out = []
+        for transactional_id in request.transactional_ids:
+            entry = {"error_code": ErrorCode.none, "transactional_id": transactional_id, "transaction_state": "",
+                     "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1, "producer_epoch": -1,
+                     "topics": []}
+            meta = core.describe_transaction(transactional_id)
+            if isinstance(meta, ErrorCode):
+                entry["error_code"] = meta
+            else:
+                topics: dict[str, list[int]] = {}
+                for topic, index in sorted(meta.partitions):
+                    topics.setdefault(topic, []).append(index)
+                entry.update(transaction_state=meta.state.kafka_name, transaction_timeout=meta.txn_timeout_ms,
+                             transaction_start_time=meta.txn_start_timestamp, producer_id=meta.producer_id,
+                             producer_epoch=meta.producer_epoch,
+                             topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()])
+            out.append(entry)
+        return {"throttle_time": 0, "transaction_states": out}
+
+    def list_transactions(self, header: RequestHeader, request) -> dict:
+        """Kafka's listTransactionStates: the ids this broker coordinates, filtered by state,
+        producer id and (v1) a least running time; COORDINATOR_LOAD_IN_PROGRESS while loading."""
+        if self.coordinator.loading:
+            return {"throttle_time": 0, "error_code": ErrorCode.coordinator_load_in_progress,
+                    "unknown_state_filters": [], "transaction_states": []}
+        states = set(request.state_filters)
+        unknown = sorted(states - set(STATE_NAMES))
+        producers = set(request.producer_id_filters)
+        duration = request.duration_filter if header.api_version >= 1 else -1
+        now = now_ms()
+        out = []
+        for meta in self.coordinator.core.transactions():
+            if (states and meta.state.kafka_name not in states) or (producers and meta.producer_id not in producers):
+                continue
+            if duration >= 0 and now - meta.txn_start_timestamp <= duration:
+                continue
+            out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
+                        "transaction_state": meta.state.kafka_name})
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
+                "transaction_states": out}
+
+
+def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+    topics: dict[str, list] = {}
+    for (topic, index), error in errors.items():
+        topics.setdefault(topic, []).append({"partition_index": index, "partition_error_code": error})
+    return [{"name": name, "results_by_partition": parts} for name, parts in topics.items()]

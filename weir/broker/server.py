@@ -29,6 +29,7 @@ from .log_cleaner import LogCleaner
 from .replica_fetcher import ReplicaFetchers
 from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
+from .txn_markers import TxnMarkerApis
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ class BrokerApis:
     """Every handler this broker serves, by api key."""
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
-                 metrics: BrokerMetrics) -> None:
-        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers}
+                 metrics: BrokerMetrics, txn_markers: TxnMarkerApis) -> None:
+        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
+                         **txn_markers.handlers}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
 
@@ -82,12 +84,13 @@ class Broker:
         self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic)
         follow_fetchers = self.replicas.on_role_change
         self.replicas.on_role_change = lambda p: (follow_fetchers(p), self.groups.on_role_change(p))
+        self.replicas.on_offsets_marker = getattr(self.groups, "complete_transaction", None)  # WriteTxnMarkers
         self.groups.start()
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
         apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
-                          self.replicas.metrics)
+                          self.replicas.metrics, TxnMarkerApis(self.replicas))
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
                                                host, port, reuse_address=True, backlog=1024)

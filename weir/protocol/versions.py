@@ -38,6 +38,8 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     INIT_PRODUCER_ID = 22
+    # transactions, the partition leader's side (KIP-98)
+    WRITE_TXN_MARKERS = 27
 
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
@@ -75,6 +77,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # v0 (unflexible) has no kio schema; Kafka 4 removed it
 }
 
 

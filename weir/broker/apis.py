@@ -24,6 +24,7 @@ from .topics import INTERNAL_TOPICS
 log = logging.getLogger(__name__)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
+READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 
 
 def now_ms() -> int:
@@ -142,7 +143,9 @@ class DataApis:
         for fetch_topic in request.topics:
             name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
             wanted.append((name, fetch_topic, fetch_topic.partitions))
-        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True)
+        read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
+        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
+                                 read_committed=read_committed)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         while (_bytes(results) < request.min_bytes and not _has_error(results)
                and (remaining := deadline - time.monotonic()) > 0):
@@ -150,10 +153,12 @@ class DataApis:
             if not keys:
                 break
             await self.replicas.waiters.wait(keys, remaining)
-            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False)
+            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
+                                     read_committed=read_committed)
         return encode_fetch_response(header.api_version, 0, results)
 
-    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool) -> list:
+    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
+                  read_committed: bool = False) -> list:
         out = []
         budget = max_bytes
         now = now_ms()
@@ -167,7 +172,8 @@ class DataApis:
                 # consumer progresses past a batch larger than its limits.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, now, replica_epoch, first=first,
-                                            log_start_offset=getattr(p, "log_start_offset", -1))
+                                            log_start_offset=getattr(p, "log_start_offset", -1),
+                                            read_committed=read_committed)
                 budget -= _records_size(result)
                 results.append(result)
             out.append((name or "", fetch_topic.topic_id if by_id else None, results))
@@ -176,6 +182,7 @@ class DataApis:
     # -- ListOffsets -------------------------------------------------------
 
     def list_offsets(self, header: RequestHeader, request) -> dict:
+        read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         topics = []
         for t in request.topics:
             partitions = []
@@ -186,7 +193,7 @@ class DataApis:
                     partition = self.replicas.leader_partition(t.name, p.partition_index,
                                                                getattr(p, "current_leader_epoch", -1))
                     out["leader_epoch"] = partition.leader_epoch
-                    out["offset"], out["timestamp"] = self._offset_for(partition, p.timestamp)
+                    out["offset"], out["timestamp"] = self._offset_for(partition, p.timestamp, read_committed)
                 except KafkaError as e:
                     out["error_code"] = e.code
                 partitions.append(out)
@@ -194,19 +201,19 @@ class DataApis:
         return {"throttle_time": 0, "topics": topics}
 
     @staticmethod
-    def _offset_for(partition, timestamp: int) -> tuple[int, int]:
+    def _offset_for(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
         plog = partition.log
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
         if timestamp == LATEST:
-            return partition.latest_offset(), -1
+            return partition.latest_offset(read_committed), -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
         elif timestamp >= 0:
             found = plog.offset_for_timestamp(timestamp)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
-        if found is None or found[0] >= partition.high_watermark:
+        if found is None or found[0] >= (partition.last_stable_offset if read_committed else partition.high_watermark):
             return -1, -1
         return found
 
@@ -215,8 +222,8 @@ class DataApis:
     def describe_producers(self, header: RequestHeader, request) -> dict:
         """Each partition's idempotent producers as this replica's producer table holds them. Any
         replica answers, leader or follower (the admin client asks the leader unless told a
-        broker), as Kafka's; NOT_LEADER_OR_FOLLOWER from a broker that hosts none. Weir has no
-        transactions: the coordinator epoch and the transaction's start offset are always -1."""
+        broker), as Kafka's; NOT_LEADER_OR_FOLLOWER from a broker that hosts none. The coordinator
+        epoch and the ongoing transaction's first offset are the transaction table's (-1: none)."""
         topics = []
         for t in request.topics:
             partitions = []
@@ -224,12 +231,14 @@ class DataApis:
                 out = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
                        "active_producers": []}
                 try:
-                    table = self.replicas.hosted(t.name, index).producers
+                    partition = self.replicas.hosted(t.name, index)
+                    txns = partition.txns.table.producers
                     out["active_producers"] = [
                         {"producer_id": producer_id, "producer_epoch": entry.epoch,
                          "last_sequence": entry.last_sequence, "last_timestamp": entry.last_timestamp,
-                         "coordinator_epoch": -1, "current_txn_start_offset": -1}
-                        for producer_id, entry in sorted(table.producers.items())]
+                         "coordinator_epoch": txns[producer_id].coordinator_epoch if producer_id in txns else -1,
+                         "current_txn_start_offset": _txn_start(txns.get(producer_id))}
+                        for producer_id, entry in sorted(partition.producers.producers.items())]
                 except KafkaError as e:
                     out["error_code"], out["error_message"] = e.code, e.message
                 partitions.append(out)
@@ -328,6 +337,12 @@ class DataApis:
                 results.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
         return {"throttle_time": 0, "results": [{"topic_name": name, "partitions": partitions}
                                                 for name, partitions in results.items()]}
+
+
+def _txn_start(entry) -> int:
+    if entry is None or entry.current_txn_first_offset is None:
+        return -1
+    return entry.current_txn_first_offset
 
 
 def _records_size(result: FetchPartitionResult) -> int:

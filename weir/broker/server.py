@@ -31,6 +31,7 @@ from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
 from .txn_apis import TransactionApis
 from .txn_coordinator import TransactionCoordinatorShell
+from .txn_markers import TxnMarkerApis
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,9 @@ class BrokerApis:
     """Every handler this broker serves, by api key."""
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
-                 transactions: TransactionApis, metrics: BrokerMetrics) -> None:
+                 transactions: TransactionApis, metrics: BrokerMetrics, txn_markers: TxnMarkerApis) -> None:
         self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
-                         **transactions.handlers}
+                         **transactions.handlers, **txn_markers.handlers}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
 
@@ -100,7 +101,7 @@ class Broker:
         apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller),
                           GroupApis(self.groups, self.transactions),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count),
-                          self.replicas.metrics)
+                          self.replicas.metrics, TxnMarkerApis(self.replicas))
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
                                                host, port, reuse_address=True, backlog=1024)

@@ -170,8 +170,89 @@ def test_txn_offset_commit_is_pending_until_its_transaction_ends(start_broker):
         plain = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": False})
         partition = plain.topics[0].partitions[0]
         assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, -1)
+        # the commit marker lands in __consumer_offsets: the offset is visible and stable
+        assert await end_txn(port, "offsets-txn", pid, epoch, committed=True) == ErrorCode.none
+        assert await stable_offset(port, "g", ("data", 0)) == 42
 
     asyncio.run(scenario())
+
+
+async def stable_offset(port: int, group: str, tp: tuple[str, int], timeout_s: float = 30) -> int:
+    """The committed offset once OffsetFetch with require_stable gives one."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        response = await call(port, ApiKey.OFFSET_FETCH, 7, {"group_id": group, "require_stable": True,
+                                                            "topics": [{"name": tp[0], "partition_indexes": [tp[1]]}]})
+        partition = response.topics[0].partitions[0] if response.topics else None
+        if response.error_code == ErrorCode.none and partition is not None and partition.error_code == ErrorCode.none:
+            return partition.committed_offset
+        assert asyncio.get_running_loop().time() < deadline, response
+        await asyncio.sleep(0.2)
+
+
+async def txn_offset_commit(port: int, transactional_id: str, group: str, offsets: dict[tuple[str, int], int],
+                            timeout_ms: int = 60000) -> tuple[int, int]:
+    """A new transaction of `transactional_id` that commits `offsets` for `group`; (producer id, epoch)."""
+    init = await init_producer_id(port, transactional_id, timeout_ms=timeout_ms)
+    pid, epoch = init.producer_id, init.producer_epoch
+    response = await call(port, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": transactional_id,
+                                                               "producer_id": pid, "producer_epoch": epoch,
+                                                               "group_id": group})
+    assert response.error_code == ErrorCode.none
+    body = {"transactional_id": transactional_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}
+                       for (t, p), o in offsets.items()]}
+    for _ in range(100):
+        response = await call(port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        errors = {p.error_code for t in response.topics for p in t.partitions}
+        if errors == {ErrorCode.none}:
+            return pid, epoch
+        assert errors <= {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                          ErrorCode.not_coordinator, ErrorCode.concurrent_transactions}, errors
+        await asyncio.sleep(0.2)
+    raise AssertionError("TxnOffsetCommit never succeeded")
+
+
+def test_loading_replays_transactional_offsets_and_their_markers(start_broker):
+    """After a restart the group coordinator rebuilds from __consumer_offsets: a committed
+    transaction's offsets are visible, an aborted one's are not, an open one's are pending."""
+    settings = {k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()}
+    broker = start_broker(0, **settings)
+    create_topic(broker.bootstrap, "data", 2)
+
+    async def before():
+        port = await find_coordinator([broker.port], "committer")
+        await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        pid, epoch = await txn_offset_commit(port, "committer", "g", {("data", 0): 42})
+        assert await end_txn(port, "committer", pid, epoch, committed=True) == ErrorCode.none
+        assert await stable_offset(port, "g", ("data", 0)) == 42
+        pid, epoch = await txn_offset_commit(port, "aborter", "g", {("data", 0): 99})
+        assert await end_txn(port, "aborter", pid, epoch, committed=False) == ErrorCode.none
+        assert await stable_offset(port, "g", ("data", 0)) == 42
+        await txn_offset_commit(port, "open", "g", {("data", 1): 7})
+
+    asyncio.run(before())
+    broker.kill()
+    broker.start()
+
+    async def after():
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            response = await call(broker.port, ApiKey.OFFSET_FETCH, 7, {
+                "group_id": "g", "require_stable": True,
+                "topics": [{"name": "data", "partition_indexes": [0, 1]}]})
+            if response.error_code == ErrorCode.none:
+                break
+            assert asyncio.get_running_loop().time() < deadline, response
+            await asyncio.sleep(0.2)
+        by_partition = {p.partition_index: (p.error_code, p.committed_offset) for p in response.topics[0].partitions}
+        assert by_partition == {0: (ErrorCode.none, 42), 1: (ErrorCode.unstable_offset_commit, -1)}
+        state = await describe(await find_coordinator([broker.port], "open"), "open")
+        assert state.transaction_state == "Ongoing"
+
+    asyncio.run(after())
 
 
 def test_a_killed_coordinators_transactions_are_reloaded_by_the_next(start_cluster):

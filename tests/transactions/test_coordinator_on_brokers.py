@@ -255,42 +255,50 @@ def test_loading_replays_transactional_offsets_and_their_markers(start_broker):
     asyncio.run(after())
 
 
-def test_a_killed_coordinators_transactions_are_reloaded_by_the_next(start_cluster):
-    """kill -9 of the __transaction_state leader: the new leader loads the partition, answers for
-    its ids with their state, and carries out the decided commit (its markers are sent again)."""
-    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
-    create_topic(cluster.bootstrap, "data", 1, replication=3)
+def test_a_killed_coordinators_transactions_are_reloaded_and_its_markers_sent_again(start_cluster):
+    """kill -9 of the __transaction_state leader while a commit's marker cannot be written (the
+    data partition's only replica is down): the next leader loads the partition, answers for a
+    decided (PrepareCommit) and an Ongoing transaction, and, once the data partition is back,
+    writes the marker the old coordinator could not and completes the commit."""
+    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()},
+                            replica_lag_time_max_ms="2000")
     ports = [b.port for b in cluster.brokers]
 
     async def scenario():
         port = await find_coordinator(ports, "fo")
+        coordinator = next(b for b in cluster.brokers if b.port == port)
+        data_broker, survivor = [b for b in cluster.brokers if b is not coordinator]
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("data", 1, replica_assignment=[[data_broker.broker_id]])])[
+            "data"].result(30)
         first = await init_producer_id(port, "fo")
         pid, epoch = first.producer_id, first.producer_epoch
-        errors = await add_partitions(port, "fo", pid, epoch, {"data": [0]})
-        assert set(errors.values()) == {ErrorCode.none}
-        assert await end_txn(port, "fo", pid, epoch, committed=True) == ErrorCode.none
+        assert set((await add_partitions(port, "fo", pid, epoch, {"data": [0]})).values()) == {ErrorCode.none}
         # a second id in the same __transaction_state partition, left Ongoing
         other = next(f"fo-{i}" for i in range(1000) if partition_for(f"fo-{i}", 3) == partition_for("fo", 3))
         second = await init_producer_id(port, other)
         assert set((await add_partitions(port, other, second.producer_id, 0, {"data": [0]})).values()) == \
             {ErrorCode.none}
-        killed = next(b for b in cluster.brokers if b.port == port)
-        killed.kill()
-        alive = [p for p in ports if p != port]
+        data_broker.kill()
+        assert await end_txn(port, "fo", pid, epoch, committed=True, retry=True) == ErrorCode.none
+        await asyncio.sleep(1)
+        assert (await describe(port, "fo")).transaction_state == "PrepareCommit"  # its marker cannot be written
+        coordinator.kill()
         deadline = asyncio.get_running_loop().time() + 60
         while True:
-            new_port = await find_coordinator(alive, "fo", timeout_s=60)
-            if new_port != port:  # until the killed broker's session expires, it is still named
+            new_port = await find_coordinator([survivor.port], "fo", timeout_s=60)
+            if new_port == survivor.port:  # until the killed broker's session expires, it is still named
                 state = await describe(new_port, "fo")
                 if state.error_code == ErrorCode.none:
                     break
             assert asyncio.get_running_loop().time() < deadline, "no new coordinator"
             await asyncio.sleep(0.3)
-        assert (state.producer_id, state.producer_epoch) == (pid, epoch)
-        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
+        assert (state.producer_id, state.producer_epoch, state.transaction_state) == (pid, epoch, "PrepareCommit")
         ongoing = await describe(new_port, other)
         assert (ongoing.transaction_state, [(t.topic, list(t.partitions)) for t in ongoing.topics]) == \
             ("Ongoing", [("data", [0])])
-        return new_port
+        data_broker.start()
+        state = await wait_state(new_port, "fo", {"CompleteCommit"}, timeout_s=60)
+        assert (state.producer_id, state.producer_epoch, list(state.topics)) == (pid, epoch, [])
 
     asyncio.run(scenario())

@@ -82,10 +82,19 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
         # the old epoch cannot end it; the current one commits (answered once PrepareCommit is written)
         assert await end_txn(port, "txn-a", pid, 0, committed=True, version=1) == ErrorCode.invalid_producer_epoch
         assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.none
-        state = await describe(port, "txn-a")
-        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
-        assert await end_txn(port, "txn-a", pid, 1, committed=False) in (ErrorCode.invalid_txn_state,
-                                                                         ErrorCode.concurrent_transactions)
+        state = await wait_state(port, "txn-a", {"CompleteCommit"})  # the markers were written
+        assert (state.producer_epoch, list(state.topics)) == (1, [])
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.none  # a retry
+        assert await end_txn(port, "txn-a", pid, 1, committed=False) == ErrorCode.invalid_txn_state
+        # InitProducerId on an ongoing transaction aborts it with the epoch bumped: the caller
+        # hears CONCURRENT_TRANSACTIONS, and its retry gets the next epoch once the abort is done
+        assert set((await add_partitions(port, "txn-a", pid, 1, {"data": [1]})).values()) == {ErrorCode.none}
+        fence = await init_producer_id(port, "txn-a", retry=False)
+        assert fence.error_code == ErrorCode.concurrent_transactions
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.producer_fenced
+        again = await init_producer_id(port, "txn-a")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.none, pid, 3)
+        assert (await describe(port, "txn-a")).transaction_state == "Empty"
         unknown = await describe(port, "never-seen")
         assert unknown.error_code == ErrorCode.transactional_id_not_found
         return pid
@@ -102,8 +111,8 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
     header, row = [line.split() for line in described.stdout.splitlines() if line.strip()]
     fields = dict(zip(header, row))
     assert (fields["CoordinatorId"], fields["TransactionalId"], fields["ProducerId"], fields["ProducerEpoch"]) == \
-        ("0", "txn-a", str(pid), "1")
-    assert fields["TransactionState"] in ("PrepareCommit", "CompleteCommit")  # markers land: no partitions left
+        ("0", "txn-a", str(pid), "3")
+    assert fields["TransactionState"] == "Empty"
     missing = weir_cli(broker, "transactions", "describe", "--transactional-id", "never-seen")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr.upper()
 

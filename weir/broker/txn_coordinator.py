@@ -202,6 +202,8 @@ class TransactionCoordinatorShell:
             log.exception("loading %s-%d failed: its transactional ids stay unavailable here", TRANSACTION_STATE_TOPIC,
                           index)
             self.core.unload(index, epoch)
+            if self.epochs.get(index) == epoch:
+                del self.epochs[index]  # a later leadership loads it again
             return
         finally:
             if self.loading.get(index) is asyncio.current_task():

@@ -311,3 +311,47 @@ def test_a_killed_coordinators_transactions_are_reloaded_and_its_markers_sent_ag
         assert (state.producer_id, state.producer_epoch, list(state.topics)) == (pid, epoch, [])
 
     asyncio.run(scenario())
+
+
+def test_txn_offset_commit_verified_with_a_coordinator_on_another_broker(start_cluster):
+    """KIP-890 for TxnOffsetCommit: the group's coordinator asks the transaction's coordinator,
+    on another broker, with AddPartitionsToTxn v4 verify_only, before it appends the offsets."""
+    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(cluster.bootstrap, "data", 1, replication=3)
+    ports = [b.port for b in cluster.brokers]
+
+    async def scenario():
+        group_port = None
+        for _ in range(100):
+            response = await call(ports[0], ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+            if response.coordinators[0].error_code == ErrorCode.none:
+                group_port = response.coordinators[0].port
+                break
+            await asyncio.sleep(0.2)
+        assert group_port is not None
+        for i in range(100):
+            txn_port = await find_coordinator(ports, f"remote-{i}")
+            if txn_port != group_port:
+                transactional_id = f"remote-{i}"
+                break
+        # the producer talks to each coordinator: TxnOffsetCommit goes to the group's
+        init = await init_producer_id(txn_port, transactional_id)
+        pid, epoch = init.producer_id, init.producer_epoch
+        body = {"transactional_id": transactional_id, "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": "data", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": ""}]}]}
+        # not added to the transaction yet (no AddOffsetsToTxn): the verification refuses it
+        response = await call(group_port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        assert response.topics[0].partitions[0].error_code == ErrorCode.invalid_txn_state
+        response = await call(txn_port, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": transactional_id,
+                                                                       "producer_id": pid, "producer_epoch": epoch,
+                                                                       "group_id": "g"})
+        assert response.error_code == ErrorCode.none
+        response = await call(group_port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        assert response.topics[0].partitions[0].error_code == ErrorCode.none
+        assert await end_txn(txn_port, transactional_id, pid, epoch, committed=True) == ErrorCode.none
+        assert await stable_offset(group_port, "g", ("data", 0)) == 5
+
+    asyncio.run(scenario())

@@ -122,3 +122,43 @@ def test_kafka_python_transactional_producer(start_broker):
     producer.close()
     values = read_committed(broker.bootstrap, "kp", 5)
     assert sorted(values) == sorted([f"yes-{i}".encode() for i in range(4)] + [b"yes-last"])
+
+
+def test_confluent_transactions_on_three_brokers(start_cluster):
+    """Coordinators spread over the brokers (the group's offsets partition verified with a
+    transaction coordinator on another broker, KIP-890), RF 3 everywhere; several producers."""
+    cluster = start_cluster(**SETTINGS)
+    create_topics(cluster.bootstrap, "in3", "out3", partitions=3, replication=3)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(30):
+        plain.produce("in3", f"in-{i}".encode(), partition=i % 3)
+    assert plain.flush(30) == 0
+    expected = []
+    for n in range(3):  # three ids, so three __transaction_state partitions and groups
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"multi-{n}"})
+        producer.init_transactions(30)
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"group-{n}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "isolation.level": "read_committed"})
+        consumer.subscribe(["in3"])
+        producer.begin_transaction()
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 30 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            producer.produce("out3", f"{n}:{msg.value().decode()}".encode(), partition=msg.partition())
+            seen += 1
+        assert seen == 30
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 30)
+        if n == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            expected += [f"{n}:in-{i}".encode() for i in range(30)]
+        committed = consumer.committed([TopicPartition("in3", p) for p in range(3)], timeout=30)
+        assert sorted(tp.offset for tp in committed) == ([-1001] * 3 if n == 1 else [10, 10, 10])
+        consumer.close()
+    assert sorted(read_committed(cluster.bootstrap, "out3", len(expected))) == sorted(expected)

@@ -122,8 +122,10 @@ def weir_cli(broker, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker):
-    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced_and_an_idle_id_expires(start_broker):
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()},
+                          transactional_id_expiration_ms="3000",
+                          transaction_remove_expired_transaction_cleanup_interval_ms="500")
     create_topic(broker.bootstrap, "data", 1)
 
     async def scenario():
@@ -135,6 +137,15 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker
         state = await wait_state(port, "slow", {"PrepareAbort", "CompleteAbort"}, timeout_s=15)
         assert state.producer_epoch == 1  # bumped: the producer at epoch 0 is fenced
         assert await end_txn(port, "slow", pid, 0, committed=True) == ErrorCode.producer_fenced
+        # idle for transactional.id.expiration.ms: forgotten (a tombstone), and a new producer
+        # of the id starts afresh
+        await wait_state(port, "slow", {"CompleteAbort"}, timeout_s=15)
+        deadline = asyncio.get_running_loop().time() + 20
+        while (await describe(port, "slow")).error_code != ErrorCode.transactional_id_not_found:
+            assert asyncio.get_running_loop().time() < deadline, "never expired"
+            await asyncio.sleep(0.3)
+        fresh = await init_producer_id(port, "slow")
+        assert fresh.error_code == ErrorCode.none and fresh.producer_id != pid and fresh.producer_epoch == 0
 
     asyncio.run(scenario())
 

@@ -30,6 +30,7 @@ from .replica_fetcher import ReplicaFetchers
 from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
 from .txn_markers import TxnMarkerApis
+from .txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
+        data = DataApis(self.replicas, TxnVerifier(self.replicas, self._connect_cached))
+        apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
                           self.replicas.metrics, TxnMarkerApis(self.replicas))
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),

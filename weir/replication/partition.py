@@ -414,9 +414,10 @@ class Partition:
                 f"{headers[0].partition_leader_epoch}, "
                 f"below our epoch cache's latest {self.log.leader_epochs.entries[-1]}: the cache describes records "
                 "this log no longer holds, and a later OffsetForLeaderEpoch would truncate by it")
-            self.txns.on_replicated(records, headers, self.follower.high_watermark)  # checked before the append
+            txn = self.txns.check_replicated(records, headers, self.follower.high_watermark)
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)
+            self.txns.complete(txn)
             self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)
         log_start = min(leader_log_start_offset, self.follower.high_watermark)
         if not error and log_start > self.log.log_start_offset:

@@ -85,19 +85,20 @@ class TransactionalAppends:
             self.log.append_aborted_txns(outcome.aborted)
         return outcome
 
-    def on_replicated(self, records, headers, high_watermark: int) -> None:
-        """A follower appended `records` (whole batches with these `headers`): the table follows,
-        origin REPLICATION (Kafka only logs what it would refuse, except a non-transactional
-        batch inside a transaction)."""
+    def check_replicated(self, records, headers, high_watermark: int) -> TxnAppend | None:
+        """A follower is about to append `records` (whole batches with these `headers`): check
+        them, origin REPLICATION (Kafka only logs what it would refuse, except a non-transactional
+        batch inside a transaction); `complete` the answer once the log holds them. None: the
+        table need not see them."""
         if not any(self.concerns(h) for h in headers):
-            return
+            return None
         positions, position = {}, 0
         for h in headers:
             positions[h.base_offset] = position
             position += h.length
         view = memoryview(records)
         batches = self._select(headers, lambda h: view[positions[h.base_offset]:positions[h.base_offset] + h.length])
-        self.complete(self.check(batches, AppendOrigin.REPLICATION, high_watermark))
+        return self.check(batches, AppendOrigin.REPLICATION, high_watermark)
 
     def _select(self, headers: Iterable, batch_bytes) -> list[AppendedBatch]:
         """The batches the table must see, in order (a producer's batches from its first

@@ -134,3 +134,15 @@ def test_an_open_transaction_survives_a_restart_from_a_snapshot_or_from_the_log(
         assert again.txns.table.producers[Q].coordinator_epoch == 3
         assert again.last_stable_offset == 2 and aborted(again) == [(Q, 0)]
         again.log.close()
+
+
+def test_idle_producers_without_a_transaction_expire(pair):
+    leader, _ = pair
+    produce(leader, txn_batch(b"a", P, 0))
+    leader.append_marker(P, 0, True, 0, NOW, proven=True)
+    produce(leader, txn_batch(b"x", Q, 0))  # Q's transaction stays open
+    leader.expire_producers(NOW + 10_000, 5_000)
+    assert set(leader.txns.table.producers) == {P, Q}, "batches above the HW keep their producers"
+    leader.on_follower_fetch(2, -1, leader.log.log_end_offset, 0, NOW)  # the HW reaches the LEO
+    leader.expire_producers(NOW + 10_000, 5_000)
+    assert set(leader.txns.table.producers) == {Q}

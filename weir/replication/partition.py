@@ -478,6 +478,10 @@ class Partition:
         self._snapshot = snapshot
         self._record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> None:
+        """producer.id.expiration.ms, for the transaction table (KIP-98)."""
+        self.txns.remove_expired_producers(now_ms, expiration_ms, self.high_watermark)
+
     def producer_snapshot(self) -> ProducerSnapshot:
         self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json(), self.txns.snapshot())
         return self._snapshot

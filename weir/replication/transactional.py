@@ -141,6 +141,12 @@ class TransactionalAppends:
             self.table.on_high_watermark_updated(high_watermark)
         self.table.on_log_start_offset_incremented(self.log.log_start_offset)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int, high_watermark: int) -> None:
+        """producer.id.expiration.ms: idle producers without an ongoing transaction, and
+        verifications never used, are forgotten."""
+        self._sync(high_watermark)
+        self.table.remove_expired_producers(now_ms, expiration_ms)
+
     def truncate_to(self, offset: int, high_watermark: int, snapshot_text: str | None, snapshot_offset: int) -> None:
         """The log was cut at `offset`: undo exactly, else rebuild (TRUNCATION)."""
         self._sync(high_watermark)

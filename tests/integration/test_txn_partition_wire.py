@@ -4,6 +4,7 @@ and WriteTxnMarkers requests, as the coordinator and a transactional producer se
 that write nothing, DescribeProducers, and an open transaction surviving kill -9 and a failover."""
 
 import datetime
+import io
 import struct
 import time
 
@@ -16,10 +17,13 @@ from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsets
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, WritableTxnMarkerTopic,
                                                      WriteTxnMarkersRequest)
+from kio.serial import entity_reader, entity_writer
 
-from raw_protocol import NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic
+from raw_protocol import (NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic, header_bytes,
+                          recv_exact, sized)
 from waiting import wait_until
 from weir.broker.txn_verification import verification_supported
+from weir.protocol import legacy_schemas
 from weir.protocol.record_batch import TRANSACTIONAL_BIT, batch_headers
 from weir.protocol.records import encode_batch
 from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted
@@ -288,3 +292,27 @@ def test_a_follower_that_becomes_leader_keeps_the_lso_and_the_aborted_index(star
         assert latest(client, "failover", 1) == 8
         assert aborted(fetch(client, "failover", 0, 1)) == [(Q, 1), (R, 6)]
     assert read_committed_by_librdkafka(cluster.bootstrap, "failover", 3) == [b"a", b"plain", b"b"]
+
+
+def test_write_txn_markers_v0_and_v1_answer_alike(start_broker):
+    """Version 0 is version 1 unflexible (kio lacks its schema: weir.protocol.legacy_schemas)."""
+    broker = start_broker(**NO_VERIFICATION)
+    with RawClient(broker.port) as client:
+        create_topic(client, "v0")
+        assert produce(client, "v0", txn_batch([b"a"], P, 0)).error_code == NONE
+        request = legacy_schemas.WriteTxnMarkersRequest(markers=(legacy_schemas.WritableTxnMarker(
+            producer_id=P, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+            topics=(legacy_schemas.WritableTxnMarkerTopic(name="v0", partition_indexes=(0, 3)),)),))
+        client.correlation_id += 1
+        payload = header_bytes(WRITE_TXN_MARKERS, 0, client.correlation_id)
+        out = io.BytesIO()
+        entity_writer(legacy_schemas.WriteTxnMarkersRequest)(out, request)
+        client.send(sized(payload + out.getvalue()))
+        size, = struct.unpack(">i", recv_exact(client.sock, 4))
+        body = recv_exact(client.sock, size)
+        response, _ = entity_reader(legacy_schemas.WriteTxnMarkersResponse)(body, 4)
+        [marker] = response.markers
+        assert {p.partition_index: p.error_code for t in marker.topics for p in t.partitions} == \
+            {0: NONE, 3: UNKNOWN_TOPIC_OR_PARTITION}
+        assert latest(client, "v0", 1) == 2
+    assert_healthy(broker)

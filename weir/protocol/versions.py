@@ -77,7 +77,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # v0 (unflexible) has no kio schema; Kafka 4 removed it
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0: weir.protocol.legacy_schemas (kio follows Kafka 4, which removed it)
 }
 
 

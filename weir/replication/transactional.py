@@ -27,6 +27,7 @@ a socket itself: what it needs of the log is the ReplicaLog protocol's transacti
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Iterable
 
@@ -36,6 +37,7 @@ from weir.transactions.partition_txns import (SENTINEL, AppendedBatch, AppendOri
                                               PartitionTransactions, Refused, TxnAppend, VerificationGuard)
 from weir.transactions.txn_index import AbortedTxn
 
+log = logging.getLogger(__name__)
 TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 NO_OUTCOME = AppendOutcome([], [])
 
@@ -165,14 +167,17 @@ class TransactionalAppends:
     def reload(self, snapshot_text: str | None, snapshot_offset: int | None) -> None:
         """Rebuild from a snapshot taken at `snapshot_offset` (None: no snapshot), then the log."""
         start = self.log.log_start_offset
-        if snapshot_offset is not None and snapshot_offset <= self.log.log_end_offset and snapshot_offset >= start:
-            start = snapshot_offset
-            self.table = (PartitionTransactions(start_offset=start, verification_enabled=self.verification_enabled)
-                          if snapshot_text is None else
-                          PartitionTransactions.from_snapshot(snapshot_text, start,
-                                                              verification_enabled=self.verification_enabled))
-        else:
-            self.table = PartitionTransactions(start_offset=start, verification_enabled=self.verification_enabled)
+        self.table = PartitionTransactions(start_offset=start, verification_enabled=self.verification_enabled)
+        if snapshot_offset is not None and snapshot_offset <= self.log.log_end_offset:
+            try:
+                self.table = (PartitionTransactions(start_offset=snapshot_offset,
+                                                    verification_enabled=self.verification_enabled)
+                              if snapshot_text is None else
+                              PartitionTransactions.from_snapshot(snapshot_text, snapshot_offset,
+                                                                  verification_enabled=self.verification_enabled))
+                start = max(snapshot_offset, start)
+            except (ValueError, KeyError, TypeError, AssertionError) as e:  # damaged: the log tells all
+                log.warning("ignoring a damaged transaction snapshot at %d: %r", snapshot_offset, e)
         self._high_watermark = 0
         self.replay(h for h in self.log.batch_headers(start) if h.base_offset >= start)
 

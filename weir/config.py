@@ -111,6 +111,8 @@ SETTINGS = {s.name: s for s in [
     Setting("transaction.partition.verification.enable", bool, True,
             "KIP-890: a partition leader asks the transaction coordinator before a producer's first "
             "transactional batch on it."),
+    Setting("producer.id.expiration.ms", int, 86400000,
+            "A partition forgets the transaction state of a producer idle this long (none ongoing)."),
     Setting("replica.lag.time.max.ms", int, 30000, "A follower not caught up for this long leaves the ISR."),
     Setting("replica.fetch.min.bytes", int, 1, "Least data a follower's fetch waits for."),
     Setting("replica.fetch.max.bytes", int, 1048576, "Per-partition bytes of a follower's fetch."),

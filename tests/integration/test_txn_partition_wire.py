@@ -4,8 +4,12 @@ and WriteTxnMarkers requests, as the coordinator and a transactional producer se
 that write nothing, DescribeProducers, and an open transaction surviving kill -9 and a failover."""
 
 import datetime
+import io
 import struct
+import time
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from crc32c import crc32c
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -13,16 +17,20 @@ from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsets
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, WritableTxnMarkerTopic,
                                                      WriteTxnMarkersRequest)
+from kio.serial import entity_reader, entity_writer
 
-from raw_protocol import NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic
+from raw_protocol import (NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic, header_bytes,
+                          recv_exact, sized)
 from waiting import wait_until
+from weir.broker.txn_verification import verification_supported
+from weir.protocol import legacy_schemas
 from weir.protocol.record_batch import TRANSACTIONAL_BIT, batch_headers
 from weir.protocol.records import encode_batch
 from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted
 
 PRODUCE, FETCH, LIST_OFFSETS, DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS = 0, 1, 2, 61, 27
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED = 47, 48, 52
-NOT_LEADER_OR_FOLLOWER = 6
+NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 6, 19, 53
 P, Q, R = 4000, 5000, 6000
 NO_VERIFICATION = {"transaction_partition_verification_enable": "false"}
 
@@ -176,14 +184,26 @@ def test_refused_transactional_appends_write_nothing(start_broker):
     assert_healthy(broker)
 
 
-def test_transactional_produce_without_verification_is_refused(start_broker):
+def test_transactional_produce_is_verified_with_the_coordinator(start_broker):
     """transaction.partition.verification.enable (KIP-890, on by default): a batch starting a
-    transaction on the partition needs the coordinator's verification; without it, nothing is written."""
+    transaction on the partition waits for the coordinator's verification; with no coordinator
+    (no __transaction_state) the producer gets the retriable NOT_ENOUGH_REPLICAS and nothing is
+    written. A transactional batch needs a transactional id in the request."""
     broker = start_broker()
     with RawClient(broker.port) as client:
         create_topic(client, "verified")
-        assert produce(client, "verified", txn_batch([b"a"], P, 0)).error_code != NONE
+        assert produce(client, "verified", txn_batch([b"a"], P, 0)).error_code == NOT_ENOUGH_REPLICAS
+        assert produce(client, "verified", txn_batch([b"a"], P, 0), None).error_code == \
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert latest(client, "verified", 0) == 0
+        # non-transactional batches never ask
+        assert produce(client, "verified", txn_batch([b"i"], Q, 0, transactional=False), None).error_code == NONE
+        create_topic(client, "__transaction_state")  # a coordinator partition led here
+        answer = produce(client, "verified", txn_batch([b"a"], P, 0))
+        if verification_supported():  # the coordinator knows no transaction of "tx": refused
+            assert answer.error_code != NONE and latest(client, "verified", 0) == 1
+        else:  # a coordinator that cannot verify: appended unverified, as Kafka does
+            assert answer.error_code == NONE and latest(client, "verified", 1) == 1
     assert_healthy(broker)
 
 
@@ -225,3 +245,74 @@ def latest_or_none(client: RawClient, topic: str, isolation_level: int) -> int |
         topics=(ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),)))
     partition = response.topics[0].partitions[0]
     return partition.offset if partition.error_code == NONE else None
+
+
+def partition_metadata(bootstrap: str, topic: str) -> dict:
+    """partition -> (leader, replicas, isr)."""
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in topics[topic].partitions.values()}
+
+
+def read_committed_by_librdkafka(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """What a real read_committed consumer (librdkafka) reads of partition 0 from the start."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(out) < expected and time.monotonic() < deadline:
+            out += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+        out += [m.value() for m in consumer.consume(100, timeout=1) if m.error() is None]  # nothing more
+    finally:
+        consumer.close()
+    return out
+
+
+def test_a_follower_that_becomes_leader_keeps_the_lso_and_the_aborted_index(start_cluster):
+    cluster = start_cluster(**NO_VERIFICATION)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"})])["failover"].result(30)
+    wait_until(lambda: len(partition_metadata(cluster.bootstrap, "failover")[0][2]) == 3, "a full ISR")
+    leader_id = partition_metadata(cluster.bootstrap, "failover")[0][0]
+    with RawClient(cluster.brokers[leader_id].port) as client:
+        write_two_transactions(client, "failover")
+        assert latest(client, "failover", 1) == 6
+    assert read_committed_by_librdkafka(cluster.bootstrap, "failover", 3) == [b"a", b"plain", b"b"]
+    cluster.brokers[leader_id].kill()
+    wait_until(lambda: partition_metadata(cluster.bootstrap, "failover")[0][0] not in (leader_id, -1),
+               "a new leader")
+    new_leader = cluster.brokers[partition_metadata(cluster.bootstrap, "failover")[0][0]]
+    with RawClient(new_leader.port) as client:
+        wait_until(lambda: latest_or_none(client, "failover", 0) == 7, "the new leader's HW")
+        assert latest(client, "failover", 1) == 6  # R's transaction is still open on the new leader
+        assert aborted(fetch(client, "failover", 0, 1)) == [(Q, 1)]
+        assert describe_producers(client, "failover") == {P: (0, -1), Q: (0, -1), R: (-1, 6)}
+        assert write_marker(client, "failover", R, commit=False) == {0: NONE}  # 7: R aborts on the new leader
+        assert latest(client, "failover", 1) == 8
+        assert aborted(fetch(client, "failover", 0, 1)) == [(Q, 1), (R, 6)]
+    assert read_committed_by_librdkafka(cluster.bootstrap, "failover", 3) == [b"a", b"plain", b"b"]
+
+
+def test_write_txn_markers_v0_and_v1_answer_alike(start_broker):
+    """Version 0 is version 1 unflexible (kio lacks its schema: weir.protocol.legacy_schemas)."""
+    broker = start_broker(**NO_VERIFICATION)
+    with RawClient(broker.port) as client:
+        create_topic(client, "v0")
+        assert produce(client, "v0", txn_batch([b"a"], P, 0)).error_code == NONE
+        request = legacy_schemas.WriteTxnMarkersRequest(markers=(legacy_schemas.WritableTxnMarker(
+            producer_id=P, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+            topics=(legacy_schemas.WritableTxnMarkerTopic(name="v0", partition_indexes=(0, 3)),)),))
+        client.correlation_id += 1
+        payload = header_bytes(WRITE_TXN_MARKERS, 0, client.correlation_id)
+        out = io.BytesIO()
+        entity_writer(legacy_schemas.WriteTxnMarkersRequest)(out, request)
+        client.send(sized(payload + out.getvalue()))
+        size, = struct.unpack(">i", recv_exact(client.sock, 4))
+        body = recv_exact(client.sock, size)
+        response, _ = entity_reader(legacy_schemas.WriteTxnMarkersResponse)(body, 4)
+        [marker] = response.markers
+        assert {p.partition_index: p.error_code for t in marker.topics for p in t.partitions} == \
+            {0: NONE, 3: UNKNOWN_TOPIC_OR_PARTITION}
+        assert latest(client, "v0", 1) == 2
+    assert_healthy(broker)

@@ -17,14 +17,18 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
 from ..protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
                                       encode_produce_response)
+from ..protocol.record_batch import TRANSACTIONAL_BIT
 from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
+from .txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
+ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
 
 
 def now_ms() -> int:
@@ -44,8 +48,9 @@ class InOrder:
 
 
 class DataApis:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, verifier: TxnVerifier | None = None) -> None:
         self.replicas = replicas
+        self.verifier = verifier  # KIP-890: asks the transaction coordinator (None: nobody to ask)
         self.handlers = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -80,6 +85,7 @@ class DataApis:
         now = now_ms()
         topics_out = []
         waiting: list[tuple[ProducePartitionResult, asyncio.Future]] = []
+        verifying: list[tuple[ProducePartitionResult, str, object, VerificationGuard]] = []
         failed = False
         for topic_data in request.topic_data:
             name = names.get(topic_data.topic_id) if by_id else topic_data.name
@@ -91,19 +97,25 @@ class DataApis:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
                     if name in INTERNAL_TOPICS:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"{name} is written by the broker only")
-                    partition, result.base_offset, last, result.log_append_time = self.replicas.append(
-                        name, data.index, data.records, request.acks, now)
-                    result.log_start_offset = partition.log.log_start_offset
-                    if request.acks == -1:
-                        waiting.append((result, self.replicas.await_replication(
-                            partition, last, int(request.timeout.total_seconds() * 1000), now)))
+                    validated = None
+                    if _is_transactional(data.records):  # KIP-98/890: only these pay for the checks
+                        partition, validated = self.replicas.validate(name, data.index, data.records, now)
+                        if request.transactional_id is None:
+                            raise KafkaError(ErrorCode.transactional_id_authorization_failed,
+                                             "transactional records without a transactional id")
+                        guard = partition.start_verification(validated.header, now)
+                        if guard is not SENTINEL and self.verifier is not None:
+                            verifying.append((result, name, validated, guard))
+                            results.append(result)
+                            continue
+                    self._append(result, name, data.index, data.records, request, now, waiting, validated)
                 except KafkaError as e:
                     failed = True
-                    result.error_code, result.error_message = e.code, e.message
-                    result.record_errors = e.record_errors
-                    log.warning("produce to %s-%d refused: %s", name, data.index, e)
+                    self._refused(result, name, e)
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))
+        if verifying:
+            return InOrder(self._produce_verified(header.api_version, request, topics_out, waiting, verifying))
         if request.acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
@@ -112,6 +124,46 @@ class DataApis:
             self._settle(waiting)
             return encode_produce_response(header.api_version, topics_out)
         return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
+
+    def _append(self, result: ProducePartitionResult, name: str, index: int, records, request, now: int, waiting,
+                validated=None, verification_guard: VerificationGuard = SENTINEL) -> None:
+        partition, result.base_offset, last, result.log_append_time = self.replicas.append(
+            name, index, records, request.acks, now, validated=validated, verification_guard=verification_guard)
+        result.log_start_offset = partition.log.log_start_offset
+        if request.acks == -1:
+            waiting.append((result, self.replicas.await_replication(
+                partition, last, int(request.timeout.total_seconds() * 1000), now)))
+
+    @staticmethod
+    def _refused(result: ProducePartitionResult, name: str, e: KafkaError) -> None:
+        result.error_code, result.error_message = e.code, e.message
+        result.record_errors = e.record_errors
+        log.warning("produce to %s-%d refused: %s", name, result.index, e)
+
+    async def _produce_verified(self, version: int, request, topics_out, waiting, verifying):
+        """KIP-890 part 1: the coordinator verifies the partitions whose producer has no
+        transaction on them yet; each is appended, with its guard, only once verified."""
+        producers = {(v.header.producer_id, v.header.producer_epoch) for _, _, v, _ in verifying}
+        if len(producers) == 1:
+            [(producer_id, producer_epoch)] = producers
+            unverified = await self.verifier.verify(request.transactional_id, producer_id, producer_epoch,
+                                                    [(name, r.index) for r, name, _, _ in verifying])
+        else:  # one Produce request, one transactional producer
+            unverified = {(name, r.index): ErrorCode.invalid_txn_state for r, name, _, _ in verifying}
+        now = now_ms()
+        for result, name, validated, guard in verifying:
+            try:
+                error = unverified.get((name, result.index))
+                if error:
+                    raise KafkaError(error, "the transaction coordinator did not verify this partition")
+                self._append(result, name, result.index, validated.records, request, now, waiting, validated, guard)
+            except KafkaError as e:
+                self._refused(result, name, e)
+        if request.acks == 0:
+            return None
+        await asyncio.gather(*(f for _, f in waiting))
+        self._settle(waiting)
+        return encode_produce_response(version, topics_out)
 
     async def _produce_replicated(self, version: int, topics_out, waiting) -> bytes:
         await asyncio.gather(*(f for _, f in waiting))
@@ -343,6 +395,12 @@ def _txn_start(entry) -> int:
     if entry is None or entry.current_txn_first_offset is None:
         return -1
     return entry.current_txn_first_offset
+
+
+def _is_transactional(records) -> bool:
+    """Whether a produced batch has the transactional bit (the low byte of its attributes)."""
+    return records is not None and len(records) > ATTRIBUTES_LOW_BYTE and bool(
+        records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT)
 
 
 def _records_size(result: FetchPartitionResult) -> int:

@@ -421,8 +421,10 @@ class ReplicaManager:
 
     def maintain(self, now_ms: int) -> None:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW;
-        not for a compact-only topic, whose old records the cleaner removes."""
+        not for a compact-only topic, whose old records the cleaner removes. And the transaction
+        state of producers idle for producer.id.expiration.ms goes."""
         for partition in list(self.partitions.values()):
+            partition.expire_producers(now_ms, self.config["producer.id.expiration.ms"])
             if "delete" not in self.cleanup_policy(partition.topic):
                 continue
             deleted = partition.log.enforce_retention(now_ms, partition.high_watermark)

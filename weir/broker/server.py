@@ -32,6 +32,7 @@ from .replica_manager import ReplicaManager
 from .txn_apis import TransactionApis
 from .txn_coordinator import TransactionCoordinatorShell
 from .txn_markers import TxnMarkerApis
+from .txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller),
+        data = DataApis(self.replicas, TxnVerifier(self.replicas, self._connect_cached))
+        apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller),
                           GroupApis(self.groups, self.transactions),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count),
                           self.replicas.metrics, TxnMarkerApis(self.replicas))

@@ -20,8 +20,8 @@ ABORT, coordinator epoch) and each partition it names:
   partition_index, producer_id, committed)` when the server set it (Kafka's
   GroupCoordinator.onTransactionCompleted).
 
-Versions: 1 (flexible) only. Version 0 is the same request unflexible; kio has no schema for it,
-and Kafka 4 removed it (KIP-896); the coordinator sends version 1.
+Versions 0 and 1 (flexible; the same fields). kio has no schema for version 0 (Kafka 4 removed
+it, KIP-896): weir.protocol.legacy_schemas has it.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # v0 (unflexible) has no kio schema; Kafka 4 removed it
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0: weir.protocol.legacy_schemas (kio follows Kafka 4, which removed it)
 }
 
 

@@ -9,11 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .txn_wire import TXN_SETTINGS
 
-# KIP-890's produce-side verification (the partition leader asking the coordinator with
-# AddPartitionsToTxn v4 verify_only) is the partition side's and not in the produce path yet:
-# until it is, transactional produce runs with it off (Kafka's own switch).
-SETTINGS = {**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()},
-            "transaction_partition_verification_enable": "false"}
+SETTINGS = {k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()}  # KIP-890 verification on, Kafka's default
 
 
 def create_topics(bootstrap: str, *names: str, partitions: int = 2, replication: int = 1) -> None:

@@ -87,8 +87,9 @@ class Broker:
         self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,
                                                         ProducerIdAllocator(self.zk, self.broker_id).next_id,
                                                         self._connect_fresh)
-        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic,
-                                       self.transactions.verify_partitions)
+        # KIP-890: Produce and TxnOffsetCommit ask the transaction coordinator the same way
+        self.txn_verifier = TxnVerifier(self.replicas, self._connect_cached)
+        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic, self.txn_verifier.verify)
         # the WriteTxnMarkers handler tells the group coordinator of markers in __consumer_offsets
         self.replicas.on_offsets_marker = self.groups.complete_transaction
         follow_fetchers = self.replicas.on_role_change
@@ -99,7 +100,7 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        data = DataApis(self.replicas, TxnVerifier(self.replicas, self._connect_cached))
+        data = DataApis(self.replicas, self.txn_verifier)
         apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller),
                           GroupApis(self.groups, self.transactions),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count),

@@ -39,6 +39,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
+from .protocol import legacy_schemas
 from .protocol.codec import build
 from .protocol.errors import ErrorCode, KafkaError
 from .protocol.header import skip_tagged_fields
@@ -97,12 +98,13 @@ def check_error(code, message: str | None = None) -> None:
 
 @cache
 def _request_schema(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    return legacy_schemas.REQUESTS.get((api_key, version)) or load_request_schema(api_key, version)
 
 
 @cache
 def _response_schema(api_key: int, version: int) -> type:
-    return RESPONSE_SCHEMAS.get((api_key, version)) or load_response_schema(api_key, version)
+    return (RESPONSE_SCHEMAS.get((api_key, version)) or legacy_schemas.RESPONSES.get((api_key, version))
+            or load_response_schema(api_key, version))
 
 
 @cache

@@ -108,6 +108,11 @@ SETTINGS = {s.name: s for s in [
     Setting("zookeeper.connection.timeout.ms", int, 18000, "Longest wait for the first ZooKeeper connection."),
     Setting("min.insync.replicas", int, 1, "Replicas that must be in sync for acks=all."),
     Setting("unclean.leader.election.enable", bool, False, "Elect an out-of-sync replica rather than go offline."),
+    Setting("transaction.partition.verification.enable", bool, True,
+            "KIP-890: a partition leader asks the transaction coordinator before a producer's first "
+            "transactional batch on it."),
+    Setting("producer.id.expiration.ms", int, 86400000,
+            "A partition forgets the transaction state of a producer idle this long (none ongoing)."),
     Setting("replica.lag.time.max.ms", int, 30000, "A follower not caught up for this long leaves the ISR."),
     Setting("replica.fetch.min.bytes", int, 1, "Least data a follower's fetch waits for."),
     Setting("replica.fetch.max.bytes", int, 1048576, "Per-partition bytes of a follower's fetch."),

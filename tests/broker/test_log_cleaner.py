@@ -1,5 +1,5 @@
 """The cleaner's choice of segments and of when to clean, on a real partition and log: never above
-the HW; min.compaction.lag.ms keeps recent segments as written; max.compaction.lag.ms cleans a log
+the HW nor the LSO (aborted transactions' records removed); min.compaction.lag.ms keeps recent segments as written; max.compaction.lag.ms cleans a log
 whose dirty ratio is low."""
 
 import asyncio
@@ -99,7 +99,7 @@ def test_segments_above_the_high_watermark_are_not_cleaned(tmp_path):
         assert cleaner._candidates()[1] == []
 
         partition.on_follower_fetch(2, -1, log.closed_segments[1].next_offset, 0, NOW)  # the HW moves up to there
-        ((key, _, closed, _, _),) = cleaner._candidates()[1]
+        ((key, _, closed, _, _, _),) = cleaner._candidates()[1]
         assert key == ("t", 0) and closed == log.closed_segments[:2]
     finally:
         loop.close()
@@ -170,4 +170,59 @@ def test_a_small_offset_map_cleans_over_several_passes_and_the_checkpoint_surviv
     assert restarted.clean_once(now_ms=NOW) == 1  # goes on with [key-2, key-3], not from the start
     assert [records_in(s) for s in log.closed_segments] == [[], [], [(b"key-0", b"1"), (b"key-1", b"1")],
                                                             [(b"key-2", b"1"), (b"key-3", b"1")]]
+    log.close()
+
+
+def transactional(key: bytes, value: bytes, pid: int, seq: int = 0) -> bytearray:
+    import struct
+
+    from crc32c import crc32c
+    records = bytearray(encode_batch([value], keys=[key], timestamp=NOW, producer_id=pid, producer_epoch=0,
+                                     base_sequence=seq))
+    struct.pack_into(">h", records, 21, 0x10)
+    struct.pack_into(">I", records, 17, crc32c(bytes(records[21:])))
+    return records
+
+
+def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path, cleaner_of):
+    """KIP-98: the records of an aborted transaction are removed and never supersede an older
+    value; a committed transaction's are compacted as any; nothing from the LSO on is cleaned;
+    markers stay."""
+    from weir.transactions.read_committed import consume_read_uncommitted
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150), NOW)
+    partition = Partition(1, "t", 0, log, 0, transaction_verification=False)
+    partition.apply_state(PartitionState(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1, partition_epoch=0),
+                          (1,), ReplicationConfig(), NOW, state_zxid=2, own_broker_epoch=1)
+
+    def txn(key, value, pid):
+        records = transactional(key, value, pid)
+        partition.produce(records, read_batch_header(records), 1, NOW, proven=True)
+
+    produce(partition, b"k1", b"old")  # 0
+    txn(b"k1", b"aborted", 7)  # 1
+    produce(partition, b"k2", b"x")  # 2
+    partition.append_marker(7, 0, False, 0, NOW, proven=True)  # 3: P aborts
+    txn(b"k2", b"committed", 8)  # 4
+    partition.append_marker(8, 0, True, 0, NOW, proven=True)  # 5: Q commits
+    txn(b"k1", b"open", 9)  # 6: R's transaction stays open
+    produce(partition, b"k1", b"after")  # 7
+    for i in range(4):
+        produce(partition, b"tail", b"%d" % i)  # 8-11
+    assert partition.last_stable_offset == 6 and partition.high_watermark == 12
+
+    def records():
+        return [(r.offset, r.key, r.value) for s in log.segments
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+
+    before = records()
+    cleaner = cleaner_of(partition)
+    cleaner.clean_once(now_ms=NOW)
+    after = records()
+    assert (0, b"k1", b"old") in after  # an aborted value supersedes nothing
+    assert (1, b"k1", b"aborted") not in after and (2, b"k2", b"x") not in after
+    assert (4, b"k2", b"committed") in after
+    assert [r for r in after if r[0] >= 6] == [r for r in before if r[0] >= 6]  # from the LSO on: as written
+    partition.load_producers(None)  # a replay of the cleaned log still finds every transaction's end
+    assert partition.last_stable_offset == 6
+    assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1)]
     log.close()

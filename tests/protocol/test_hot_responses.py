@@ -58,3 +58,15 @@ def test_fetch_response_decodes_with_every_supported_version(tmp_path, version):
     assert second.error_code == 1 and not second.records
     if version >= 11:
         assert first.preferred_read_replica == -1
+
+
+@pytest.mark.parametrize("version", range(4, 18))
+def test_fetch_response_carries_aborted_transactions_read_committed(version):
+    """KIP-98: null for READ_UNCOMMITTED, a (producer id, first offset) list for READ_COMMITTED."""
+    parts = [FetchPartitionResult(0, 0, 10, 6, 0, [b"R" * 61], [(7, 1), (9, 4)]),
+             FetchPartitionResult(1, 0, 5, 5, 0, None, []), FetchPartitionResult(2, 0, 5, 5, 0)]
+    body = b"".join(encode_fetch_response(version, 0, [("orders", TOPIC_ID, parts)]))
+    first, empty, uncommitted = decode(1, version, body).responses[0].partitions
+    assert first.last_stable_offset == 6
+    assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(7, 1), (9, 4)]
+    assert list(empty.aborted_transactions) == [] and uncommitted.aborted_transactions is None

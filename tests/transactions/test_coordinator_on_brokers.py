@@ -82,10 +82,19 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
         # the old epoch cannot end it; the current one commits (answered once PrepareCommit is written)
         assert await end_txn(port, "txn-a", pid, 0, committed=True, version=1) == ErrorCode.invalid_producer_epoch
         assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.none
-        state = await describe(port, "txn-a")
-        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
-        assert await end_txn(port, "txn-a", pid, 1, committed=False) in (ErrorCode.invalid_txn_state,
-                                                                         ErrorCode.concurrent_transactions)
+        state = await wait_state(port, "txn-a", {"CompleteCommit"})  # the markers were written
+        assert (state.producer_epoch, list(state.topics)) == (1, [])
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.none  # a retry
+        assert await end_txn(port, "txn-a", pid, 1, committed=False) == ErrorCode.invalid_txn_state
+        # InitProducerId on an ongoing transaction aborts it with the epoch bumped: the caller
+        # hears CONCURRENT_TRANSACTIONS, and its retry gets the next epoch once the abort is done
+        assert set((await add_partitions(port, "txn-a", pid, 1, {"data": [1]})).values()) == {ErrorCode.none}
+        fence = await init_producer_id(port, "txn-a", retry=False)
+        assert fence.error_code == ErrorCode.concurrent_transactions
+        assert await end_txn(port, "txn-a", pid, 1, committed=True) == ErrorCode.producer_fenced
+        again = await init_producer_id(port, "txn-a")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.none, pid, 3)
+        assert (await describe(port, "txn-a")).transaction_state == "Empty"
         unknown = await describe(port, "never-seen")
         assert unknown.error_code == ErrorCode.transactional_id_not_found
         return pid
@@ -102,8 +111,8 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
     header, row = [line.split() for line in described.stdout.splitlines() if line.strip()]
     fields = dict(zip(header, row))
     assert (fields["CoordinatorId"], fields["TransactionalId"], fields["ProducerId"], fields["ProducerEpoch"]) == \
-        ("0", "txn-a", str(pid), "1")
-    assert fields["TransactionState"] in ("PrepareCommit", "CompleteCommit")  # markers land: no partitions left
+        ("0", "txn-a", str(pid), "3")
+    assert fields["TransactionState"] == "Empty"
     missing = weir_cli(broker, "transactions", "describe", "--transactional-id", "never-seen")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr.upper()
 
@@ -113,8 +122,10 @@ def weir_cli(broker, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker):
-    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced_and_an_idle_id_expires(start_broker):
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()},
+                          transactional_id_expiration_ms="3000",
+                          transaction_remove_expired_transaction_cleanup_interval_ms="500")
     create_topic(broker.bootstrap, "data", 1)
 
     async def scenario():
@@ -126,6 +137,15 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(start_broker
         state = await wait_state(port, "slow", {"PrepareAbort", "CompleteAbort"}, timeout_s=15)
         assert state.producer_epoch == 1  # bumped: the producer at epoch 0 is fenced
         assert await end_txn(port, "slow", pid, 0, committed=True) == ErrorCode.producer_fenced
+        # idle for transactional.id.expiration.ms: forgotten (a tombstone), and a new producer
+        # of the id starts afresh
+        await wait_state(port, "slow", {"CompleteAbort"}, timeout_s=15)
+        deadline = asyncio.get_running_loop().time() + 20
+        while (await describe(port, "slow")).error_code != ErrorCode.transactional_id_not_found:
+            assert asyncio.get_running_loop().time() < deadline, "never expired"
+            await asyncio.sleep(0.3)
+        fresh = await init_producer_id(port, "slow")
+        assert fresh.error_code == ErrorCode.none and fresh.producer_id != pid and fresh.producer_epoch == 0
 
     asyncio.run(scenario())
 
@@ -170,46 +190,179 @@ def test_txn_offset_commit_is_pending_until_its_transaction_ends(start_broker):
         plain = await call(port, ApiKey.OFFSET_FETCH, 7, {**fetch, "require_stable": False})
         partition = plain.topics[0].partitions[0]
         assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, -1)
+        # the commit marker lands in __consumer_offsets: the offset is visible and stable
+        assert await end_txn(port, "offsets-txn", pid, epoch, committed=True) == ErrorCode.none
+        assert await stable_offset(port, "g", ("data", 0)) == 42
 
     asyncio.run(scenario())
 
 
-def test_a_killed_coordinators_transactions_are_reloaded_by_the_next(start_cluster):
-    """kill -9 of the __transaction_state leader: the new leader loads the partition, answers for
-    its ids with their state, and carries out the decided commit (its markers are sent again)."""
-    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
-    create_topic(cluster.bootstrap, "data", 1, replication=3)
+async def stable_offset(port: int, group: str, tp: tuple[str, int], timeout_s: float = 30) -> int:
+    """The committed offset once OffsetFetch with require_stable gives one."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        response = await call(port, ApiKey.OFFSET_FETCH, 7, {"group_id": group, "require_stable": True,
+                                                            "topics": [{"name": tp[0], "partition_indexes": [tp[1]]}]})
+        partition = response.topics[0].partitions[0] if response.topics else None
+        if response.error_code == ErrorCode.none and partition is not None and partition.error_code == ErrorCode.none:
+            return partition.committed_offset
+        assert asyncio.get_running_loop().time() < deadline, response
+        await asyncio.sleep(0.2)
+
+
+async def txn_offset_commit(port: int, transactional_id: str, group: str, offsets: dict[tuple[str, int], int],
+                            timeout_ms: int = 60000) -> tuple[int, int]:
+    """A new transaction of `transactional_id` that commits `offsets` for `group`; (producer id, epoch)."""
+    init = await init_producer_id(port, transactional_id, timeout_ms=timeout_ms)
+    pid, epoch = init.producer_id, init.producer_epoch
+    response = await call(port, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": transactional_id,
+                                                               "producer_id": pid, "producer_epoch": epoch,
+                                                               "group_id": group})
+    assert response.error_code == ErrorCode.none
+    body = {"transactional_id": transactional_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}
+                       for (t, p), o in offsets.items()]}
+    for _ in range(100):
+        response = await call(port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        errors = {p.error_code for t in response.topics for p in t.partitions}
+        if errors == {ErrorCode.none}:
+            return pid, epoch
+        assert errors <= {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                          ErrorCode.not_coordinator, ErrorCode.concurrent_transactions}, errors
+        await asyncio.sleep(0.2)
+    raise AssertionError("TxnOffsetCommit never succeeded")
+
+
+def test_loading_replays_transactional_offsets_and_their_markers(start_broker):
+    """After a restart the group coordinator rebuilds from __consumer_offsets: a committed
+    transaction's offsets are visible, an aborted one's are not, an open one's are pending."""
+    settings = {k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()}
+    broker = start_broker(0, **settings)
+    create_topic(broker.bootstrap, "data", 2)
+
+    async def before():
+        port = await find_coordinator([broker.port], "committer")
+        await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        pid, epoch = await txn_offset_commit(port, "committer", "g", {("data", 0): 42})
+        assert await end_txn(port, "committer", pid, epoch, committed=True) == ErrorCode.none
+        assert await stable_offset(port, "g", ("data", 0)) == 42
+        pid, epoch = await txn_offset_commit(port, "aborter", "g", {("data", 0): 99})
+        assert await end_txn(port, "aborter", pid, epoch, committed=False) == ErrorCode.none
+        assert await stable_offset(port, "g", ("data", 0)) == 42
+        await txn_offset_commit(port, "open", "g", {("data", 1): 7})
+
+    asyncio.run(before())
+    broker.kill()
+    broker.start()
+
+    async def after():
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            response = await call(broker.port, ApiKey.OFFSET_FETCH, 7, {
+                "group_id": "g", "require_stable": True,
+                "topics": [{"name": "data", "partition_indexes": [0, 1]}]})
+            if response.error_code == ErrorCode.none:
+                break
+            assert asyncio.get_running_loop().time() < deadline, response
+            await asyncio.sleep(0.2)
+        by_partition = {p.partition_index: (p.error_code, p.committed_offset) for p in response.topics[0].partitions}
+        assert by_partition == {0: (ErrorCode.none, 42), 1: (ErrorCode.unstable_offset_commit, -1)}
+        state = await describe(await find_coordinator([broker.port], "open"), "open")
+        assert state.transaction_state == "Ongoing"
+
+    asyncio.run(after())
+
+
+def test_a_killed_coordinators_transactions_are_reloaded_and_its_markers_sent_again(start_cluster):
+    """kill -9 of the __transaction_state leader while a commit's marker cannot be written (the
+    data partition's only replica is down): the next leader loads the partition, answers for a
+    decided (PrepareCommit) and an Ongoing transaction, and, once the data partition is back,
+    writes the marker the old coordinator could not and completes the commit."""
+    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()},
+                            replica_lag_time_max_ms="2000")
     ports = [b.port for b in cluster.brokers]
 
     async def scenario():
         port = await find_coordinator(ports, "fo")
+        coordinator = next(b for b in cluster.brokers if b.port == port)
+        data_broker, survivor = [b for b in cluster.brokers if b is not coordinator]
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("data", 1, replica_assignment=[[data_broker.broker_id]])])[
+            "data"].result(30)
         first = await init_producer_id(port, "fo")
         pid, epoch = first.producer_id, first.producer_epoch
-        errors = await add_partitions(port, "fo", pid, epoch, {"data": [0]})
-        assert set(errors.values()) == {ErrorCode.none}
-        assert await end_txn(port, "fo", pid, epoch, committed=True) == ErrorCode.none
+        assert set((await add_partitions(port, "fo", pid, epoch, {"data": [0]})).values()) == {ErrorCode.none}
         # a second id in the same __transaction_state partition, left Ongoing
         other = next(f"fo-{i}" for i in range(1000) if partition_for(f"fo-{i}", 3) == partition_for("fo", 3))
         second = await init_producer_id(port, other)
         assert set((await add_partitions(port, other, second.producer_id, 0, {"data": [0]})).values()) == \
             {ErrorCode.none}
-        killed = next(b for b in cluster.brokers if b.port == port)
-        killed.kill()
-        alive = [p for p in ports if p != port]
+        data_broker.kill()
+        assert await end_txn(port, "fo", pid, epoch, committed=True, retry=True) == ErrorCode.none
+        await asyncio.sleep(1)
+        assert (await describe(port, "fo")).transaction_state == "PrepareCommit"  # its marker cannot be written
+        coordinator.kill()
         deadline = asyncio.get_running_loop().time() + 60
         while True:
-            new_port = await find_coordinator(alive, "fo", timeout_s=60)
-            if new_port != port:  # until the killed broker's session expires, it is still named
+            new_port = await find_coordinator([survivor.port], "fo", timeout_s=60)
+            if new_port == survivor.port:  # until the killed broker's session expires, it is still named
                 state = await describe(new_port, "fo")
                 if state.error_code == ErrorCode.none:
                     break
             assert asyncio.get_running_loop().time() < deadline, "no new coordinator"
             await asyncio.sleep(0.3)
-        assert (state.producer_id, state.producer_epoch) == (pid, epoch)
-        assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
+        assert (state.producer_id, state.producer_epoch, state.transaction_state) == (pid, epoch, "PrepareCommit")
         ongoing = await describe(new_port, other)
         assert (ongoing.transaction_state, [(t.topic, list(t.partitions)) for t in ongoing.topics]) == \
             ("Ongoing", [("data", [0])])
-        return new_port
+        data_broker.start()
+        state = await wait_state(new_port, "fo", {"CompleteCommit"}, timeout_s=60)
+        assert (state.producer_id, state.producer_epoch, list(state.topics)) == (pid, epoch, [])
+
+    asyncio.run(scenario())
+
+
+def test_txn_offset_commit_verified_with_a_coordinator_on_another_broker(start_cluster):
+    """KIP-890 for TxnOffsetCommit: the group's coordinator asks the transaction's coordinator,
+    on another broker, with AddPartitionsToTxn v4 verify_only, before it appends the offsets."""
+    cluster = start_cluster(**{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(cluster.bootstrap, "data", 1, replication=3)
+    ports = [b.port for b in cluster.brokers]
+
+    async def scenario():
+        group_port = None
+        for _ in range(100):
+            response = await call(ports[0], ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+            if response.coordinators[0].error_code == ErrorCode.none:
+                group_port = response.coordinators[0].port
+                break
+            await asyncio.sleep(0.2)
+        assert group_port is not None
+        for i in range(100):
+            txn_port = await find_coordinator(ports, f"remote-{i}")
+            if txn_port != group_port:
+                transactional_id = f"remote-{i}"
+                break
+        # the producer talks to each coordinator: TxnOffsetCommit goes to the group's
+        init = await init_producer_id(txn_port, transactional_id)
+        pid, epoch = init.producer_id, init.producer_epoch
+        body = {"transactional_id": transactional_id, "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": "data", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": ""}]}]}
+        # not added to the transaction yet (no AddOffsetsToTxn): the verification refuses it
+        response = await call(group_port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        assert response.topics[0].partitions[0].error_code == ErrorCode.invalid_txn_state
+        response = await call(txn_port, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": transactional_id,
+                                                                       "producer_id": pid, "producer_epoch": epoch,
+                                                                       "group_id": "g"})
+        assert response.error_code == ErrorCode.none
+        response = await call(group_port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        assert response.topics[0].partitions[0].error_code == ErrorCode.none
+        assert await end_txn(txn_port, transactional_id, pid, epoch, committed=True) == ErrorCode.none
+        assert await stable_offset(group_port, "g", ("data", 0)) == 5
 
     asyncio.run(scenario())

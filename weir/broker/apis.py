@@ -17,13 +17,18 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
 from ..protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
                                       encode_produce_response)
+from ..protocol.record_batch import TRANSACTIONAL_BIT
 from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
+from .txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
+READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
+ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
 
 
 def now_ms() -> int:
@@ -43,8 +48,9 @@ class InOrder:
 
 
 class DataApis:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, verifier: TxnVerifier | None = None) -> None:
         self.replicas = replicas
+        self.verifier = verifier  # KIP-890: asks the transaction coordinator (None: nobody to ask)
         self.handlers = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -79,6 +85,7 @@ class DataApis:
         now = now_ms()
         topics_out = []
         waiting: list[tuple[ProducePartitionResult, asyncio.Future]] = []
+        verifying: list[tuple[ProducePartitionResult, str, object, VerificationGuard]] = []
         failed = False
         for topic_data in request.topic_data:
             name = names.get(topic_data.topic_id) if by_id else topic_data.name
@@ -90,19 +97,25 @@ class DataApis:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
                     if name in INTERNAL_TOPICS:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"{name} is written by the broker only")
-                    partition, result.base_offset, last, result.log_append_time = self.replicas.append(
-                        name, data.index, data.records, request.acks, now)
-                    result.log_start_offset = partition.log.log_start_offset
-                    if request.acks == -1:
-                        waiting.append((result, self.replicas.await_replication(
-                            partition, last, int(request.timeout.total_seconds() * 1000), now)))
+                    validated = None
+                    if _is_transactional(data.records):  # KIP-98/890: only these pay for the checks
+                        partition, validated = self.replicas.validate(name, data.index, data.records, now)
+                        if request.transactional_id is None:
+                            raise KafkaError(ErrorCode.transactional_id_authorization_failed,
+                                             "transactional records without a transactional id")
+                        guard = partition.start_verification(validated.header, now)
+                        if guard is not SENTINEL and self.verifier is not None:
+                            verifying.append((result, name, validated, guard))
+                            results.append(result)
+                            continue
+                    self._append(result, name, data.index, data.records, request, now, waiting, validated)
                 except KafkaError as e:
                     failed = True
-                    result.error_code, result.error_message = e.code, e.message
-                    result.record_errors = e.record_errors
-                    log.warning("produce to %s-%d refused: %s", name, data.index, e)
+                    self._refused(result, name, e)
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))
+        if verifying:
+            return InOrder(self._produce_verified(header.api_version, request, topics_out, waiting, verifying))
         if request.acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
@@ -111,6 +124,46 @@ class DataApis:
             self._settle(waiting)
             return encode_produce_response(header.api_version, topics_out)
         return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
+
+    def _append(self, result: ProducePartitionResult, name: str, index: int, records, request, now: int, waiting,
+                validated=None, verification_guard: VerificationGuard = SENTINEL) -> None:
+        partition, result.base_offset, last, result.log_append_time = self.replicas.append(
+            name, index, records, request.acks, now, validated=validated, verification_guard=verification_guard)
+        result.log_start_offset = partition.log.log_start_offset
+        if request.acks == -1:
+            waiting.append((result, self.replicas.await_replication(
+                partition, last, int(request.timeout.total_seconds() * 1000), now)))
+
+    @staticmethod
+    def _refused(result: ProducePartitionResult, name: str, e: KafkaError) -> None:
+        result.error_code, result.error_message = e.code, e.message
+        result.record_errors = e.record_errors
+        log.warning("produce to %s-%d refused: %s", name, result.index, e)
+
+    async def _produce_verified(self, version: int, request, topics_out, waiting, verifying):
+        """KIP-890 part 1: the coordinator verifies the partitions whose producer has no
+        transaction on them yet; each is appended, with its guard, only once verified."""
+        producers = {(v.header.producer_id, v.header.producer_epoch) for _, _, v, _ in verifying}
+        if len(producers) == 1:
+            [(producer_id, producer_epoch)] = producers
+            unverified = await self.verifier.verify(request.transactional_id, producer_id, producer_epoch,
+                                                    [(name, r.index) for r, name, _, _ in verifying])
+        else:  # one Produce request, one transactional producer
+            unverified = {(name, r.index): ErrorCode.invalid_txn_state for r, name, _, _ in verifying}
+        now = now_ms()
+        for result, name, validated, guard in verifying:
+            try:
+                error = unverified.get((name, result.index))
+                if error:
+                    raise KafkaError(error, "the transaction coordinator did not verify this partition")
+                self._append(result, name, result.index, validated.records, request, now, waiting, validated, guard)
+            except KafkaError as e:
+                self._refused(result, name, e)
+        if request.acks == 0:
+            return None
+        await asyncio.gather(*(f for _, f in waiting))
+        self._settle(waiting)
+        return encode_produce_response(version, topics_out)
 
     async def _produce_replicated(self, version: int, topics_out, waiting) -> bytes:
         await asyncio.gather(*(f for _, f in waiting))
@@ -142,7 +195,9 @@ class DataApis:
         for fetch_topic in request.topics:
             name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
             wanted.append((name, fetch_topic, fetch_topic.partitions))
-        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True)
+        read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
+        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
+                                 read_committed=read_committed)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         while (_bytes(results) < request.min_bytes and not _has_error(results)
                and (remaining := deadline - time.monotonic()) > 0):
@@ -150,10 +205,12 @@ class DataApis:
             if not keys:
                 break
             await self.replicas.waiters.wait(keys, remaining)
-            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False)
+            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
+                                     read_committed=read_committed)
         return encode_fetch_response(header.api_version, 0, results)
 
-    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool) -> list:
+    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
+                  read_committed: bool = False) -> list:
         out = []
         budget = max_bytes
         now = now_ms()
@@ -167,7 +224,8 @@ class DataApis:
                 # consumer progresses past a batch larger than its limits.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, now, replica_epoch, first=first,
-                                            log_start_offset=getattr(p, "log_start_offset", -1))
+                                            log_start_offset=getattr(p, "log_start_offset", -1),
+                                            read_committed=read_committed)
                 budget -= _records_size(result)
                 results.append(result)
             out.append((name or "", fetch_topic.topic_id if by_id else None, results))
@@ -176,6 +234,7 @@ class DataApis:
     # -- ListOffsets -------------------------------------------------------
 
     def list_offsets(self, header: RequestHeader, request) -> dict:
+        read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         topics = []
         for t in request.topics:
             partitions = []
@@ -186,7 +245,7 @@ class DataApis:
                     partition = self.replicas.leader_partition(t.name, p.partition_index,
                                                                getattr(p, "current_leader_epoch", -1))
                     out["leader_epoch"] = partition.leader_epoch
-                    out["offset"], out["timestamp"] = self._offset_for(partition, p.timestamp)
+                    out["offset"], out["timestamp"] = self._offset_for(partition, p.timestamp, read_committed)
                 except KafkaError as e:
                     out["error_code"] = e.code
                 partitions.append(out)
@@ -194,19 +253,19 @@ class DataApis:
         return {"throttle_time": 0, "topics": topics}
 
     @staticmethod
-    def _offset_for(partition, timestamp: int) -> tuple[int, int]:
+    def _offset_for(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
         plog = partition.log
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
         if timestamp == LATEST:
-            return partition.latest_offset(), -1
+            return partition.latest_offset(read_committed), -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
         elif timestamp >= 0:
             found = plog.offset_for_timestamp(timestamp)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
-        if found is None or found[0] >= partition.high_watermark:
+        if found is None or found[0] >= (partition.last_stable_offset if read_committed else partition.high_watermark):
             return -1, -1
         return found
 
@@ -215,8 +274,8 @@ class DataApis:
     def describe_producers(self, header: RequestHeader, request) -> dict:
         """Each partition's idempotent producers as this replica's producer table holds them. Any
         replica answers, leader or follower (the admin client asks the leader unless told a
-        broker), as Kafka's; NOT_LEADER_OR_FOLLOWER from a broker that hosts none. Weir has no
-        transactions: the coordinator epoch and the transaction's start offset are always -1."""
+        broker), as Kafka's; NOT_LEADER_OR_FOLLOWER from a broker that hosts none. The coordinator
+        epoch and the ongoing transaction's first offset are the transaction table's (-1: none)."""
         topics = []
         for t in request.topics:
             partitions = []
@@ -224,12 +283,14 @@ class DataApis:
                 out = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
                        "active_producers": []}
                 try:
-                    table = self.replicas.hosted(t.name, index).producers
+                    partition = self.replicas.hosted(t.name, index)
+                    txns = partition.txns.table.producers
                     out["active_producers"] = [
                         {"producer_id": producer_id, "producer_epoch": entry.epoch,
                          "last_sequence": entry.last_sequence, "last_timestamp": entry.last_timestamp,
-                         "coordinator_epoch": -1, "current_txn_start_offset": -1}
-                        for producer_id, entry in sorted(table.producers.items())]
+                         "coordinator_epoch": txns[producer_id].coordinator_epoch if producer_id in txns else -1,
+                         "current_txn_start_offset": _txn_start(txns.get(producer_id))}
+                        for producer_id, entry in sorted(partition.producers.producers.items())]
                 except KafkaError as e:
                     out["error_code"], out["error_message"] = e.code, e.message
                 partitions.append(out)
@@ -328,6 +389,18 @@ class DataApis:
                 results.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
         return {"throttle_time": 0, "results": [{"topic_name": name, "partitions": partitions}
                                                 for name, partitions in results.items()]}
+
+
+def _txn_start(entry) -> int:
+    if entry is None or entry.current_txn_first_offset is None:
+        return -1
+    return entry.current_txn_first_offset
+
+
+def _is_transactional(records) -> bool:
+    """Whether a produced batch has the transactional bit (the low byte of its attributes)."""
+    return records is not None and len(records) > ATTRIBUTES_LOW_BYTE and bool(
+        records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT)
 
 
 def _records_size(result: FetchPartitionResult) -> int:

@@ -5,7 +5,8 @@ hands it a snapshot of each log's closed segments and swaps each cleaned segment
 (PartitionLog.replace_segment), so a read or an append never waits for it. Which records stay is
 weir.log.cleaner's. Leaders and followers clean their own copies, as in Kafka.
 
-Only closed segments wholly below the high watermark are cleaned, and of those written since the
+Only closed segments wholly below the last stable offset (KIP-98: never an undecided
+transaction; the LSO is at most the high watermark) are cleaned, and of those written since the
 log's last cleaning (dirty), none from the first one holding a record newer than
 min.compaction.lag.ms (Kafka's first uncleanable offset). A log is cleaned when the bytes of its
 dirty cleanable segments are at least min.cleanable.dirty.ratio of all of its cleanable ones, or
@@ -32,7 +33,7 @@ import time
 from typing import NamedTuple
 
 from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
-from weir.log.cleaner import clean_segment, latest_offsets
+from weir.log.cleaner import aborted_spans, clean_segment, latest_offsets
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -133,12 +134,13 @@ class LogCleaner:
                 continue
             # Only what is committed: a record above the HW may yet be truncated away, and the
             # older record of its key it replaced must then still be there (Kafka's first
-            # uncleanable offset is at most the HW).
-            closed = tuple(s for s in partition.log.closed_segments if s.next_offset <= partition.high_watermark)
+            # uncleanable offset is at most the HW); nor a transaction not yet decided (the LSO).
+            closed = tuple(s for s in partition.log.closed_segments if s.next_offset <= partition.last_stable_offset)
             if closed:
+                aborted = partition.log.collect_aborted_txns(partition.log.log_start_offset, closed[-1].next_offset)
                 out.append((key, partition.log, closed, CleaningConfig(
                     *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS)),
-                    partition.log.log_end_offset))
+                    partition.log.log_end_offset, aborted_spans(aborted)))
         return set(replicas.partitions), out
 
     def clean_once(self, now_ms: int | None = None) -> int:
@@ -147,38 +149,39 @@ class LogCleaner:
         rewritten = 0
         hosted, candidates = self._on_loop(self._candidates)
         self.cleaned_to = {key: offset for key, offset in self.cleaned_to.items() if key in hosted}
-        for key, plog, closed, config, log_end_offset in candidates:
+        for key, plog, closed, config, log_end_offset, aborted in candidates:
             cleaned_to = self.cleaned_to.get(key, -1)
             if cleaned_to > log_end_offset:  # a checkpoint of a log since truncated or made anew
                 cleaned_to = -1
             closed = cleanable_segments(closed, cleaned_to, now_ms - config.min_compaction_lag_ms)
             if closed and is_due(closed, cleaned_to, config, now_ms):
-                rewritten += self._clean(key, plog, closed, cleaned_to, config.delete_retention_ms, now_ms)
+                rewritten += self._clean(key, plog, closed, cleaned_to, config.delete_retention_ms, now_ms, aborted)
         return rewritten
 
-    def _offset_map(self, dirty: tuple[LogSegment, ...]) -> tuple[dict, int]:
+    def _offset_map(self, dirty: tuple[LogSegment, ...], aborted: dict) -> tuple[dict, int]:
         """The latest offset of each key of the first dirty segments whose keys fit the map (at
         least one segment), and how many segments that is."""
         capacity = map_capacity(self.replicas.config)
         offsets: dict = {}
         for mapped, segment in enumerate(dirty):
-            keys = latest_offsets([os.pread(segment.fd, segment.size, 0)])
+            keys = latest_offsets([os.pread(segment.fd, segment.size, 0)], aborted=aborted)
             if mapped and len(offsets) + sum(1 for k in keys if k not in offsets) > capacity:
                 return offsets, mapped
             offsets.update(keys)
         return offsets, len(dirty)
 
     def _clean(self, key, plog, closed: tuple[LogSegment, ...], cleaned_to: int, delete_retention_ms: int,
-               now_ms: int) -> int:
+               now_ms: int, aborted: dict | None = None) -> int:
+        aborted = aborted or {}
         clean = sum(1 for s in closed if s.next_offset <= cleaned_to)
-        offsets, mapped = self._offset_map(closed[clean:])
+        offsets, mapped = self._offset_map(closed[clean:], aborted)
         closed = closed[:clean + mapped]
         horizon_ms = now_ms - delete_retention_ms
         rewritten = 0
         for segment in closed:
             data = os.pread(segment.fd, segment.size, 0)
             modified = os.stat(segment.file).st_mtime
-            cleaned = clean_segment(data, offsets, drop_tombstones=modified * 1000 < horizon_ms)
+            cleaned = clean_segment(data, offsets, drop_tombstones=modified * 1000 < horizon_ms, aborted=aborted)
             if cleaned is None:
                 continue
             staging = plog.staging_directory()

@@ -11,12 +11,12 @@ import asyncio
 import itertools
 import logging
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ..config import BrokerConfig
 from ..coordination.model import ClusterView, TopicAssignment, assigned_elsewhere
 from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
-from ..log.log_validator import ValidationConfig, validate_produced_batch
+from ..log.log_validator import ValidatedBatch, ValidationConfig, validate_produced_batch
 from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.hot_responses import FetchPartitionResult, FileRegion
@@ -24,6 +24,7 @@ from ..replication.epoch_fencing import NO_EPOCH_CHECK
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from ..replication.partition import Effects, Partition
 from ..replication.produce_purgatory import ProduceCompletion
+from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from . import topic_configs
 from .fetch_waiters import FetchWaiters
 from .replication_quota import ReplicationQuota, is_throttled
@@ -71,6 +72,9 @@ class ReplicaManager:
         self.isr_outbox: dict[tuple[str, int], AlterPartitionProposal] = {}
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles
+        # Set by the server (the group coordinator's complete_transaction): a transaction marker
+        # was appended to __consumer_offsets partition `partition_index` and replicated.
+        self.on_offsets_marker: Callable[[int, int, bool], None] | None = None
         self.metrics = BrokerMetrics()
         self.can_lead = False  # only while our ZooKeeper session is known to be alive
         self._validation_configs: dict[str, tuple[dict | None, ValidationConfig]] = {}
@@ -214,7 +218,8 @@ class ReplicaManager:
             self.logs.delete_partition(assignment.name, index)
             plog = self.logs.open_partition(assignment.name, index, assignment.topic_id, config, now_ms)
         partition = Partition(self.broker_id, assignment.name, index, plog,
-                              self._checkpointed_hw.get((assignment.name, index), 0))
+                              self._checkpointed_hw.get((assignment.name, index), 0),
+                              transaction_verification=self.config["transaction.partition.verification.enable"])
         partition.load_producers(read_producer_snapshot(plog.directory))
         self.partitions[partition.key] = partition
         return partition
@@ -256,18 +261,39 @@ class ReplicaManager:
                              else f"{topic}-{index}: {error.name}")
         return partition
 
-    def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int) -> AppendResult:
+    def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int, *,
+               validated: ValidatedBatch | None = None,
+               verification_guard: VerificationGuard = SENTINEL) -> AppendResult:
         """Validate and append a produced batch as leader. Nothing is written unless the batch is
-        valid (weir.log.log_validator), and a failed append leaves the log as it was."""
+        valid (weir.log.log_validator) and its producer's state accepts it (a transactional
+        batch: with the `verification_guard` of its KIP-890 verification), and a failed append
+        leaves the log as it was. `validated`: the batch already validated (by `validate`)."""
         partition = self.leader_partition(topic, index)
-        validated = validate_produced_batch(records, self.validation_config(topic), now_ms)
+        if validated is None:
+            validated = validate_produced_batch(records, self.validation_config(topic), now_ms)
         try:
-            produced = partition.produce(validated.records, validated.header, acks, now_ms, proven=self.can_lead)
+            produced = partition.produce(validated.records, validated.header, acks, now_ms, proven=self.can_lead,
+                                         verification_guard=verification_guard)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         self._act(partition, produced.effects)
         self.metrics.produced(topic, len(records), validated.header.record_count)
         return AppendResult(partition, produced.first_offset, produced.last_offset, validated.log_append_time_ms)
+
+    def validate(self, topic: str, index: int, records: bytes, now_ms: int) -> tuple[Partition, ValidatedBatch]:
+        """The leader partition and the validated batch, before an append (KIP-890 verification
+        happens in between)."""
+        partition = self.leader_partition(topic, index)
+        return partition, validate_produced_batch(records, self.validation_config(topic), now_ms)
+
+    def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, committed: bool,
+                      coordinator_epoch: int, now_ms: int) -> tuple[Partition, int]:
+        """WriteTxnMarkers: append a transaction marker as leader; (the partition, its offset)."""
+        partition = self.leader_partition(topic, index)
+        produced = partition.append_marker(producer_id, producer_epoch, committed, coordinator_epoch, now_ms,
+                                           proven=self.can_lead)
+        self._act(partition, produced.effects)
+        return partition, produced.last_offset
 
     def await_replication(self, partition: Partition, last_offset: int, timeout_ms: int,
                           now_ms: int) -> asyncio.Future:
@@ -291,11 +317,12 @@ class ReplicaManager:
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
-             log_start_offset: int = -1) -> FetchPartitionResult:
-        """A fetch from a consumer (replica_id < 0: committed data only) or a follower (up to the
-        LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903) and its
-        log starting at `log_start_offset`. A long poll reads again with `first` false: the
-        follower's position is taken once per request."""
+             log_start_offset: int = -1, read_committed: bool = False) -> FetchPartitionResult:
+        """A fetch from a consumer (replica_id < 0: committed data only; `read_committed`: below
+        the last stable offset, with the aborted transactions of what it returns, KIP-98) or a
+        follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
+        epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
+        `first` false: the follower's position is taken once per request."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
@@ -314,7 +341,12 @@ class ReplicaManager:
                 return FetchPartitionResult(index, error, hw, hw, plog.log_start_offset)
             return FetchPartitionResult(index, error)
         error, limit = partition.read_limit(offset, follower=follower)
-        result = FetchPartitionResult(index, error, hw, hw, plog.log_start_offset)
+        lso = partition.last_stable_offset
+        result = FetchPartitionResult(index, error, hw, lso, plog.log_start_offset)
+        if read_committed and not follower:
+            limit = min(limit, lso)
+            if not error:
+                result.aborted_transactions = []
         if error or offset >= limit or max_bytes <= 0:
             return result
         throttled = follower and self.leader_throttled(partition, replica_id)
@@ -326,6 +358,11 @@ class ReplicaManager:
             result.error_code = ErrorCode.offset_out_of_range
             return result
         result.records = [FileRegion(fd, position, size) for fd, position, size in fetched.file_slices]
+        if result.aborted_transactions is not None and result.records:
+            # Kafka's upper bound is the offset after the returned batches; the LSO bounds them
+            # (an aborted transaction starting between the two is listed, and ignored by consumers).
+            result.aborted_transactions = [txn.as_aborted_transaction()
+                                            for txn in partition.aborted_transactions(offset, limit)]
         if throttled:
             self.leader_quota.record(sum(region.size for region in result.records), now_ms / 1000)
         self.metrics.fetched(topic, sum(region.size for region in result.records), follower)
@@ -384,8 +421,10 @@ class ReplicaManager:
 
     def maintain(self, now_ms: int) -> None:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW;
-        not for a compact-only topic, whose old records the cleaner removes."""
+        not for a compact-only topic, whose old records the cleaner removes. And the transaction
+        state of producers idle for producer.id.expiration.ms goes."""
         for partition in list(self.partitions.values()):
+            partition.expire_producers(now_ms, self.config["producer.id.expiration.ms"])
             if "delete" not in self.cleanup_policy(partition.topic):
                 continue
             deleted = partition.log.enforce_retention(now_ms, partition.high_watermark)

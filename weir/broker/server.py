@@ -31,6 +31,8 @@ from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
 from .txn_apis import TransactionApis
 from .txn_coordinator import TransactionCoordinatorShell
+from .txn_markers import TxnMarkerApis
+from .txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +48,9 @@ class BrokerApis:
     """Every handler this broker serves, by api key."""
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
-                 transactions: TransactionApis, metrics: BrokerMetrics) -> None:
+                 transactions: TransactionApis, metrics: BrokerMetrics, txn_markers: TxnMarkerApis) -> None:
         self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
-                         **transactions.handlers}
+                         **transactions.handlers, **txn_markers.handlers}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
 
@@ -85,8 +87,9 @@ class Broker:
         self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,
                                                         ProducerIdAllocator(self.zk, self.broker_id).next_id,
                                                         self._connect_fresh)
-        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic,
-                                       self.transactions.verify_partitions)
+        # KIP-890: Produce and TxnOffsetCommit ask the transaction coordinator the same way
+        self.txn_verifier = TxnVerifier(self.replicas, self._connect_cached)
+        self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic, self.txn_verifier.verify)
         # the WriteTxnMarkers handler tells the group coordinator of markers in __consumer_offsets
         self.replicas.on_offsets_marker = self.groups.complete_transaction
         follow_fetchers = self.replicas.on_role_change
@@ -97,10 +100,11 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller),
+        data = DataApis(self.replicas, self.txn_verifier)
+        apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller),
                           GroupApis(self.groups, self.transactions),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count),
-                          self.replicas.metrics)
+                          self.replicas.metrics, TxnMarkerApis(self.replicas))
         host, port = config.listener
         self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
                                                host, port, reuse_address=True, backlog=1024)

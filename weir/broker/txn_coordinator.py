@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from ..client import ClientError
 from ..log import OffsetOutOfRange
 from ..protocol.errors import ErrorCode, KafkaError
 from ..transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
@@ -35,7 +34,6 @@ from .marker_sender import MarkerSender
 
 log = logging.getLogger(__name__)
 
-ADD_PARTITIONS_TO_TXN = 24
 RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms for markers and completions
 ANSWER_WAIT_S = 120  # a bound on any request's wait for its write (each write is bounded anyway)
 
@@ -67,8 +65,6 @@ class TransactionCoordinatorShell:
         self.loading: dict[int, asyncio.Task] = {}
         self.epochs: dict[int, int] = {}  # partition → leader epoch loaded (or being loaded) at
         self._creating: asyncio.Task | None = None
-        self._connect = connect
-        self._verifiers: dict[int, object] = {}  # broker id → connection for verify_only requests
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.Task] = []
 
@@ -89,8 +85,6 @@ class TransactionCoordinatorShell:
         for task in [*self._timers, *self.loading.values(), *self._tasks]:
             task.cancel()
         await self.markers.close()
-        for conn in self._verifiers.values():
-            await conn.close()
         for index in list(self.epochs):
             self.core.unload(index)
         self.epochs.clear()
@@ -202,6 +196,8 @@ class TransactionCoordinatorShell:
             log.exception("loading %s-%d failed: its transactional ids stay unavailable here", TRANSACTION_STATE_TOPIC,
                           index)
             self.core.unload(index, epoch)
+            if self.epochs.get(index) == epoch:
+                del self.epochs[index]  # a later leadership loads it again
             return
         finally:
             if self.loading.get(index) is asyncio.current_task():
@@ -282,35 +278,6 @@ class TransactionCoordinatorShell:
         return await self._ask(lambda token: self.core.end_txn(
             transactional_id, producer_id, producer_epoch, result, now_ms(), token))
 
-    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: list[tuple[str, int]]) -> ErrorCode:
-        """KIP-890 part 1 for this broker's own transactional appends (TxnOffsetCommit): are the
-        partitions in the producer's transaction? Asked of the core when this broker coordinates
-        the id, else of its coordinator with AddPartitionsToTxn v4 verify_only. The first error."""
-        state = self.replicas.view.states.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))
-        if state is None or state.leader < 0:
-            return ErrorCode.coordinator_not_available
-        if state.leader == self.replicas.broker_id:
-            errors = self.core.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-        else:
-            body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                      "producer_epoch": producer_epoch, "verify_only": True,
-                                      "topics": _topics(partitions)}]}
-            try:
-                conn = self._verifiers.get(state.leader)
-                if conn is None or conn.closed:
-                    conn = self._verifiers[state.leader] = await self._connect(state.leader)
-                response = await conn.request(ADD_PARTITIONS_TO_TXN, 4, body,
-                                              timeout_s=self.config["request.timeout.ms"] / 1000)
-            except (ClientError, OSError) as e:
-                log.info("verifying %s with broker %d failed: %s", transactional_id, state.leader, e)
-                return ErrorCode.coordinator_not_available
-            if response.error_code:
-                return ErrorCode(response.error_code)
-            errors = {(t.name, p.partition_index): ErrorCode(p.partition_error_code)
-                      for r in response.results_by_transaction for t in r.topic_results for p in t.results_by_partition}
-        return next((e for e in errors.values() if e != ErrorCode.none), ErrorCode.none)
-
     # -- effects -------------------------------------------------------------------------------
 
     def apply(self, fx: Effects, marker_delay_s: float = 0.0) -> None:
@@ -370,9 +337,3 @@ class TransactionCoordinatorShell:
         log.info("transaction %s: no marker for %s (deleted)", markers.transactional_id, partitions)
         self.apply(self.core.on_markers_unroutable(markers, partitions))
 
-
-def _topics(partitions) -> list[dict]:
-    topics: dict[str, list[int]] = {}
-    for topic, index in sorted(partitions):
-        topics.setdefault(topic, []).append(index)
-    return [{"name": name, "partitions": indexes} for name, indexes in topics.items()]

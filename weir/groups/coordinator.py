@@ -58,7 +58,8 @@ class GroupCoordinator:
         """`replicas`: the broker's ReplicaManager (groups does not import the broker layer);
         `create_topic(name, partitions, replication_factor, assignment, configs)`: AdminApis';
         `verify_transaction(transactional_id, producer_id, epoch, partitions)`: async, KIP-890's
-        check that an offsets partition is in the transaction (the transaction coordinator's)."""
+        question to the transaction coordinator (`TxnVerifier.verify`: the partitions not
+        verified, with the error a producer gets)."""
         self.replicas = replicas
         self.config = config
         self.group_config = GroupConfig.from_broker(config)
@@ -374,9 +375,10 @@ class GroupCoordinator:
         else:
             if self._verify_transaction is None:
                 raise KafkaError(ErrorCode.invalid_txn_state, "no transaction coordinator to verify with")
-            error = await self._verify_transaction(transactional_id, producer_id, producer_epoch,
-                                                   [(OFFSETS_TOPIC, index)])
-            if error:
+            unverified = await self._verify_transaction(transactional_id, producer_id, producer_epoch,
+                                                        [(OFFSETS_TOPIC, index)])
+            if unverified:  # a retriable NOT_ENOUGH_REPLICAS tells the client COORDINATOR_NOT_AVAILABLE
+                error = next(iter(unverified.values()))
                 raise KafkaError(error, f"transaction {transactional_id} not verified: {error.name}")
             appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now, verification_guard=guard)
         return appended.partition, appended.first_offset, appended.last_offset

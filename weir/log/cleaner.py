@@ -14,6 +14,12 @@ Kafka's rules (LogCleaner), for a compacted topic:
 - Control batches stay whole. A compressed batch keeps its codec: the records it keeps are
   compressed again (Kafka's MemoryRecords.filterTo does the same); one that keeps none becomes an
   empty header.
+- Transactions (KIP-98), as Kafka's CleanedTransactionMetadata: the records of an ABORTED
+  transaction (a transactional batch of its producer between its first offset and its ABORT
+  marker, from the aborted transaction index) all go and never enter the offset map; a committed
+  transaction's records are compacted as any. Unlike Kafka, the markers are always kept (Kafka
+  drops one delete.retention.ms after its transaction's data is gone): Weir keeps every batch's
+  header, and a replay of the log must find each transaction's end.
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ import struct
 from typing import Iterable
 
 from weir.protocol.compression import compress
-from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, read_batch_header,
-                                        records_section)
+from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, TRANSACTIONAL_BIT,
+                                        read_batch_header, records_section)
 from weir.protocol.varint import read_uvarint
 
 from crc32c import crc32c
@@ -72,13 +78,30 @@ def batches_in(data) -> Iterable[memoryview]:
         position += header.length
 
 
-def latest_offsets(segments: Iterable[bytes], offset_map: dict | None = None) -> dict:
-    """The offset map: each key's latest offset in `segments` (in log order)."""
+def aborted_spans(aborted: Iterable) -> dict[int, list[tuple[int, int]]]:
+    """Each producer's aborted transactions as (first offset, marker offset), from the aborted
+    transaction index's entries (weir.transactions.txn_index.AbortedTxn)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for txn in aborted:
+        spans.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return spans
+
+
+def is_aborted(header, spans: dict | None) -> bool:
+    """Whether a data batch belongs to an aborted transaction."""
+    if not spans or header.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT) != TRANSACTIONAL_BIT:
+        return False
+    return any(first <= header.base_offset <= last for first, last in spans.get(header.producer_id, ()))
+
+
+def latest_offsets(segments: Iterable[bytes], offset_map: dict | None = None, aborted: dict | None = None) -> dict:
+    """The offset map: each key's latest offset in `segments` (in log order), aborted
+    transactions' records apart (`aborted`: aborted_spans)."""
     offset_map = {} if offset_map is None else offset_map
     for data in segments:
         for batch in batches_in(data):
             header = read_batch_header(batch)
-            if header.attributes & CONTROL_BIT:
+            if header.attributes & CONTROL_BIT or is_aborted(header, aborted):
                 continue
             for _, _, offset_delta, key, _ in records_of(batch):
                 if key is not NO_KEY:
@@ -86,16 +109,17 @@ def latest_offsets(segments: Iterable[bytes], offset_map: dict | None = None) ->
     return offset_map
 
 
-def clean_batch(batch, offset_map: dict, drop_tombstones: bool) -> bytes:
+def clean_batch(batch, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None) -> bytes:
     """The batch as the cleaned log holds it (see the module's rules)."""
     header = read_batch_header(batch)
     if header.attributes & CONTROL_BIT or header.record_count == 0:
         return bytes(batch)
     section = records_section(batch)
     records = records_of(batch, section)
-    kept = [(start, end) for start, end, delta, key, tombstone in records
-            if key is not NO_KEY and offset_map.get(key, -1) <= header.base_offset + delta
-            and not (tombstone and drop_tombstones)]
+    kept = [] if is_aborted(header, aborted) else [
+        (start, end) for start, end, delta, key, tombstone in records
+        if key is not NO_KEY and offset_map.get(key, -1) <= header.base_offset + delta
+        and not (tombstone and drop_tombstones)]
     if len(kept) == len(records):
         return bytes(batch)
     body = b"".join(bytes(section[start:end]) for start, end in kept)
@@ -107,8 +131,8 @@ def clean_batch(batch, offset_map: dict, drop_tombstones: bool) -> bytes:
     return bytes(out)
 
 
-def clean_segment(data, offset_map: dict, drop_tombstones: bool) -> bytes | None:
+def clean_segment(data, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None) -> bytes | None:
     """A segment's bytes as the cleaned log holds them; None if cleaning changes nothing."""
-    cleaned = [clean_batch(batch, offset_map, drop_tombstones) for batch in batches_in(data)]
+    cleaned = [clean_batch(batch, offset_map, drop_tombstones, aborted) for batch in batches_in(data)]
     out = b"".join(cleaned)
     return None if len(out) == len(data) else out

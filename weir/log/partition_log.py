@@ -510,6 +510,7 @@ class PartitionLog:
         for segment in self._segments:
             if segment.dirty:
                 segment.flush()
+        self.txn_indexes.flush()
         if self._directory_dirty:
             fsync_directory(self.directory)
             self._directory_dirty = False

@@ -8,6 +8,7 @@ entries and the file format are weir.transactions.txn_index's):
 - Entries only ever follow the last one indexed (their markers' offsets increase): an entry
   whose marker is at or below it is already there (a replay after a restart re-offers them).
 - Truncation drops the entries whose marker is cut; a removed segment's index goes with it.
+- Durability: entries are written as they come and fsynced when the log flushes its segments.
 - Opening reads the files of the segments that survived, without the entries of markers a crash
   cut off (at or past the log end); a damaged file is read as empty. The partition's replay of
   its log after the producer snapshot (weir.replication.transactional) offers the entries of the
@@ -43,6 +44,7 @@ class AbortedTxnIndexes:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.indexes: dict[int, TransactionIndex] = {}  # segment base offset -> its entries
+        self._unflushed: set[int] = set()  # bases of the files written since the last flush
 
     @classmethod
     def load(cls, directory: Path, bases: list[int], log_end_offset: int) -> AbortedTxnIndexes:
@@ -85,7 +87,20 @@ class AbortedTxnIndexes:
                 os.write(fd, entry.to_bytes())
             finally:
                 os.close(fd)
+            self._unflushed.add(base)
             last = entry.last_offset
+
+    def flush(self) -> None:
+        """fsync the files written since the last flush (with the log's segments)."""
+        for base in sorted(self._unflushed):
+            if base not in self.indexes:
+                continue
+            fd = os.open(txn_index_path(self.directory, base), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._unflushed.clear()
 
     def collect(self, fetch_offset: int, upper_bound_offset: int, bases: list[int]) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound_offset), searched from

@@ -18,6 +18,7 @@ from functools import cache
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from . import legacy_schemas
 from .errors import ErrorCode
 from .schema_overrides import RESPONSE_SCHEMAS
 from .header import RequestHeader, response_header, skip_tagged_fields
@@ -30,12 +31,13 @@ class MalformedRequest(ValueError):
 
 @cache
 def request_schema(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    return legacy_schemas.REQUESTS.get((api_key, version)) or load_request_schema(api_key, version)
 
 
 @cache
 def response_schema(api_key: int, version: int) -> type:
-    return RESPONSE_SCHEMAS.get((api_key, version)) or load_response_schema(api_key, version)
+    return (RESPONSE_SCHEMAS.get((api_key, version)) or legacy_schemas.RESPONSES.get((api_key, version))
+            or load_response_schema(api_key, version))
 
 
 @cache

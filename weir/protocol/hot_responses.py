@@ -20,6 +20,7 @@ _I32 = struct.Struct(">i")
 _PRODUCE_PARTITION = struct.Struct(">ihqqq")  # index, error, base offset, append time, log start
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable offset
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 _FETCH_TOP = struct.Struct(">ihi")  # throttle, error, session id
 NO_TAGS = b"\x00"
 
@@ -53,6 +54,7 @@ class FetchPartitionResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: list = None  # bytes and FileRegion items; None for no data
+    aborted_transactions: list | None = None  # (producer id, first offset); None: null (READ_UNCOMMITTED)
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
@@ -118,7 +120,15 @@ def encode_fetch_response(version: int, error_code: int,
             head.append(_FETCH_PARTITION_V4.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset))
             if version >= 5:
                 head.append(_I64.pack(p.log_start_offset))
-            head.append(b"\x00" if flexible else b"\xff\xff\xff\xff")  # aborted_transactions: null
+            aborted = p.aborted_transactions
+            if aborted is None:
+                head.append(b"\x00" if flexible else b"\xff\xff\xff\xff")  # aborted_transactions: null
+            else:
+                head.append(_array_len(len(aborted), flexible))
+                for producer_id, first_offset in aborted:
+                    head.append(_ABORTED.pack(producer_id, first_offset))
+                    if flexible:
+                        head.append(NO_TAGS)
             if version >= 11:
                 head.append(b"\xff\xff\xff\xff")  # preferred_read_replica -1
             records = p.records or []

@@ -45,6 +45,8 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    # transactions, the partition leader's side (KIP-98)
+    WRITE_TXN_MARKERS = 27
 
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
@@ -89,6 +91,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0: weir.protocol.legacy_schemas (kio follows Kafka 4, which removed it)
 }
 
 

@@ -414,9 +414,10 @@ class Partition:
                 f"{headers[0].partition_leader_epoch}, "
                 f"below our epoch cache's latest {self.log.leader_epochs.entries[-1]}: the cache describes records "
                 "this log no longer holds, and a later OffsetForLeaderEpoch would truncate by it")
-            self.txns.on_replicated(records, headers, self.follower.high_watermark)  # checked before the append
+            txn = self.txns.check_replicated(records, headers, self.follower.high_watermark)
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)
+            self.txns.complete(txn)
             self.follower.on_appended(self.log.log_end_offset, decision.leader_high_watermark)
         log_start = min(leader_log_start_offset, self.follower.high_watermark)
         if not error and log_start > self.log.log_start_offset:
@@ -476,6 +477,10 @@ class Partition:
             self.producers, start = ProducerStateTable.from_json(snapshot.table_json), snapshot.offset
         self._snapshot = snapshot
         self._record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
+
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> None:
+        """producer.id.expiration.ms, for the transaction table (KIP-98)."""
+        self.txns.remove_expired_producers(now_ms, expiration_ms, self.high_watermark)
 
     def producer_snapshot(self) -> ProducerSnapshot:
         self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json(), self.txns.snapshot())

@@ -27,6 +27,7 @@ a socket itself: what it needs of the log is the ReplicaLog protocol's transacti
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Iterable
 
@@ -36,6 +37,7 @@ from weir.transactions.partition_txns import (SENTINEL, AppendedBatch, AppendOri
                                               PartitionTransactions, Refused, TxnAppend, VerificationGuard)
 from weir.transactions.txn_index import AbortedTxn
 
+log = logging.getLogger(__name__)
 TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 NO_OUTCOME = AppendOutcome([], [])
 
@@ -85,19 +87,20 @@ class TransactionalAppends:
             self.log.append_aborted_txns(outcome.aborted)
         return outcome
 
-    def on_replicated(self, records, headers, high_watermark: int) -> None:
-        """A follower appended `records` (whole batches with these `headers`): the table follows,
-        origin REPLICATION (Kafka only logs what it would refuse, except a non-transactional
-        batch inside a transaction)."""
+    def check_replicated(self, records, headers, high_watermark: int) -> TxnAppend | None:
+        """A follower is about to append `records` (whole batches with these `headers`): check
+        them, origin REPLICATION (Kafka only logs what it would refuse, except a non-transactional
+        batch inside a transaction); `complete` the answer once the log holds them. None: the
+        table need not see them."""
         if not any(self.concerns(h) for h in headers):
-            return
+            return None
         positions, position = {}, 0
         for h in headers:
             positions[h.base_offset] = position
             position += h.length
         view = memoryview(records)
         batches = self._select(headers, lambda h: view[positions[h.base_offset]:positions[h.base_offset] + h.length])
-        self.complete(self.check(batches, AppendOrigin.REPLICATION, high_watermark))
+        return self.check(batches, AppendOrigin.REPLICATION, high_watermark)
 
     def _select(self, headers: Iterable, batch_bytes) -> list[AppendedBatch]:
         """The batches the table must see, in order (a producer's batches from its first
@@ -140,6 +143,12 @@ class TransactionalAppends:
             self.table.on_high_watermark_updated(high_watermark)
         self.table.on_log_start_offset_incremented(self.log.log_start_offset)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int, high_watermark: int) -> None:
+        """producer.id.expiration.ms: idle producers without an ongoing transaction, and
+        verifications never used, are forgotten."""
+        self._sync(high_watermark)
+        self.table.remove_expired_producers(now_ms, expiration_ms)
+
     def truncate_to(self, offset: int, high_watermark: int, snapshot_text: str | None, snapshot_offset: int) -> None:
         """The log was cut at `offset`: undo exactly, else rebuild (TRUNCATION)."""
         self._sync(high_watermark)
@@ -158,14 +167,17 @@ class TransactionalAppends:
     def reload(self, snapshot_text: str | None, snapshot_offset: int | None) -> None:
         """Rebuild from a snapshot taken at `snapshot_offset` (None: no snapshot), then the log."""
         start = self.log.log_start_offset
-        if snapshot_offset is not None and snapshot_offset <= self.log.log_end_offset and snapshot_offset >= start:
-            start = snapshot_offset
-            self.table = (PartitionTransactions(start_offset=start, verification_enabled=self.verification_enabled)
-                          if snapshot_text is None else
-                          PartitionTransactions.from_snapshot(snapshot_text, start,
-                                                              verification_enabled=self.verification_enabled))
-        else:
-            self.table = PartitionTransactions(start_offset=start, verification_enabled=self.verification_enabled)
+        self.table = PartitionTransactions(start_offset=start, verification_enabled=self.verification_enabled)
+        if snapshot_offset is not None and snapshot_offset <= self.log.log_end_offset:
+            try:
+                self.table = (PartitionTransactions(start_offset=snapshot_offset,
+                                                    verification_enabled=self.verification_enabled)
+                              if snapshot_text is None else
+                              PartitionTransactions.from_snapshot(snapshot_text, snapshot_offset,
+                                                                  verification_enabled=self.verification_enabled))
+                start = max(snapshot_offset, start)
+            except (ValueError, KeyError, TypeError, AssertionError) as e:  # damaged: the log tells all
+                log.warning("ignoring a damaged transaction snapshot at %d: %r", snapshot_offset, e)
         self._high_watermark = 0
         self.replay(h for h in self.log.batch_headers(start) if h.base_offset >= start)
 

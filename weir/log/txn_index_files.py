@@ -78,9 +78,10 @@ class AbortedTxnIndexes:
         already indexed."""
         last = self.last_indexed_offset
         for entry in entries:
-            if entry.last_offset <= last:
+            at = bisect_right(bases, entry.last_offset) - 1
+            if entry.last_offset <= last or at < 0:  # indexed already, or its segment is gone
                 continue
-            base = bases[bisect_right(bases, entry.last_offset) - 1]
+            base = bases[at]
             self.indexes.setdefault(base, TransactionIndex()).append(entry)
             fd = os.open(txn_index_path(self.directory, base), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:

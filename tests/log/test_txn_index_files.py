@@ -46,15 +46,17 @@ def test_truncation_and_removed_segments(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_reopening_drops_entries_past_the_log_end_and_damaged_files(tmp_path):
+def test_reopening_drops_entries_past_the_log_end_torn_entries_and_damaged_files(tmp_path):
     indexes = AbortedTxnIndexes(tmp_path)
     indexes.append(entries(), BASES)
     with open(txn_index_path(tmp_path, 0), "ab") as f:
-        f.write(b"\x00" * 5)  # a torn entry: the file is read as empty
+        f.write(b"\x00" * 5)  # a torn last entry: cut
+    with open(txn_index_path(tmp_path, 100), "r+b") as f:
+        f.write(b"\x00\x07")  # a version Kafka would not read: the file is dropped
     again = AbortedTxnIndexes.load(tmp_path, BASES, log_end_offset=200)  # the segment at 200 lost its marker
-    assert [t.producer_id for t in again.collect(0, 300, BASES)] == [2, 3]
-    assert not txn_index_path(tmp_path, 0).exists()
-    assert not txn_index_path(tmp_path, 200).exists()
+    assert [t.producer_id for t in again.collect(0, 300, BASES)] == [1]
+    assert txn_index_path(tmp_path, 0).stat().st_size == ABORTED_TXN_SIZE
+    assert not txn_index_path(tmp_path, 100).exists() and not txn_index_path(tmp_path, 200).exists()
 
 
 def test_a_log_keeps_its_indexes_across_a_reopen_and_removes_strays(tmp_path):

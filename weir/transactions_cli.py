@@ -2,11 +2,14 @@
 
     weir transactions list [--state S]... [--producer-id P]... [--duration-filter MS]
     weir transactions describe --transactional-id X
+    weir transactions describe-producers --topic T --partition P [--broker-id B]
 
 `list` asks every broker (ListTransactions: each answers for the ids it coordinates) and prints
 TransactionalId, Coordinator, ProducerId, TransactionState; `describe` asks the id's coordinator
 (FindCoordinator with key type TRANSACTION, then DescribeTransactions) and prints its producer,
-state, timeout, start, duration and partitions, as Kafka's tool does.
+state, timeout, start, duration and partitions, as Kafka's tool does; `describe-producers` asks
+the partition's leader (or --broker-id's replica) with DescribeProducers for its active
+producers, their last sequence and timestamp, coordinator epoch and open transaction's start.
 """
 
 from __future__ import annotations
@@ -73,6 +76,24 @@ async def describe_action(client: ClusterClient, args) -> int:
     return 0
 
 
+async def describe_producers_action(client: ClusterClient, args) -> int:
+    body = {"topics": [{"name": args.topic, "partition_indexes": [args.partition]}]}
+    if args.broker_id is None:
+        response = await client.call_leader(args.topic, args.partition, ApiKey.DESCRIBE_PRODUCERS, body, max_version=0)
+    else:
+        await client.refresh_metadata([args.topic])
+        response = await (await client.connection(args.broker_id)).call(ApiKey.DESCRIBE_PRODUCERS, body,
+                                                                         max_version=0)
+    (partition,) = response.topics[0].partitions
+    check_error(partition.error_code, partition.error_message or f"{args.topic}-{args.partition}")
+    table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+           "CurrentTransactionStartOffset"],
+          [[int(p.producer_id), int(p.producer_epoch), int(p.coordinator_epoch), int(p.last_sequence),
+            int(p.last_timestamp), int(p.current_txn_start_offset) if p.current_txn_start_offset >= 0 else "None"]
+           for p in partition.active_producers])
+    return 0
+
+
 def register(sub) -> None:
     command = sub.add_parser("transactions", help="list and describe transactions")
     actions = command.add_subparsers(dest="transactions_action", required=True, metavar="ACTION")
@@ -87,3 +108,9 @@ def register(sub) -> None:
     common_options(describing, suppress=False)
     describing.add_argument("--transactional-id", required=True)
     describing.set_defaults(func=lambda args: run_command(describe_action, args))
+    producers = actions.add_parser("describe-producers", help="a partition's active producers and their transactions")
+    common_options(producers, suppress=False)
+    producers.add_argument("--topic", required=True)
+    producers.add_argument("--partition", type=int, required=True)
+    producers.add_argument("--broker-id", type=int, help="ask this replica rather than the leader")
+    producers.set_defaults(func=lambda args: run_command(describe_producers_action, args))

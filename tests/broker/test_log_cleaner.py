@@ -5,6 +5,7 @@ whose dirty ratio is low."""
 import asyncio
 import os
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -186,8 +187,8 @@ def transactional(key: bytes, value: bytes, pid: int, seq: int = 0) -> bytearray
 
 def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path, cleaner_of):
     """KIP-98: the records of an aborted transaction are removed and never supersede an older
-    value; a committed transaction's are compacted as any; nothing from the LSO on is cleaned;
-    markers stay."""
+    value; a committed transaction's are compacted as any; nothing from the LSO on is cleaned; a
+    marker goes after delete.retention.ms once its transaction holds no record."""
     from weir.transactions.read_committed import consume_read_uncommitted
     log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150), NOW)
     partition = Partition(1, "t", 0, log, 0, transaction_verification=False)
@@ -225,4 +226,16 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
     partition.load_producers(None)  # a replay of the cleaned log still finds every transaction's end
     assert partition.last_stable_offset == 6
     assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1)]
+
+    # past delete.retention.ms: the abort marker, whose transaction holds no record any more, goes
+    # with its index entry; the commit marker stays while its transaction's record does
+    later = int(time.time() * 1000) + 1_000
+    cleaner.clean_once(now_ms=later)
+    assert partition.aborted_transactions(0, 12) == []
+    markers = {h.base_offset: h.record_count for s in log.segments
+               for h in map(read_batch_header, batches_in(os.pread(s.fd, s.size, 0))) if h.attributes & 0x20}
+    assert markers == {3: 0, 5: 1}
+    assert records() == after
+    partition.load_producers(None)  # the emptied transaction and its emptied marker: nothing is left open
+    assert partition.last_stable_offset == 6 and partition.txns.table.ongoing_transactions() == [(6, 9)]
     log.close()

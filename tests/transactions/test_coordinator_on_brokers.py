@@ -113,6 +113,12 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
     assert (fields["CoordinatorId"], fields["TransactionalId"], fields["ProducerId"], fields["ProducerEpoch"]) == \
         ("0", "txn-a", str(pid), "3")
     assert fields["TransactionState"] == "Empty"
+    producers = weir_cli(broker, "transactions", "describe-producers", "--topic", "data", "--partition", "0")
+    assert producers.returncode == 0, producers.stderr
+    header, *rows = [line.split() for line in producers.stdout.splitlines() if line.strip()]
+    assert header[:3] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch"]
+    # only the commit marker was written there: the producer, its epoch, the coordinator epoch, no open transaction
+    assert [row[:4] + row[5:] for row in rows] == [[str(pid), "1", "0", "-1", "None"]]
     missing = weir_cli(broker, "transactions", "describe", "--transactional-id", "never-seen")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr.upper()
 

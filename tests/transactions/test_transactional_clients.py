@@ -158,3 +158,41 @@ def test_confluent_transactions_on_three_brokers(start_cluster):
         assert sorted(tp.offset for tp in committed) == ([-1001] * 3 if n == 1 else [10, 10, 10])
         consumer.close()
     assert sorted(read_committed(cluster.bootstrap, "out3", len(expected))) == sorted(expected)
+
+
+def test_kafka_python_consume_transform_produce(start_broker):
+    """kafka-python's send_offsets_to_transaction with its consumer's group metadata (KIP-447:
+    TxnOffsetCommit with the member and generation), then a read_committed KafkaConsumer."""
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+    from kafka import TopicPartition as KafkaTopicPartition
+    broker = start_broker(0, **SETTINGS)
+    create_topics(broker.bootstrap, "src", "dst", partitions=1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(6):
+        plain.produce("src", f"s-{i}".encode(), partition=0)
+    assert plain.flush(30) == 0
+    consumer = KafkaConsumer("src", bootstrap_servers=broker.bootstrap, group_id="kp-group",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             isolation_level="read_committed")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-ctp")
+    producer.init_transactions()
+    producer.begin_transaction()
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 6 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            for record in records:
+                got.append(record)
+                producer.send("dst", record.value.upper(), partition=0)
+    assert len(got) == 6
+    tp = KafkaTopicPartition("src", 0)
+    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(got[-1].offset + 1, "", -1)},
+                                         consumer.group_metadata())
+    producer.commit_transaction()
+    producer.close()
+    assert consumer.committed(tp) == 6
+    consumer.close()
+    reader = KafkaConsumer("dst", bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                           isolation_level="read_committed", consumer_timeout_ms=5000)
+    assert sorted(r.value for r in reader) == sorted(f"S-{i}".encode() for i in range(6))
+    reader.close()

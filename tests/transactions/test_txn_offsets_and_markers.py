@@ -65,6 +65,13 @@ def test_offsets_not_yet_written_when_the_marker_lands_are_not_made_visible():
     assert group.offsets == {}
 
 
+def test_an_offset_with_a_pending_transactional_commit_does_not_expire():
+    group = Group("g", GroupConfig(offsets_retention_ms=1000), 0)
+    group.on_offsets_committed({TP: offset(3, 50), ("data", 1): offset(4, 51)})
+    group.prepare_txn_offsets(7, {TP: offset(5)})
+    assert group.expired_offsets(10_000) == [("data", 1)]
+
+
 def test_txn_offset_commit_checks_are_kafkas():
     group = Group("g", GroupConfig(), 0)
     assert group.validate_txn_offset_commit(UNKNOWN_MEMBER, None, -1) is None

@@ -11,7 +11,8 @@ log's last cleaning (dirty), none from the first one holding a record newer than
 min.compaction.lag.ms (Kafka's first uncleanable offset). A log is cleaned when the bytes of its
 dirty cleanable segments are at least min.cleanable.dirty.ratio of all of its cleanable ones, or
 when its oldest dirty record is older than max.compaction.lag.ms whatever the ratio (KIP-354).
-A tombstone goes once its segment was last written more than delete.retention.ms ago.
+A tombstone goes once its segment was last written more than delete.retention.ms ago; so does a
+transaction marker whose transaction holds no record any more (weir.log.cleaner).
 
 As Kafka's: the offset map holds the keys of the dirty segments only (a key of the clean part
 newer in the dirty part is superseded; the clean part has no key twice), at most as many as
@@ -33,7 +34,7 @@ import time
 from typing import NamedTuple
 
 from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
-from weir.log.cleaner import aborted_spans, clean_segment, latest_offsets
+from weir.log.cleaner import MarkerRetention, aborted_spans, clean_segment, latest_offsets
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -178,12 +179,18 @@ class LogCleaner:
         closed = closed[:clean + mapped]
         horizon_ms = now_ms - delete_retention_ms
         rewritten = 0
+        retention = MarkerRetention()  # reads every closed segment in order, from the log's start
         for segment in closed:
             data = os.pread(segment.fd, segment.size, 0)
             modified = os.stat(segment.file).st_mtime
-            cleaned = clean_segment(data, offsets, drop_tombstones=modified * 1000 < horizon_ms, aborted=aborted)
+            expired = modified * 1000 < horizon_ms
+            removable = retention.removable(data)
+            markers = removable if expired else set()
+            cleaned = clean_segment(data, offsets, drop_tombstones=expired, aborted=aborted, markers=markers)
             if cleaned is None:
                 continue
+            if markers:  # their aborted index entries go first: never an entry without its marker
+                self._on_loop(plog.forget_aborted_txns, markers)
             staging = plog.staging_directory()
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()

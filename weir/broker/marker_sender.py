@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from ..client import BrokerConnection, ClientError
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 1
 NO_LEADER = -1
+FAILURE_LOG_INTERVAL_S = 10
 
 
 class MarkerSender:
@@ -46,6 +48,7 @@ class MarkerSender:
         self._tasks: set[asyncio.Task] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._closed = False
+        self._last_warned: dict[int, float] = {}  # broker id → when its failure was last logged
 
     def send(self, markers: MarkersToSend, delay_s: float = 0.0) -> None:
         """Route `markers` to the partitions' leaders now, or after `delay_s` (a retry)."""
@@ -97,8 +100,11 @@ class MarkerSender:
                                           timeout_s=self.timeout_s)
             errors = response_errors(response, markers)
         except (ClientError, OSError) as e:
-            log.info("WriteTxnMarkers for %s to broker %d failed (%s); will retry", markers.transactional_id,
-                     broker_id, e)
+            now = time.monotonic()
+            if now - self._last_warned.get(broker_id, -FAILURE_LOG_INTERVAL_S) >= FAILURE_LOG_INTERVAL_S:
+                self._last_warned[broker_id] = now  # retries come every backoff: log one in a while
+                log.info("WriteTxnMarkers for %s to broker %d failed (%s); retrying", markers.transactional_id,
+                         broker_id, e)
             stale = self._connections.pop(broker_id, None)
             if stale is not None:
                 await stale.close()

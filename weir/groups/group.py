@@ -721,12 +721,15 @@ class Group:
     def expired_offsets(self, now_ms: int) -> list[tuple[str, int]]:
         """KIP-211: an Empty group's offsets expire retention after it became Empty; the offsets
         of a group the coordinator never managed (no protocol type), retention after their commit.
-        A commit's own expire timestamp (OffsetCommit v1-v4 retention_time) is honoured as well."""
+        A commit's own expire timestamp (OffsetCommit v1-v4 retention_time) is honoured as well.
+        An offset with transactional offsets pending for its partition does not expire."""
         retention = self.config.offsets_retention_ms
         if self.state != S.EMPTY:
             return []
         out = []
         for key, committed in self.offsets.items():
+            if self.has_pending_offsets(key):
+                continue  # Kafka's removeExpiredOffsets: not while a transaction may still replace it
             if committed.expire_timestamp >= 0:
                 expired = committed.expire_timestamp <= now_ms
             elif self.protocol_type is None:

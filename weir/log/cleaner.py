@@ -17,9 +17,12 @@ Kafka's rules (LogCleaner), for a compacted topic:
 - Transactions (KIP-98), as Kafka's CleanedTransactionMetadata: the records of an ABORTED
   transaction (a transactional batch of its producer between its first offset and its ABORT
   marker, from the aborted transaction index) all go and never enter the offset map; a committed
-  transaction's records are compacted as any. Unlike Kafka, the markers are always kept (Kafka
-  drops one delete.retention.ms after its transaction's data is gone): Weir keeps every batch's
-  header, and a replay of the log must find each transaction's end.
+  transaction's records are compacted as any. A marker (COMMIT or ABORT) goes once a cleaning
+  finds none of its transaction's batches still holding a record before it (`MarkerRetention`,
+  reading the log in order from its start), and its segment is older than delete.retention.ms
+  as for tombstones (Kafka's legacy delete horizon); the aborted index entry of an ABORT marker
+  goes first. The marker's batch stays as an empty header, which ends nothing
+  (weir.transactions.partition_txns).
 """
 
 from __future__ import annotations
@@ -109,11 +112,41 @@ def latest_offsets(segments: Iterable[bytes], offset_map: dict | None = None, ab
     return offset_map
 
 
-def clean_batch(batch, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None) -> bytes:
-    """The batch as the cleaned log holds it (see the module's rules)."""
+class MarkerRetention:
+    """Which markers a cleaning may remove: read every batch of the log in order, from its start
+    (Kafka's CleanedTransactionMetadata, on headers: a batch holds records or not)."""
+
+    def __init__(self) -> None:
+        self._holds_records: dict[int, bool] = {}  # producer id -> its current transaction has records
+
+    def removable(self, data) -> set[int]:
+        """The offsets of the markers in a segment's bytes (read before it is cleaned) whose
+        transactions hold no record any more."""
+        out = set()
+        for batch in batches_in(data):
+            header = read_batch_header(batch)
+            if header.producer_id < 0 or not header.attributes & TRANSACTIONAL_BIT:
+                continue
+            if header.attributes & CONTROL_BIT:
+                if header.record_count and not self._holds_records.get(header.producer_id):
+                    out.add(header.base_offset)
+                self._holds_records[header.producer_id] = False
+            elif header.record_count:
+                self._holds_records[header.producer_id] = True
+        return out
+
+
+def clean_batch(batch, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None,
+                markers: set[int] | frozenset = frozenset()) -> bytes:
+    """The batch as the cleaned log holds it (see the module's rules); `markers`: the offsets of
+    the markers to remove."""
     header = read_batch_header(batch)
-    if header.attributes & CONTROL_BIT or header.record_count == 0:
+    if header.record_count == 0:
         return bytes(batch)
+    if header.attributes & CONTROL_BIT:
+        if header.base_offset not in markers:
+            return bytes(batch)
+        return _with_records(batch, header, b"", 0)
     section = records_section(batch)
     records = records_of(batch, section)
     kept = [] if is_aborted(header, aborted) else [
@@ -122,17 +155,22 @@ def clean_batch(batch, offset_map: dict, drop_tombstones: bool, aborted: dict | 
         and not (tombstone and drop_tombstones)]
     if len(kept) == len(records):
         return bytes(batch)
-    body = b"".join(bytes(section[start:end]) for start, end in kept)
+    return _with_records(batch, header, b"".join(bytes(section[start:end]) for start, end in kept), len(kept))
+
+
+def _with_records(batch, header, body: bytes, count: int) -> bytes:
+    """The batch holding `count` records, `body` (uncompressed), in its codec."""
     codec = header.attributes & CODEC_MASK
     out = bytearray(batch[:HEADER_SIZE]) + (compress(codec, body) if codec and body else body)
     _LENGTH.pack_into(out, LENGTH_AT, len(out) - 12)
-    _COUNT.pack_into(out, COUNT_AT, len(kept))
+    _COUNT.pack_into(out, COUNT_AT, count)
     _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 
-def clean_segment(data, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None) -> bytes | None:
+def clean_segment(data, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None,
+                  markers: set[int] | frozenset = frozenset()) -> bytes | None:
     """A segment's bytes as the cleaned log holds them; None if cleaning changes nothing."""
-    cleaned = [clean_batch(batch, offset_map, drop_tombstones, aborted) for batch in batches_in(data)]
+    cleaned = [clean_batch(batch, offset_map, drop_tombstones, aborted, markers) for batch in batches_in(data)]
     out = b"".join(cleaned)
     return None if len(out) == len(data) else out

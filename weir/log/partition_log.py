@@ -348,6 +348,11 @@ class PartitionLog:
         self._check_open()
         self.txn_indexes.append(entries, self._bases)
 
+    def forget_aborted_txns(self, marker_offsets: set[int]) -> None:
+        """The cleaner is about to remove these markers: their aborted index entries go first."""
+        self._check_open()
+        self.txn_indexes.forget(marker_offsets)
+
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list:
         """The aborted transactions overlapping [fetch_offset, upper_bound_offset) (READ_COMMITTED fetch)."""
         return self.txn_indexes.collect(fetch_offset, upper_bound_offset, self._bases)

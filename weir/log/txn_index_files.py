@@ -7,10 +7,12 @@ entries and the file format are weir.transactions.txn_index's):
   (`<base offset>.txnindex` beside the segment's `.log`); a segment with none has no file.
 - Entries only ever follow the last one indexed (their markers' offsets increase): an entry
   whose marker is at or below it is already there (a replay after a restart re-offers them).
-- Truncation drops the entries whose marker is cut; a removed segment's index goes with it.
+- Truncation drops the entries whose marker is cut; a removed segment's index goes with it; so
+  does the entry of a marker the cleaner removes (before it removes it).
 - Durability: entries are written as they come and fsynced when the log flushes its segments.
 - Opening reads the files of the segments that survived, without the entries of markers a crash
-  cut off (at or past the log end); a damaged file is read as empty. The partition's replay of
+  cut off (at or past the log end) nor a torn last entry; a file Kafka would not read is dropped.
+  Files are rewritten whole by a rename (never half written). The partition's replay of
   its log after the producer snapshot (weir.replication.transactional) offers the entries of the
   markers it meets again, which restores what a crash lost between a marker and its index write.
 - A search starts at the segment holding the fetch offset and stops at the first entry whose last
@@ -28,7 +30,7 @@ import os
 from bisect import bisect_right
 from pathlib import Path
 
-from weir.transactions.txn_index import (AbortedTxn, TransactionIndex, TxnIndexFormatError,
+from weir.transactions.txn_index import (ABORTED_TXN_SIZE, AbortedTxn, TransactionIndex, TxnIndexFormatError,
                                          collect_aborted_transactions)
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,9 @@ class AbortedTxnIndexes:
         for base in bases:
             path = txn_index_path(directory, base)
             try:
-                index = TransactionIndex.from_bytes(path.read_bytes())
+                data = path.read_bytes()
+                whole = len(data) - len(data) % ABORTED_TXN_SIZE  # a torn last entry: cut
+                index = TransactionIndex.from_bytes(data[:whole])
             except FileNotFoundError:
                 continue
             except (TxnIndexFormatError, ValueError, OSError) as e:
@@ -62,7 +66,7 @@ class AbortedTxnIndexes:
                 continue
             before = len(index)
             index.truncate_to(log_end_offset)
-            if len(index) != before:
+            if len(index) != before or whole != len(data):
                 indexes._rewrite(base, index)
             if len(index):
                 indexes.indexes[base] = index
@@ -78,9 +82,10 @@ class AbortedTxnIndexes:
         already indexed."""
         last = self.last_indexed_offset
         for entry in entries:
-            if entry.last_offset <= last:
+            at = bisect_right(bases, entry.last_offset) - 1
+            if entry.last_offset <= last or at < 0:  # indexed already, or its segment is gone
                 continue
-            base = bases[bisect_right(bases, entry.last_offset) - 1]
+            base = bases[at]
             self.indexes.setdefault(base, TransactionIndex()).append(entry)
             fd = os.open(txn_index_path(self.directory, base), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
@@ -122,6 +127,16 @@ class AbortedTxnIndexes:
                 if not len(index):
                     del self.indexes[base]
 
+    def forget(self, marker_offsets: set[int]) -> None:
+        """The cleaner removes these markers: their entries go."""
+        for base, index in list(self.indexes.items()):
+            kept = [entry for entry in index.entries if entry.last_offset not in marker_offsets]
+            if len(kept) != len(index):
+                index = self.indexes[base] = TransactionIndex(kept)
+                self._rewrite(base, index)
+                if not len(index):
+                    del self.indexes[base]
+
     def retain(self, bases: list[int]) -> None:
         """Only the segments `bases` remain: the indexes of the others go."""
         kept = set(bases)
@@ -137,4 +152,6 @@ class AbortedTxnIndexes:
         if not len(index):
             path.unlink(missing_ok=True)
             return
-        path.write_bytes(index.to_bytes())
+        swap = path.with_name(path.name + ".swap")  # PartitionLog.open removes a leftover
+        swap.write_bytes(index.to_bytes())
+        os.replace(swap, path)

@@ -4,8 +4,9 @@ Kafka's `Partition`: the broker's asyncio shell (weir/broker) and the simulator'
 (weir/sim) both feed it the same events and act on what it returns, so the rules below run in
 `weir sim` exactly as they run in production. It holds the log (anything with the `ReplicaLog`
 methods: weir.log.PartitionLog, or the simulator's MemoryLog), the role, the parked acks=all
-produces and the idempotent producers' state, and delegates the replication rules to the pure
-cores (LeaderPartition, FollowerPartition, ProducePurgatory, ProducerStateTable).
+produces, the idempotent producers' state and the transactions' (KIP-98), and delegates the
+replication rules to the pure cores (LeaderPartition, FollowerPartition, ProducePurgatory,
+ProducerStateTable, and PartitionTransactions through weir.replication.transactional).
 
 Rules owned here:
 - ROLES come from controller states: we lead, follow, or neither (offline). Stale states (older

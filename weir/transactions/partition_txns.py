@@ -12,7 +12,10 @@ classic protocol, transaction versions 0 and 1, with KIP-890 part 1's verificati
   transaction: a `CompletedTxn` (producer id, first offset, last offset = the marker's offset,
   aborted?). A marker with no ongoing transaction completes nothing (a retry, or the coordinator
   ending a transaction that never wrote here), but still updates the producer's epoch and
-  coordinator epoch. A control batch the cleaner emptied ends nothing and changes nothing.
+  coordinator epoch. A control batch the cleaner emptied ends nothing and changes nothing; nor
+  does a transactional data batch it emptied start a transaction (Weir's cleaner keeps the
+  header of every batch; it empties only decided transactions' batches, and a marker only once
+  its transaction's batches are all empty, so a replay finds no transaction without its end).
 - LAST STABLE OFFSET. The first unstable offset is the first offset of the earliest transaction
   that is ongoing, or completed with its marker not yet below the high watermark (Kafka's
   `unreplicatedTxns`: until its marker is replicated, a leader change could still lose it). LSO =
@@ -322,7 +325,7 @@ class PartitionTransactions:
                 if first is not None and not batch.is_transactional:
                     return Refused(ErrorCode.invalid_txn_state, f"non-transactional batch of producer {pid} at "
                                    f"{h.base_offset} while its transaction from {first} is ongoing")
-                if first is None and batch.is_transactional:
+                if first is None and batch.is_transactional and h.record_count:
                     first = started = h.base_offset
                 entry = ProducerTxnState(h.producer_epoch, entry.coordinator_epoch, first, h.max_timestamp)
             staged[pid] = entry

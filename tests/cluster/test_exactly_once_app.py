@@ -75,16 +75,19 @@ class CommittedReader:
 class App:
     """eos_app.py in its own process; started again whenever it dies."""
 
-    def __init__(self, bootstrap: str, stack: str) -> None:
+    def __init__(self, bootstrap: str, stack: str, log: Path) -> None:
         self.env = {**os.environ, "BOOTSTRAP": bootstrap}
         self.stack = stack
+        self.log = log.open("a")
         self.starts = 0
         self.proc = None
         self.start()
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(APP), self.stack], env=self.env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.log.write(f"--- start {self.starts + 1}\n")
+        self.log.flush()
+        self.proc = subprocess.Popen([sys.executable, str(APP), self.stack], env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.starts += 1
 
     def keep_running(self) -> None:
@@ -97,13 +100,14 @@ class App:
 
 
 @pytest.mark.parametrize("stack", ["confluent-kafka", "kafka-python"])
-def test_consume_transform_produce_is_exactly_once_across_kill_9_of_the_app_and_of_a_leader(cluster, stack):
+def test_consume_transform_produce_is_exactly_once_across_kill_9_of_the_app_and_of_a_leader(cluster, stack, tmp_path):
     bootstrap = cluster.bootstrap
     for topic, config in ((INPUT, {}), (OUTPUT, {}), (CHANGELOG, {"cleanup.policy": "compact"})):
         create_topic(bootstrap, topic, 3, 3, **{"min.insync.replicas": "2", **config})
     output = CommittedReader(bootstrap, OUTPUT)
     feeder = Feeder(bootstrap, INPUTS, rate=300).start()
-    app = App(bootstrap, stack)
+    app = App(bootstrap, stack, tmp_path / "app.log")
+    request_log = tmp_path / "app.log"
 
     def outputs_reach(n: int):
         app.keep_running()
@@ -117,7 +121,10 @@ def test_consume_transform_produce_is_exactly_once_across_kill_9_of_the_app_and_
     cluster.brokers[leader].kill()
     cluster.brokers[leader].start()
     feeder.join()
-    wait_until(lambda: outputs_reach(INPUTS), "an output for every input", timeout_s=120)
+    try:
+        wait_until(lambda: outputs_reach(INPUTS), "an output for every input", timeout_s=120)
+    finally:
+        print(request_log.read_text()[-5000:], f"{len(output.records)} outputs")
     app.kill()
     records = output.stop()
 

@@ -24,7 +24,7 @@ from ..replication.epoch_fencing import NO_EPOCH_CHECK
 from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from ..replication.partition import Effects, Partition
 from ..replication.produce_purgatory import ProduceCompletion
-from ..transactions.partition_txns import SENTINEL, VerificationGuard
+from ..transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
 from . import topic_configs
 from .fetch_waiters import FetchWaiters
 from .replication_quota import ReplicationQuota, is_throttled
@@ -263,7 +263,8 @@ class ReplicaManager:
 
     def append(self, topic: str, index: int, records: bytes, acks: int, now_ms: int, *,
                validated: ValidatedBatch | None = None,
-               verification_guard: VerificationGuard = SENTINEL) -> AppendResult:
+               verification_guard: VerificationGuard = SENTINEL,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Validate and append a produced batch as leader. Nothing is written unless the batch is
         valid (weir.log.log_validator) and its producer's state accepts it (a transactional
         batch: with the `verification_guard` of its KIP-890 verification), and a failed append
@@ -273,7 +274,7 @@ class ReplicaManager:
             validated = validate_produced_batch(records, self.validation_config(topic), now_ms)
         try:
             produced = partition.produce(validated.records, validated.header, acks, now_ms, proven=self.can_lead,
-                                         verification_guard=verification_guard)
+                                         verification_guard=verification_guard, origin=origin)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         self._act(partition, produced.effects)

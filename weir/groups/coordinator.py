@@ -24,7 +24,7 @@ import uuid
 
 from ..log import OffsetOutOfRange
 from ..protocol.record_batch import read_batch_header
-from ..transactions.partition_txns import SENTINEL
+from ..transactions.partition_txns import SENTINEL, AppendOrigin
 from ..protocol.errors import ErrorCode, KafkaError
 from .group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
 from .placement import OFFSETS_TOPIC, partition_for
@@ -371,7 +371,7 @@ class GroupCoordinator:
         batch = encode_transactional_batch(records, now, producer_id, producer_epoch)
         guard = self.replicas.leader_partition(OFFSETS_TOPIC, index).start_verification(read_batch_header(batch), now)
         if guard is SENTINEL:
-            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now)
+            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now, origin=AppendOrigin.COORDINATOR)
         else:
             if self._verify_transaction is None:
                 raise KafkaError(ErrorCode.invalid_txn_state, "no transaction coordinator to verify with")
@@ -380,7 +380,8 @@ class GroupCoordinator:
             if unverified:  # a retriable NOT_ENOUGH_REPLICAS tells the client COORDINATOR_NOT_AVAILABLE
                 error = next(iter(unverified.values()))
                 raise KafkaError(error, f"transaction {transactional_id} not verified: {error.name}")
-            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now, verification_guard=guard)
+            appended = self.replicas.append(OFFSETS_TOPIC, index, batch, -1, now, verification_guard=guard,
+                                            origin=AppendOrigin.COORDINATOR)
         return appended.partition, appended.first_offset, appended.last_offset
 
     # -- offsets ------------------------------------------------------------------------------

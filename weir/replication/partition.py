@@ -234,17 +234,22 @@ class Partition:
         return leader
 
     def produce(self, records, header, acks: int, now_ms: int, *, proven: bool,
-                verification_guard: VerificationGuard = SENTINEL) -> Produced:
+                verification_guard: VerificationGuard = SENTINEL, origin: AppendOrigin = AppendOrigin.CLIENT) -> Produced:
         """Append a produced batch as leader; `header` carries its producer id, epoch, base
         sequence and record count; `verification_guard` is the one `start_verification` handed
-        out for a transactional batch the coordinator verified (KIP-890). Raises KafkaError when
-        it is refused (nothing written)."""
+        out for a transactional batch the coordinator verified (KIP-890). Origin COORDINATOR: the
+        group coordinator's own batch (a transactional offset commit), whose sequence numbers
+        are not checked, as Kafka's. Raises KafkaError when it is refused (nothing written)."""
         leader = self._check_leader_append(acks, proven)
-        seen = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
-                                    header.record_count)
+        if origin is AppendOrigin.CLIENT:
+            seen = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                        header.record_count)
+        else:
+            seen = self.producers.check_epoch(header.producer_id, header.producer_epoch)
         if isinstance(seen, Duplicate):  # a retry: appended before, not again
             return Produced(seen.first_offset, seen.last_offset, Effects())
-        txn = self.txns.check_produced(header, self.log.log_end_offset, self.high_watermark, verification_guard)
+        txn = self.txns.check_produced(header, self.log.log_end_offset, self.high_watermark, verification_guard,
+                                       origin)
         if seen is not None:
             raise KafkaError(seen, f"{self.topic}-{self.index}: producer {header.producer_id} epoch "
                                    f"{header.producer_epoch} sequence {header.base_sequence}")

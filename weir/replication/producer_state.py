@@ -90,6 +90,12 @@ class ProducerStateTable:
             return ErrorCode.out_of_order_sequence_number
         return None
 
+    def check_epoch(self, producer_id: int, epoch: int) -> ErrorCode | None:
+        """The coordinators' own appends (transactional offset commits): Kafka checks their
+        producer's epoch, never their sequence numbers."""
+        entry = self.producers.get(producer_id)
+        return ErrorCode.invalid_producer_epoch if entry is not None and epoch < entry.epoch else None
+
     def record(self, producer_id: int, epoch: int, first_sequence: int, record_count: int,
                first_offset: int, last_offset: int, max_timestamp: int = -1) -> None:
         """A batch of this producer is in the log now (as leader or follower)."""

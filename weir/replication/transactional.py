@@ -70,13 +70,14 @@ class TransactionalAppends:
         return checked
 
     def check_produced(self, header, base_offset: int, high_watermark: int,
-                       verification_guard: VerificationGuard = SENTINEL) -> TxnAppend | None:
+                       verification_guard: VerificationGuard = SENTINEL,
+                       origin: AppendOrigin = AppendOrigin.CLIENT) -> TxnAppend | None:
         """A produced (validated) batch to be appended at `base_offset`: None if the table need
         not see it."""
         if not self.concerns(header):
             return None
         placed = replace(header, base_offset=base_offset)
-        return self.check([AppendedBatch(placed)], AppendOrigin.CLIENT, high_watermark, verification_guard)
+        return self.check([AppendedBatch(placed)], origin, high_watermark, verification_guard)
 
     def complete(self, append: TxnAppend | None) -> AppendOutcome:
         """The log holds the checked batches now: apply them, and index the aborted transactions."""

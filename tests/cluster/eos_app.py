@@ -15,6 +15,7 @@ import sys
 
 INPUT, OUTPUT, CHANGELOG = "eos-in", "eos-out", "eos-counts"
 MAX_POLL = 100
+SESSION_TIMEOUT_MS = 6000  # the broker's least: a killed instance leaves the group soon
 
 
 class ConfluentKafka:
@@ -24,7 +25,8 @@ class ConfluentKafka:
         self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name, "linger.ms": 5,
                                   "transaction.timeout.ms": 30000, "message.timeout.ms": 30000})
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": name, "enable.auto.commit": False,
-                                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+                                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                                  "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000})
 
     def init(self) -> None:
         self.producer.init_transactions(60)
@@ -81,7 +83,8 @@ class KafkaPython:
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=name, linger_ms=5,
                                       transaction_timeout_ms=30000)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=name, enable_auto_commit=False,
-                                      auto_offset_reset="earliest", isolation_level="read_committed")
+                                      auto_offset_reset="earliest", isolation_level="read_committed",
+                                      session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000)
 
     def init(self) -> None:
         self.producer.init_transactions()

@@ -190,7 +190,7 @@ def test_client_disconnecting_mid_frame_leaves_the_broker_unaffected(broker, sen
 @pytest.mark.parametrize("api_key, version, reason", [
     (999, 0, "unsupported api 999 version 0"),
     (-1, 0, "unsupported api -1 version 0"),
-    (24, 0, "unsupported api 24 version 0"),  # a real Kafka api (AddPartitionsToTxn) Weir lacks
+    (57, 0, "unsupported api 57 version 0"),  # a real Kafka api (UpdateFeatures) Weir lacks
     (PRODUCE, 2, "unsupported api 0 version 2"),  # below the supported range
     (FETCH, 99, "unsupported api 1 version 99"),  # above it
 ])

@@ -34,10 +34,13 @@ MAX_QUEUED_FRAMES = 64
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, apis, max_request_bytes: int) -> None:
+    def __init__(self, apis, max_request_bytes: int, listener: str = "") -> None:
         """`apis`: `.handlers` by api key, `.api_versions_body(error)` for UNSUPPORTED_VERSION, and
-        `.metrics` (weir.broker.metrics.BrokerMetrics) for request times."""
+        `.metrics` (weir.broker.metrics.BrokerMetrics) for request times. `listener`: the name of
+        the listener this connection came on (requests carry it, for Metadata's endpoints)."""
         self.apis = apis
+        self.listener = listener
+        self.principal = "User:ANONYMOUS"  # who is on the other end, once TLS or SASL says (Kafka's KafkaPrincipal)
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = None
@@ -132,7 +135,7 @@ class Connection(asyncio.Protocol):
         """Answer one request now, or return a coroutine that will."""
         started = time.perf_counter()
         try:
-            header = read_request_header(frame, self._client_host)
+            header = read_request_header(frame, self._client_host, self.listener, self.principal)
         except MalformedHeader as e:
             self.close(f"malformed request header: {e}")
             return None

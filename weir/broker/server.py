@@ -88,9 +88,13 @@ class Broker:
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
         apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
                           self.replicas.metrics)
+        self.servers = []
+        for listener in config.listeners:  # one server per listener, each with its security protocol
+            self.servers.append(await loop.create_server(
+                lambda listener=listener: Connection(apis, config["socket.request.max.bytes"], listener.name),
+                listener.host, listener.port, reuse_address=True, backlog=1024))
+        self.server = self.servers[0]
         host, port = config.listener
-        self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
-                                               host, port, reuse_address=True, backlog=1024)
         self.metrics_server = None
         if config["metrics.port"] >= 0:
             self.replicas.metrics.collect_state(self)
@@ -115,7 +119,8 @@ class Broker:
             self._every(PRODUCE_EXPIRY_CHECK_MS, self.replicas.expire_produces),
             send_isr_changes(self.replicas, self._connect_cached),
         )]
-        log.info("broker %d listening on %s:%d (log.dirs=%s, zookeeper.connect=%s)", self.broker_id, host, port,
+        log.info("broker %d listening on %s (log.dirs=%s, zookeeper.connect=%s)", self.broker_id,
+                 ", ".join(f"{l.endpoint()} ({l.protocol})" for l in config.listeners),
                  config["log.dirs"], config["zookeeper.connect"])
 
     async def _wait_for_controller(self) -> None:
@@ -129,10 +134,12 @@ class Broker:
         """Make this broker live. After a kill -9 the old session's registration lingers until
         ZooKeeper expires it; wait for that rather than fail."""
         host, port = self.config.advertised
+        listeners = [(a.name, a.protocol, a.host, a.port) for a in self.config.advertised_listeners]
         deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 30
         while True:
             try:
-                await self.zk.register_broker(self.broker_id, host, port, rack=self.config["broker.rack"] or None)
+                await self.zk.register_broker(self.broker_id, host, port, rack=self.config["broker.rack"] or None,
+                                              listeners=listeners)
                 self._registered = True
                 return
             except BrokerIdInUse:
@@ -155,7 +162,10 @@ class Broker:
         broker = self.replicas.view.brokers.get(broker_id)
         if broker is None:
             raise OSError(f"broker {broker_id} is not registered")
-        return await BrokerConnection.open(broker.host, broker.port, client_id=f"weir-broker-{self.broker_id}",
+        address = broker.address(self.config.inter_broker_listener_name)
+        if address is None:
+            raise OSError(f"broker {broker_id} has no listener {self.config.inter_broker_listener_name}")
+        return await BrokerConnection.open(*address, client_id=f"weir-broker-{self.broker_id}",
                                            timeout_s=self.config["request.timeout.ms"] / 1000)
 
     async def _connect_cached(self, broker_id: int) -> BrokerConnection:
@@ -252,7 +262,8 @@ class Broker:
         await self.fetchers.close()
         if self.cleaner is not None:
             await asyncio.to_thread(self.cleaner.stop)
-        self.server.close()
+        for server in self.servers:
+            server.close()
         for conn in self._peers.values():
             await conn.close()
         await self.watcher.stop()

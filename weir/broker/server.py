@@ -29,6 +29,9 @@ from .log_cleaner import LogCleaner
 from .replica_fetcher import ReplicaFetchers
 from .reassignment_apis import ReassignmentApis
 from .replica_manager import ReplicaManager
+from .scram_apis import ScramApis
+from ..security.broker_security import inter_broker_security, listener_security
+from ..security.scram_store import ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +47,21 @@ class BrokerApis:
     """Every handler this broker serves, by api key."""
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
-                 metrics: BrokerMetrics) -> None:
-        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers}
+                 metrics: BrokerMetrics, scram: ScramApis | None = None) -> None:
+        self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
+                         **(scram.handlers if scram else {})}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
+        self.scram_credential = scram.store.credential if scram else None
 
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config["broker.id"]
+        # what each listener asks of its clients, and how we reach our peers (ConfigError if unusable)
+        self.listener_security = {l.name: listener_security(config, l) for l in config.listeners}
+        self.peer_security = inter_broker_security(config)
         self._tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
         self._peers: dict[int, BrokerConnection] = {}
@@ -87,12 +95,16 @@ class Broker:
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
         apis = BrokerApis(DataApis(self.replicas), self.admin, ReassignmentApis(self.controller), GroupApis(self.groups),
-                          self.replicas.metrics)
+                          self.replicas.metrics, ScramApis(ScramCredentialStore(self.zk)))
         self.servers = []
         for listener in config.listeners:  # one server per listener, each with its security protocol
+            security = self.listener_security[listener.name]
             self.servers.append(await loop.create_server(
-                lambda listener=listener: Connection(apis, config["socket.request.max.bytes"], listener.name),
-                listener.host, listener.port, reuse_address=True, backlog=1024))
+                lambda listener=listener, security=security: Connection(
+                    apis, config["socket.request.max.bytes"], listener.name,
+                    security if listener.protocol != "PLAINTEXT" else None),
+                listener.host, listener.port, reuse_address=True, backlog=1024, ssl=security.ssl_context,
+                ssl_handshake_timeout=min(security.idle_ms, 60000) / 1000 if security.ssl_context else None))
         self.server = self.servers[0]
         host, port = config.listener
         self.metrics_server = None
@@ -166,6 +178,7 @@ class Broker:
         if address is None:
             raise OSError(f"broker {broker_id} has no listener {self.config.inter_broker_listener_name}")
         return await BrokerConnection.open(*address, client_id=f"weir-broker-{self.broker_id}",
+                                           security=self.peer_security,
                                            timeout_s=self.config["request.timeout.ms"] / 1000)
 
     async def _connect_cached(self, broker_id: int) -> BrokerConnection:

@@ -38,6 +38,11 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     INIT_PRODUCER_ID = 22
+    # authentication (weir.security)
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
@@ -75,6 +80,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    # authentication (weir.security)
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 

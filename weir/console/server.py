@@ -53,8 +53,9 @@ def parse_metrics(text: str) -> dict[str, list]:
 
 
 class Console:
-    def __init__(self, bootstrap: str, metrics_port: int | None, metrics_urls: dict[int, str]) -> None:
-        self.client = ClusterClient(bootstrap, client_id="weir-console", timeout_s=5, retries=1)
+    def __init__(self, bootstrap: str, metrics_port: int | None, metrics_urls: dict[int, str], security=None) -> None:
+        self.client = ClusterClient(bootstrap, client_id="weir-console", timeout_s=5, retries=1,
+                                    **({"security": security} if security else {}))
         self.metrics_port = metrics_port
         self.metrics_urls = metrics_urls
         self.state = ConsoleState()

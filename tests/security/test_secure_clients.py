@@ -315,3 +315,23 @@ def test_mtls_principal_and_cluster_client(secure_broker, tmp_path):
             assert [b.port for b in response.brokers] == [secure_broker.ports["SASL_SSL"]]
 
     asyncio.run(run())
+
+
+def test_v0_handshake_then_raw_tokens(secure_broker):
+    """Kafka before 1.0: SaslHandshake v0, then the PLAIN token as a raw size-prefixed frame, then requests."""
+    import struct
+
+    from kio.schema.sasl_handshake.v0 import SaslHandshakeRequest
+    from integration.raw_protocol import RawClient, recv_exact, request_payload, sized
+    with RawClient(secure_broker.ports["SASL_PLAINTEXT"]) as raw:
+        raw.sock.sendall(sized(request_payload(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN"))))
+        size = struct.unpack(">i", recv_exact(raw.sock, 4))[0]
+        assert b"PLAIN" in recv_exact(raw.sock, size)
+        raw.sock.sendall(sized(b"\0bob\0bob-secret"))
+        assert struct.unpack(">i", recv_exact(raw.sock, 4))[0] == 0  # PLAIN's empty answer
+    with RawClient(secure_broker.ports["SASL_PLAINTEXT"]) as raw:  # a wrong password: just closed
+        raw.sock.sendall(sized(request_payload(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN"))))
+        size = struct.unpack(">i", recv_exact(raw.sock, 4))[0]
+        recv_exact(raw.sock, size)
+        raw.sock.sendall(sized(b"\0bob\0wrong"))
+        assert _closed(raw.sock)

@@ -1,6 +1,6 @@
 """Replication on a secured three-broker cluster (`weir up --secure`'s setup): SASL_SSL listeners,
-SCRAM-SHA-512 between brokers as `admin`. Followers fetch, the ISR fills, a killed leader's
-partitions move, and nothing acknowledged is lost."""
+SCRAM-SHA-512 between brokers as `admin`, sessions re-authenticated every 3 s (KIP-368). Followers
+fetch, the ISR fills, a killed leader's partitions move, and nothing acknowledged is lost."""
 
 import time
 
@@ -19,7 +19,7 @@ COUNT = 300
 def test_replication_and_failover_on_a_secured_cluster(tmp_path, zookeeper_connect):
     secure = SecureSetup(tmp_path)
     cluster = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, secure=secure,
-                           overrides={**FAST, "replica.lag.time.max.ms": "3000"})
+                           overrides={**FAST, "replica.lag.time.max.ms": "3000", "connections.max.reauth.ms": "3000"})
     try:
         cluster.start()
         config = {"bootstrap.servers": cluster.bootstrap, **secure.client_config()}
@@ -50,5 +50,7 @@ def test_replication_and_failover_on_a_secured_cluster(tmp_path, zookeeper_conne
         consumer.close()
         assert sorted(got) == list(range(2 * COUNT))
         assert "SASL_SSL://127.0.0.1" in cluster.brokers[1].output()
+        # KIP-368 every 3 s: the brokers' fetchers and the clients re-authenticated in time
+        assert "SASL session expired" not in cluster.output()
     finally:
         stop_all([cluster])

@@ -143,3 +143,104 @@ def test_mtls_principal_is_the_certificate_subject(tmp_path):
     asyncio.run(run(with_certificate))
     asyncio.run(run(ssl.create_default_context(cafile=str(ca.path))))
     assert principals == ["User:CN=writer,OU=eng", ANONYMOUS]
+
+
+def _tls_settings(**overrides):
+    settings = {"ssl.keystore.location": "", "ssl.keystore.type": "PEM", "ssl.key.password": "",
+                "ssl.keystore.password": "", "ssl.keystore.key": "", "ssl.keystore.certificate.chain": "",
+                "ssl.truststore.location": "", "ssl.truststore.type": "PEM", "ssl.truststore.password": "",
+                "ssl.truststore.certificates": "", "ssl.client.auth": "none", "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+                "ssl.cipher.suites": "", "ssl.endpoint.identification.algorithm": "https"}
+    settings.update(overrides)
+    return settings.get
+
+
+async def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> str:
+    """Connect a TLS client to a TLS server; the server's view of the client's principal."""
+    seen = []
+
+    async def on_client(reader, writer):
+        seen.append(principal_of(writer.get_extra_info("ssl_object")))
+        writer.write(b"ok")
+        await writer.drain()
+        writer.close()
+    listening = await asyncio.start_server(on_client, "127.0.0.1", 0, ssl=server)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listening.sockets[0].getsockname()[1], ssl=client)
+        assert await reader.read() == b"ok"
+        writer.close()
+    finally:
+        listening.close()
+    return seen[0]
+
+
+def test_key_stores_in_pem_text_and_pkcs12_and_required_client_certificates(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from weir.security.tls import TlsConfigError, client_context
+    ca = CertificateAuthority.create(tmp_path / "ca.pem")
+    pem = ca.issue(tmp_path / "broker.pem", "broker", ["127.0.0.1"]).read_text()
+    key_text = pem[:pem.index("-----END PRIVATE KEY-----") + 25]
+    chain_text = pem[len(key_text):]
+    # PEM text in the config, client certificates required
+    server = server_context(_tls_settings(**{"ssl.keystore.key": key_text, "ssl.keystore.certificate.chain": chain_text,
+                                            "ssl.truststore.certificates": ca.path.read_text(),
+                                            "ssl.client.auth": "required", "ssl.enabled.protocols": "TLSv1.3"}))
+    client_pem = ca.issue(tmp_path / "client.pem", "broker-2")
+    client = client_context(_tls_settings(**{"ssl.truststore.location": str(ca.path),
+                                            "ssl.keystore.location": str(client_pem)}))
+    assert asyncio.run(_handshake(server, client)) == "User:CN=broker-2"
+    anonymous = ssl.create_default_context(cafile=str(ca.path))
+    with pytest.raises((ssl.SSLError, ConnectionError, AssertionError, IndexError)):
+        asyncio.run(_handshake(server, anonymous))  # no certificate: refused
+    tls12_only = ssl.create_default_context(cafile=str(ca.path))
+    tls12_only.maximum_version = ssl.TLSVersion.TLSv1_2
+    tls12_only.load_cert_chain(client_pem)
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        asyncio.run(_handshake(server, tls12_only))  # ssl.enabled.protocols=TLSv1.3
+    # a PKCS12 key store
+    key = serialization.load_pem_private_key(key_text.encode(), None)
+    from cryptography import x509
+    certificate = x509.load_pem_x509_certificate(chain_text.encode())
+    p12 = tmp_path / "broker.p12"
+    p12.write_bytes(pkcs12.serialize_key_and_certificates(b"broker", key, certificate, None,
+                                                         serialization.BestAvailableEncryption(b"secret")))
+    server = server_context(_tls_settings(**{"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(p12),
+                                            "ssl.keystore.password": "secret"}))
+    assert asyncio.run(_handshake(server, ssl.create_default_context(cafile=str(ca.path)))) == ANONYMOUS
+    with pytest.raises(TlsConfigError, match="needs ssl.keystore.location"):
+        server_context(_tls_settings())
+    with pytest.raises(TlsConfigError, match="ssl.enabled.protocols"):
+        server_context(_tls_settings(**{"ssl.enabled.protocols": "TLSv1.1"}))
+
+
+def test_listener_settings_that_cannot_work_stop_the_broker_with_a_readable_message():
+    from weir.config import BrokerConfig, ConfigError
+    from weir.security.broker_security import inter_broker_security, listener_security
+    config = BrokerConfig({"listeners": "SASL_PLAINTEXT://:9092"})
+    with pytest.raises(ConfigError, match="GSSAPI: Weir serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):
+        listener_security(config, config.listeners[0])
+    config = BrokerConfig({"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN",
+                           "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                           "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                               'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                               'username="broker" password="pw" user_broker="pw" user_bob="b";'})
+    assert listener_security(config, config.listeners[0]).plain_users == {"broker": "pw", "bob": "b"}
+    peer = inter_broker_security(config)
+    assert (peer.protocol, peer.sasl_mechanism, peer.username, peer.password) == ("SASL_PLAINTEXT", "PLAIN", "broker", "pw")
+    config = BrokerConfig({"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN",
+                           "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"})
+    with pytest.raises(ConfigError, match="scram-sha-512.sasl.jaas.config with username and password"):
+        inter_broker_security(config)
+
+
+def test_users_add_config_syntax():
+    from weir.admin_cli import UsageError
+    from weir.users_cli import parse_add_config
+    assert parse_add_config("SCRAM-SHA-512=[iterations=8192,password=a-secret],SCRAM-SHA-256=[password=b]") == {
+        "SCRAM-SHA-512": ("a-secret", 8192), "SCRAM-SHA-256": ("b", 4096)}
+    with pytest.raises(UsageError):
+        parse_add_config("SCRAM-SHA-1=[password=x]")
+    with pytest.raises(UsageError):
+        parse_add_config("SCRAM-SHA-512=[iterations=4096]")

@@ -241,15 +241,20 @@ class Connection(asyncio.Protocol):
             return answer.body
         return self._sasl_later(answer)
 
+    async def _looked_up(self, answer: Answer) -> Answer:
+        """The authenticator's next answer once the SCRAM credential it asked for is read."""
+        if answer.lookup is None:
+            return answer
+        mechanism, user = answer.lookup
+        try:
+            credential = await self.apis.scram_credential(mechanism, user)
+        except Exception as e:  # ZooKeeper unreachable: this attempt fails; the client may try again
+            log.warning("cannot read the SCRAM credential of %r: %r", user, e)
+            credential = None
+        return self.auth.credential(credential, _now_ms())
+
     async def _sasl_later(self, answer: Answer):
-        if answer.lookup is not None:
-            mechanism, user = answer.lookup
-            try:
-                credential = await self.apis.scram_credential(mechanism, user)
-            except Exception as e:  # ZooKeeper unreachable: the client may try again
-                log.warning("cannot read the SCRAM credential of %r: %r", user, e)
-                credential = None
-            answer = self.auth.credential(credential, _now_ms())
+        answer = await self._looked_up(answer)
         if answer.close is not None:
             self._failed_authentication(answer.close)
             await asyncio.sleep(self.security.failed_authentication_delay_ms / 1000)
@@ -277,13 +282,7 @@ class Connection(asyncio.Protocol):
         answer = self.auth.authenticate(-1, bytes(frame), _now_ms())
 
         async def finish(answer: Answer) -> None:
-            if answer.lookup is not None:
-                mechanism, user = answer.lookup
-                try:
-                    credential = await self.apis.scram_credential(mechanism, user)
-                except Exception:
-                    credential = None
-                answer = self.auth.credential(credential, _now_ms())
+            answer = await self._looked_up(answer)
             if answer.close is not None:
                 self._failed_authentication(answer.close)
                 return

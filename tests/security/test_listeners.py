@@ -6,11 +6,18 @@ import json
 
 from kazoo.client import KazooClient
 
-from conftest import settings, stop_all
 from weir.client import BrokerConnection
 from weir.coordination.zookeeper_server import free_port
 from weir.local_cluster import BrokerProcess
 from weir.protocol.versions import ApiKey
+
+FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's
+
+
+def stop_all(started: list) -> None:
+    for process in started:
+        process.kill()
+        print(process.output())  # shown by pytest when the test fails
 
 
 async def brokers_seen_on(port: int) -> list[tuple[int, str, int]]:
@@ -30,10 +37,10 @@ def test_metadata_answers_the_listener_the_client_came_on(tmp_path, zookeeper_co
         for broker_id in (0, 1):
             internal, external = free_port(), free_port()
             ports[broker_id] = (internal, external)
-            overrides = settings({"listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+            overrides = {**FAST, **{"listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
                                   "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
                                   "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
-                                  "inter.broker.listener.name": "INTERNAL"})
+                                  "inter.broker.listener.name": "INTERNAL"}}
             process = BrokerProcess(broker_id, tmp_path / f"broker-{broker_id}", zookeeper_connect, internal,
                                     overrides=overrides)
             started.append(process)

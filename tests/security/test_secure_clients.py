@@ -18,7 +18,6 @@ import time
 
 import pytest
 
-from conftest import FAST, stop_all
 from weir.client import AuthenticationFailed, BrokerConnection, ClientSecurity, ClusterClient
 from weir.coordination.zookeeper_server import free_port
 from weir.local_cluster import BrokerProcess, SecureSetup
@@ -30,6 +29,14 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
               'user_bob="bob-secret" user_carol="carol-secret";')
 COUNT = 200
 NO_TOPICS = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+
+FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's
+
+
+def stop_all(started: list) -> None:
+    for process in started:
+        process.kill()
+        print(process.output())  # shown by pytest when the test fails
 
 
 @pytest.fixture(scope="module")
@@ -335,3 +342,26 @@ def test_v0_handshake_then_raw_tokens(secure_broker):
         recv_exact(raw.sock, size)
         raw.sock.sendall(sized(b"\0bob\0wrong"))
         assert _closed(raw.sock)
+
+
+def test_spark_source_and_sink_options_pass_security_through(secure_broker):
+    """kafka.security.protocol, kafka.sasl.* and kafka.ssl.* as Spark's Kafka connector takes them: the
+    source's partitions are listed over SASL_SSL; the sink's producer gets librdkafka's names."""
+    from weir.spark.log_reader import discover_partitions
+    from weir.spark.options import parse_read_options, parse_write_options
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" '
+            'password="alice-secret";')
+    options = {"kafka.bootstrap.servers": bootstrap(secure_broker, "SASL_SSL"), "subscribe": "spark-options",
+               "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+               "kafka.sasl.jaas.config": jaas, "kafka.ssl.truststore.type": "PEM",
+               "kafka.ssl.truststore.location": str(secure_broker.setup.ca_path)}
+    written = parse_write_options({k: v for k, v in options.items() if k != "subscribe"})
+    assert written.producer_config == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                                       "sasl.username": "alice", "sasl.password": "alice-secret",
+                                       "ssl.ca.location": str(secure_broker.setup.ca_path)}
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap(secure_broker, "SASL_SSL"), **written.producer_config})
+    producer.produce("spark-options", b"x")
+    assert producer.flush(30) == 0
+    opts = parse_read_options(options, streaming=False)
+    assert discover_partitions(opts) == [("spark-options", 0)]

@@ -7,13 +7,20 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import FAST, stop_all
 from waiting import wait_until
 from weir.local_cluster import LocalCluster, SecureSetup
 
 TOPIC = "secured"
 PARTITIONS = 3
 COUNT = 300
+
+FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's
+
+
+def stop_all(started: list) -> None:
+    for process in started:
+        process.kill()
+        print(process.output())  # shown by pytest when the test fails
 
 
 def test_replication_and_failover_on_a_secured_cluster(tmp_path, zookeeper_connect):

@@ -54,3 +54,27 @@ def load_command_config(path: str | None) -> ClientSecurity | None:
 
     from ..config import read_properties
     return client_security(read_properties(Path(path).read_text()))
+
+
+def librdkafka_config(props: dict[str, str]) -> dict[str, str]:
+    """Kafka (Java) client security properties as librdkafka (confluent-kafka) takes them: the
+    JAAS login → sasl.username/sasl.password, a PEM trust store → ssl.ca.location, a PEM key store
+    (key and chain in one file) → ssl.key.location/ssl.certificate.location, an empty
+    ssl.endpoint.identification.algorithm → none. Other properties pass unchanged."""
+    out = dict(props)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas:
+        login = parse_jaas(jaas)
+        out.setdefault("sasl.username", login.get("username", ""))
+        out.setdefault("sasl.password", login.get("password", ""))
+    for java_only in ("ssl.truststore.type", "ssl.keystore.type"):
+        out.pop(java_only, None)
+    if "ssl.truststore.location" in out:
+        out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
+    if "ssl.keystore.location" in out:
+        keystore = out.pop("ssl.keystore.location")
+        out.setdefault("ssl.key.location", keystore)
+        out.setdefault("ssl.certificate.location", keystore)
+    if out.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+    return out

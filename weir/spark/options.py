@@ -43,6 +43,8 @@ WRITE_OPTIONS = {
 }
 # Options Spark itself adds, or that Kafka users commonly pass and that mean nothing here.
 IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
+# Kafka's client security settings, passed through as Spark's Kafka connector does (weir.security.client_config)
+SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")
 
 
 class OptionError(ValueError):
@@ -56,7 +58,8 @@ def _lower(options) -> dict[str, str]:
 def _check_known(opts: dict[str, str], known: dict[str, str], what: str, passthrough: bool) -> None:
     names = {k.lower(): k for k in known}
     for key in opts:
-        if key in names or key in IGNORED or (passthrough and key.startswith("kafka.")):
+        if key in names or key in IGNORED or key.startswith(SECURITY_PREFIXES) or (
+                passthrough and key.startswith("kafka.")):
             continue
         close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.6)
         hint = f"; did you mean {names[close[0]]!r}?" if close else ""
@@ -158,6 +161,7 @@ class ReadOptions:
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_max_bytes: int = 4 * 1024 * 1024
+    security: tuple[tuple[str, str], ...] = ()  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*, prefix removed
 
     def matches(self, topic: str) -> bool:
         """Whether a subscription (list or pattern) takes this topic."""
@@ -250,6 +254,7 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
         include_headers=_bool(opts, "includeHeaders", False),
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
         fetch_max_bytes=_positive_int(opts, "fetchMaxBytes", 4 * 1024 * 1024),
+        security=_security(opts),
     )
 
 
@@ -282,4 +287,21 @@ def parse_write_options(options) -> WriteOptions:
         raise OptionError("option topic is empty")
     producer_config = {k[len("kafka."):]: v for k, v in opts.items()
                        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+    from ..security.client_config import librdkafka_config
+    try:
+        producer_config = librdkafka_config(producer_config)  # Java's JAAS and trust store names too
+    except ValueError as e:
+        raise OptionError(f"kafka.* security options: {e}") from None
     return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config)
+
+
+def _security(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The Kafka client security settings among the options, checked (prefix removed)."""
+    props = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items() if k.startswith(SECURITY_PREFIXES)))
+    if props:
+        from ..security.client_config import client_security
+        try:
+            client_security(dict(props))
+        except (ValueError, OSError) as e:
+            raise OptionError(f"kafka.* security options: {e}") from None
+    return props

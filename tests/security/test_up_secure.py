@@ -50,6 +50,16 @@ def test_weir_up_secure(tmp_path):
                 got.append(int(message.value()))
         consumer.close()
         assert sorted(got) == list(range(50))
+        # the console reads the cluster as admin over SASL_SSL
+        import json
+        import urllib.request
+
+        from waiting import wait_until
+
+        def console_brokers() -> int:
+            with urllib.request.urlopen(f"http://127.0.0.1:{up.console_port}/api/state", timeout=5) as response:
+                return len(json.loads(response.read())["brokers"])
+        wait_until(lambda: console_brokers() == 3, "the console to see three brokers", 30)
         errors = []
         refused = Producer({**config("alice", "not-it"), "error_cb": errors.append})
         refused.poll(3)

@@ -55,7 +55,8 @@ def secure_broker(tmp_path_factory, zookeeper):
                           "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
                           "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
                           "connections.max.idle.ms": "3000", "connections.max.reauth.ms": "2000",
-                 "connection.failed.authentication.delay.ms": "10", "group.initial.rebalance.delay.ms": "0"}
+                 "connection.failed.authentication.delay.ms": "10", "group.initial.rebalance.delay.ms": "0",
+                 "metrics.port": "0"}
     broker = BrokerProcess(0, data_dir / "broker-0", zookeeper_connect, ports["PLAINTEXT"], overrides=overrides)
     broker.start()
     broker.ports, broker.setup = ports, setup
@@ -301,6 +302,22 @@ def test_reauthentication_kip_368(secure_broker):
         await bystander.close()
 
     asyncio.run(run())
+    counts = authentication_metrics(secure_broker)
+    assert counts[("SASL_SSL", "successful-authentication")] >= 3
+    assert counts[("SASL_SSL", "successful-reauthentication")] >= 3
+    assert counts[("SASL_SSL", "failed-reauthentication")] >= 1  # the change of principal
+
+
+def authentication_metrics(broker) -> dict[tuple[str, str], float]:
+    import re
+    import urllib.request
+
+    from weir.console.server import parse_metrics
+    port = re.search(r"metrics on http://[^:]+:(\d+)/metrics", broker.output()).group(1)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        samples = parse_metrics(response.read().decode())
+    return {(labels["listener"], labels["outcome"]): value
+            for labels, value in samples["kafka_server_socket_server_metrics_authentication_total"]}
 
 
 def test_mtls_principal_and_cluster_client(secure_broker, tmp_path):

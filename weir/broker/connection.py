@@ -236,6 +236,7 @@ class Connection(asyncio.Protocol):
             answer = auth.handshake(header.api_version, request.mechanism, now)
         else:
             answer = auth.authenticate(header.api_version, bytes(request.auth_bytes), now)
+        self._count_outcome()
         if answer.lookup is None and answer.close is None:
             self._authentication_step_done()
             return answer.body
@@ -251,7 +252,14 @@ class Connection(asyncio.Protocol):
         except Exception as e:  # ZooKeeper unreachable: this attempt fails; the client may try again
             log.warning("cannot read the SCRAM credential of %r: %r", user, e)
             credential = None
-        return self.auth.credential(credential, _now_ms())
+        answer = self.auth.credential(credential, _now_ms())
+        self._count_outcome()
+        return answer
+
+    def _count_outcome(self) -> None:
+        outcome, self.auth.outcome = self.auth.outcome, None
+        if outcome is not None:
+            self.apis.metrics.authentications.labels(self.listener, outcome).inc()
 
     async def _sasl_later(self, answer: Answer):
         answer = await self._looked_up(answer)
@@ -280,6 +288,7 @@ class Connection(asyncio.Protocol):
     def _raw_sasl_token(self, frame: bytes) -> Coroutine | None:
         """A SASL token after a v0 SaslHandshake (Kafka before 1.0): answered with a raw frame."""
         answer = self.auth.authenticate(-1, bytes(frame), _now_ms())
+        self._count_outcome()
 
         async def finish(answer: Answer) -> None:
             answer = await self._looked_up(answer)

@@ -62,6 +62,10 @@ class Authenticator:
         self.mechanism: str | None = None
         self.session_expires_ms: int | None = None  # None: never
         self.raw_tokens = False                      # a v0 handshake: tokens come as raw frames
+        self.completed = 0                           # authentications that succeeded (the first, then re-)
+        # what the last step finished, in Kafka's metric names (successful-authentication, failed-
+        # reauthentication, ...); the connection counts it and clears it
+        self.outcome: str | None = None
         self._version = 0                            # of the SaslAuthenticate being answered
         self._scram: ScramServer | None = None
 
@@ -102,6 +106,7 @@ class Authenticator:
 
     def _fail_handshake(self, code: ErrorCode, reason: str) -> Answer:
         self.state = FAILED
+        self.outcome = "failed-reauthentication" if self.completed else "failed-authentication"
         return Answer({"error_code": code, "mechanisms": list(self.mechanisms)}, close=reason)
 
     # -- SaslAuthenticate ------------------------------------------------------------------------
@@ -153,6 +158,8 @@ class Authenticator:
         if self.principal is not None and principal != self.principal:
             return self._failed(f"cannot change principals during re-authentication: {self.principal} → {principal}")
         self.principal = principal
+        self.outcome = "successful-reauthentication" if self.completed else "successful-authentication"
+        self.completed += 1
         self.state = AUTHENTICATED
         self.raw_tokens = False
         self._scram = None
@@ -162,6 +169,7 @@ class Authenticator:
     def _failed(self, reason: str) -> Answer:
         """SASL_AUTHENTICATION_FAILED, then close (Kafka tells the client no more than this)."""
         self.state = FAILED
+        self.outcome = "failed-reauthentication" if self.completed else "failed-authentication"
         message = (f"Authentication failed during authentication due to invalid credentials with SASL "
                    f"mechanism {self.mechanism}")
         return self._answer(ErrorCode.sasl_authentication_failed, message, close=f"authentication failed: {reason}")

@@ -166,6 +166,8 @@ SETTINGS = {s.name: s for s in [
             "KIP-368: a SASL session lasts this long; the client must re-authenticate (0: for ever)."),
     Setting("connection.failed.authentication.delay.ms", int, 100,
             "Wait before closing a connection whose authentication failed."),
+    Setting("sasl.server.max.receive.size", int, 524288,
+            "Largest request a client may send on a SASL listener before it has authenticated."),
 ]}
 
 

@@ -206,7 +206,7 @@ def test_wrong_password_fails_with_an_authentication_error(secure_broker, caplog
     with pytest.raises(KafkaPythonError):  # it retries until max_block_ms, logging each refusal
         KafkaProducer(bootstrap_servers=bootstrap(secure_broker, "SASL_SSL"), security_protocol="SASL_SSL",
                       ssl_cafile=str(secure_broker.setup.ca_path), sasl_mechanism="SCRAM-SHA-512",
-                      sasl_plain_username="alice", sasl_plain_password="wrong", bootstrap_timeout_ms=1500)
+                      sasl_plain_username="alice", sasl_plain_password="wrong", bootstrap_timeout_ms=4000)
     assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
 
     async def ours() -> None:
@@ -257,6 +257,10 @@ def test_unauthenticated_requests_garbage_and_idle_clients_are_closed(secure_bro
             with socket.create_connection(("127.0.0.1", port)) as sock:
                 sock.sendall(payload)
                 assert await asyncio.to_thread(_closed, sock)
+        # a frame larger than sasl.server.max.receive.size before authentication: closed unread
+        with socket.create_connection(("127.0.0.1", secure_broker.ports["SASL_PLAINTEXT"])) as sock:
+            sock.sendall(b"\x00\x10\x00\x00" + b"\x00" * 1024)  # announces 1 MiB
+            assert await asyncio.to_thread(_closed, sock)
         sasl = await BrokerConnection.open("127.0.0.1", secure_broker.ports["SASL_PLAINTEXT"])
         await sasl.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
         answer = await sasl.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": os.urandom(40)})  # not SCRAM

@@ -74,6 +74,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._closed = False
         self._close_reason: str | None = None  # set by a bad frame size: close when the queue drains
+        self._close_delay_s: float | None = None  # after a failed authentication, how long the close waits
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -116,10 +117,14 @@ class Connection(asyncio.Protocol):
         with memoryview(buffer) as view:
             while end - start >= 4:
                 size = _SIZE.unpack_from(view, start)[0]
-                if size < 0 or size > self.max_request_bytes:
+                limit, setting = self.max_request_bytes, "socket.request.max.bytes"
+                if self.auth is not None and not self.auth.authenticated and self.auth.completed == 0:
+                    # Kafka's bound on what an unauthenticated client may make the broker buffer
+                    limit, setting = self.security.max_receive_before_authentication, "sasl.server.max.receive.size"
+                if size < 0 or size > limit:
                     # Read no further; close once the complete requests ahead of it are answered.
-                    self._close_reason = (f"frame of {size} bytes exceeds socket.request.max.bytes "
-                                          f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
+                    self._close_reason = (f"frame of {size} bytes exceeds {setting} {limit}"
+                                          if size > 0 else f"negative frame size {size}")
                     self.transport.pause_reading()
                     start = end
                     break
@@ -141,7 +146,11 @@ class Connection(asyncio.Protocol):
                 asyncio.get_running_loop().create_task(self._finish(pending))
         if self._close_reason is not None:
             if not self._frames and not self._busy and not self._in_order:
-                self.close(self._close_reason)
+                if self._close_delay_s is None:
+                    self.close(self._close_reason)
+                elif self._close_delay_s > 0:  # after a failed authentication: the answer first, then the close
+                    asyncio.get_running_loop().call_later(self._close_delay_s, self.close, self._close_reason)
+                    self._close_delay_s = 0
             return
         self._throttle_reading()
 
@@ -265,13 +274,15 @@ class Connection(asyncio.Protocol):
         answer = await self._looked_up(answer)
         if answer.close is not None:
             self._failed_authentication(answer.close)
-            await asyncio.sleep(self.security.failed_authentication_delay_ms / 1000)
         self._authentication_step_done()
         return answer.body
 
     def _failed_authentication(self, reason: str) -> None:
-        """Answer, then close; read nothing more from this client."""
+        """Answer, then close after connection.failed.authentication.delay.ms (as Kafka, it slows a
+        client that tries password after password; the answer leaves at once, so that a client
+        reads it before the connection ends); read nothing more from this client."""
         self._close_reason = reason
+        self._close_delay_s = max(self.security.failed_authentication_delay_ms / 1000, 0.001)
         self._frames.clear()
         if self.transport is not None and not self._closed:
             self.transport.pause_reading()

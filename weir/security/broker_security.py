@@ -32,6 +32,7 @@ class ListenerSecurity:
     reauth_ms: int = 0
     idle_ms: int = 600000
     failed_authentication_delay_ms: int = 100
+    max_receive_before_authentication: int = 524288  # sasl.server.max.receive.size
 
 
 def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
@@ -56,7 +57,8 @@ def _mechanisms(config: BrokerConfig, listener: str, name: str = "sasl.enabled.m
 def listener_security(config: BrokerConfig, listener: Listener) -> ListenerSecurity:
     security = ListenerSecurity(listener, idle_ms=config["connections.max.idle.ms"],
                                 reauth_ms=config.for_listener(listener.name, "connections.max.reauth.ms"),
-                                failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"])
+                                failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],
+                                max_receive_before_authentication=config["sasl.server.max.receive.size"])
     if listener.uses_tls:
         try:
             security.ssl_context = server_context(lambda name: config.for_listener(listener.name, name))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import unicodedata
 from dataclasses import dataclass
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -47,9 +46,10 @@ def _hmac(hash_name: str, key: bytes, message: bytes) -> bytes:
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
-    """Hi(Normalize(password), salt, i): PBKDF2 with the mechanism's HMAC (SASLprep approximated by NFKC)."""
-    return hashlib.pbkdf2_hmac(MECHANISMS[mechanism], unicodedata.normalize("NFKC", password).encode(),
-                               salt, iterations)
+    """Hi(password, salt, i): PBKDF2 with the mechanism's HMAC over the password's UTF-8 bytes. As
+    Kafka's ScramFormatter (and librdkafka), no SASLprep: a credential set by one client must match
+    the login of any other."""
+    return hashlib.pbkdf2_hmac(MECHANISMS[mechanism], password.encode(), salt, iterations)
 
 
 @dataclass(frozen=True)

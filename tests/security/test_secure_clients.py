@@ -386,3 +386,23 @@ def test_spark_source_and_sink_options_pass_security_through(secure_broker):
     assert producer.flush(30) == 0
     opts = parse_read_options(options, streaming=False)
     assert discover_partitions(opts) == [("spark-options", 0)]
+
+
+def test_large_fetches_over_tls_are_copied_not_sendfiled(secure_broker):
+    """A fetch answer far above SENDFILE_MIN_BYTES: zero-copy cannot go through TLS, so the broker
+    copies the file regions; the consumer reads every byte intact."""
+    from confluent_kafka import Consumer, Producer
+    payloads = [os.urandom(64 * 1024) for _ in range(48)]  # 3 MiB in one partition
+    producer = Producer({"bootstrap.servers": bootstrap(secure_broker, "PLAINTEXT"), "acks": "all",
+                         "linger.ms": 50, "batch.size": 1_000_000})
+    for payload in payloads:
+        producer.produce("large-over-tls", payload)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**confluent_config(secure_broker, "SSL"), "group.id": "large", "auto.offset.reset": "earliest",
+                         "fetch.max.bytes": 8 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024})
+    consumer.subscribe(["large-over-tls"])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < len(payloads) and time.monotonic() < deadline:
+        got += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    consumer.close()
+    assert got == payloads

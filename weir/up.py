@@ -186,15 +186,15 @@ def run_up(args) -> int:
         supervisor.started_all(time.monotonic())
         control = ControlServer(data_dir / SOCKET_NAME, commands)
         control.start()
+        if secure is not None:  # before "weir is up": whoever waits for that line has the password too
+            say(f"secured: SASL_SSL with SCRAM-SHA-512 (and -256); CA certificate {secure.ca_path}; "
+                f"client properties in {write_client_properties(secure)}")
+            print(f"admin password: {secure.admin_password}", flush=True)
         print(f"weir is up: bootstrap {cluster.bootstrap}, ZooKeeper {cluster.zookeeper_connect}. Ctrl-C stops it.",
               flush=True)
         for broker in cluster.brokers:
             say(f"broker {broker.broker_id} on {broker.bootstrap}, metrics "
                 f"http://127.0.0.1:{broker.overrides['metrics.port']}/metrics")
-        if secure is not None:
-            say(f"secured: SASL_SSL with SCRAM-SHA-512 (and -256); CA certificate {secure.ca_path}; "
-                f"client properties in {write_client_properties(secure)}")
-            print(f"admin password: {secure.admin_password}", flush=True)
         if args.console_port >= 0:
             start_console(cluster.bootstrap, args.metrics_port, args.console_port,
                           secure.client_security() if secure else None)

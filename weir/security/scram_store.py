@@ -2,12 +2,15 @@
 
     /config/users/<user>   {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,server_key=...,iterations=4096"}}
 
-A broker reads the credential when a client authenticates, so a new or changed user counts at
-once, on every broker, and Weir needs no change notices (Kafka's /config/changes, which would
+A broker reads the credential when a client authenticates (kept for at most CACHE_S, so that a
+flood of logins does not become a flood of ZooKeeper reads), so a new or changed user counts within
+a second on every broker, and Weir needs no change notices (Kafka's /config/changes, which would
 only pile up here). Writes compare-and-set the znode's version.
 """
 
 import json
+import time
+from collections import OrderedDict
 from collections.abc import Iterable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -15,6 +18,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from ..protocol.scram import ScramCredential, ScramError
 
 USERS_PATH = "/config/users"
+CACHE_S = 1.0
+CACHE_MAX_USERS = 10_000
 
 
 class ConcurrentChange(Exception):
@@ -43,6 +48,7 @@ class ScramCredentialStore:
     def __init__(self, session) -> None:
         self.session = session
         self.client = session.client
+        self._cache: OrderedDict[str, tuple[float, dict[str, str]]] = OrderedDict()  # user → (read at, config)
 
     async def _read(self, user: str) -> tuple[dict[str, str], int | None]:
         try:
@@ -52,9 +58,18 @@ class ScramCredentialStore:
         return decode_user_config(data), stat.version
 
     async def credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        if not user or "/" in user:
+        if not user or "/" in user or len(user) > 1024:
             return None
-        config, _ = await self._read(user)
+        now = time.monotonic()
+        cached = self._cache.get(user)
+        if cached is not None and now - cached[0] < CACHE_S:
+            config = cached[1]
+        else:
+            config, _ = await self._read(user)
+            self._cache[user] = (now, config)
+            self._cache.move_to_end(user)
+            while len(self._cache) > CACHE_MAX_USERS:
+                self._cache.popitem(last=False)
         try:
             return ScramCredential.decode(config[mechanism]) if mechanism in config else None
         except ScramError:
@@ -80,6 +95,7 @@ class ScramCredentialStore:
 
     async def change(self, user: str, upserts: dict[str, ScramCredential], deletions: Iterable[str]) -> None:
         """Set and remove some of a user's credentials in one compare-and-set write."""
+        self._cache.pop(user, None)
         config, version = await self._read(user)
         for mechanism in deletions:
             config.pop(mechanism, None)

@@ -155,6 +155,8 @@ SETTINGS = {s.name: s for s in [
     Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions served (TLSv1.2, TLSv1.3)."),
     Setting("ssl.protocol", str, "TLSv1.3", "Accepted for Kafka's configs; ssl.enabled.protocols decides."),
     Setting("ssl.cipher.suites", str, "", "OpenSSL cipher list for TLS 1.2 (default: Python's)."),
+    Setting("ssl.principal.mapping.rules", str, "DEFAULT",
+            "How an SSL client's certificate subject becomes its user name: RULE:pattern/replacement/[LU],...,DEFAULT."),
     Setting("ssl.endpoint.identification.algorithm", str, "https",
             "https: a broker checks the host name in a peer's certificate; empty: it does not."),
     Setting("sasl.enabled.mechanisms", str, "GSSAPI",

@@ -244,3 +244,17 @@ def test_users_add_config_syntax():
         parse_add_config("SCRAM-SHA-1=[password=x]")
     with pytest.raises(UsageError):
         parse_add_config("SCRAM-SHA-512=[iterations=4096]")
+
+
+def test_ssl_principal_mapping_rules_as_kafkas_examples():
+    from weir.security.tls import NoRuleApplies, TlsConfigError, map_principal, parse_principal_rules
+    rules = parse_principal_rules("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
+                                  "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L, DEFAULT")
+    assert map_principal("CN=kafka-admin,OU=ServiceUsers,O=Unknown", rules) == "kafka-admin"
+    assert map_principal("CN=Duke,OU=JavaSoft,O=Sun Microsystems,L=Santa Clara,ST=CA,C=US", rules) == "duke@javasoft"
+    assert map_principal("CN=else", rules) == "CN=else"
+    with pytest.raises(NoRuleApplies):
+        map_principal("CN=else", parse_principal_rules("RULE:^CN=(.*),OU=x$/$1/U"))
+    assert map_principal("CN=svc,OU=x", parse_principal_rules("RULE:^CN=(.*),OU=x$/$1/U")) == "SVC"
+    with pytest.raises(TlsConfigError):
+        parse_principal_rules("RULE:unterminated")

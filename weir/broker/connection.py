@@ -32,7 +32,7 @@ from ..protocol.hot_responses import FileRegion
 from ..protocol.errors import ErrorCode
 from ..protocol.versions import ApiKey, is_supported
 from ..security.authenticator import HANDSHAKEN, Answer, Authenticator
-from ..security.tls import ANONYMOUS, principal_of
+from ..security.tls import ANONYMOUS, NoRuleApplies, principal_of
 from .apis import CloseConnection, InOrder
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,11 @@ class Connection(asyncio.Protocol):
         if security is None:
             return
         if security.listener.protocol == "SSL":
-            self.principal = principal_of(transport.get_extra_info("ssl_object"))
+            try:
+                self.principal = principal_of(transport.get_extra_info("ssl_object"), security.principal_rules)
+            except NoRuleApplies as e:
+                self.close(str(e))
+                return
         if security.listener.uses_sasl:
             self.auth = Authenticator(security.mechanisms, security.plain_users, security.reauth_ms,
                                       lambda: secrets.token_urlsafe(18))

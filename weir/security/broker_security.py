@@ -20,7 +20,7 @@ from ..config import BrokerConfig, ConfigError
 from .authenticator import SUPPORTED_MECHANISMS
 from .jaas import JaasError, parse_jaas, plain_users
 from .listeners import Listener
-from .tls import TlsConfigError, client_context, server_context
+from .tls import TlsConfigError, client_context, parse_principal_rules, server_context
 
 
 @dataclass
@@ -33,6 +33,7 @@ class ListenerSecurity:
     idle_ms: int = 600000
     failed_authentication_delay_ms: int = 100
     max_receive_before_authentication: int = 524288  # sasl.server.max.receive.size
+    principal_rules: list = field(default_factory=list)  # ssl.principal.mapping.rules, parsed (SSL listeners)
 
 
 def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
@@ -62,6 +63,8 @@ def listener_security(config: BrokerConfig, listener: Listener) -> ListenerSecur
     if listener.uses_tls:
         try:
             security.ssl_context = server_context(lambda name: config.for_listener(listener.name, name))
+            security.principal_rules = parse_principal_rules(
+                config.for_listener(listener.name, "ssl.principal.mapping.rules"))
         except TlsConfigError as e:
             raise ConfigError(f"listener {listener.name}: {e}") from None
     if listener.uses_sasl:

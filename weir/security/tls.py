@@ -12,10 +12,13 @@ Kafka's; `config.for_listener` picks it.
 
 The principal of an SSL connection is Kafka's default: `User:` and the subject of the client's
 certificate as an RFC 2253 distinguished name (`User:CN=alice,OU=eng`), `User:ANONYMOUS` if it sent
-none.
+none. `ssl.principal.mapping.rules` rewrites the name as Kafka's SslPrincipalMapper does:
+`RULE:^CN=(.*?),OU=.*$/$1/L,DEFAULT` (the first rule whose pattern matches the whole name wins;
+`L`/`U` lower or upper case the result; DEFAULT keeps the name; none matching refuses the client).
 """
 
 import os
+import re
 import ssl
 import tempfile
 
@@ -52,15 +55,57 @@ def client_context(setting) -> ssl.SSLContext:
     return context
 
 
-def principal_of(ssl_object) -> str:
-    """Kafka's default principal of a TLS peer: `User:<subject DN, RFC 2253>`, or ANONYMOUS."""
+def principal_of(ssl_object, rules: "list[tuple] | None" = None) -> str:
+    """Kafka's principal of a TLS peer: `User:<subject DN, RFC 2253>` mapped by `rules`
+    (parse_principal_rules), or ANONYMOUS without a certificate. NoRuleApplies if no rule does."""
     if ssl_object is None:
         return ANONYMOUS
     der = ssl_object.getpeercert(binary_form=True)
     if not der:
         return ANONYMOUS
     from cryptography import x509
-    return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    name = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    return "User:" + (map_principal(name, rules) if rules else name)
+
+
+class NoRuleApplies(ValueError):
+    pass
+
+
+_RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(?:,|$)")
+
+
+def parse_principal_rules(spec: str) -> list[tuple]:
+    """`ssl.principal.mapping.rules` → [(pattern or None for DEFAULT, replacement, case)]."""
+    rules, position = [], 0
+    spec = spec.strip()
+    while position < len(spec):
+        match = _RULE.match(spec, position)
+        if not match or match.end() == position:
+            raise TlsConfigError(f"ssl.principal.mapping.rules: cannot read {spec[position:][:40]!r} "
+                                 f"(expected DEFAULT or RULE:pattern/replacement/[LU])")
+        if match.group(1):
+            rules.append((None, "", ""))
+        else:
+            try:
+                pattern = re.compile(match.group(2))
+            except re.error as e:
+                raise TlsConfigError(f"ssl.principal.mapping.rules: {match.group(2)!r}: {e}") from None
+            # Java's $1 group references are Python's \g<1>
+            replacement = re.sub(r"\$(\d+)", r"\\g<\1>", match.group(3).replace("\\/", "/"))
+            rules.append((pattern, replacement, match.group(4)))
+        position = match.end()
+    return rules
+
+
+def map_principal(name: str, rules: list[tuple]) -> str:
+    for pattern, replacement, case in rules:
+        if pattern is None:
+            return name
+        if pattern.fullmatch(name):
+            mapped = pattern.sub(replacement, name, count=1)
+            return mapped.lower() if case == "L" else mapped.upper() if case == "U" else mapped
+    raise NoRuleApplies(f"no ssl.principal.mapping.rules rule applies to {name!r}")
 
 
 def _versions(context: ssl.SSLContext, setting) -> None:

@@ -58,7 +58,7 @@ def test_api_versions_and_pick_version(broker):
             with pytest.raises(UnsupportedVersion):
                 conn.pick_version(ApiKey.PRODUCE, lo - 1)
             with pytest.raises(UnsupportedVersion):
-                conn.pick_version(17, 1)  # SaslHandshake: not a Weir API
+                conn.pick_version(38, 1)  # CreateDelegationToken: not a Weir API
             # ApiVersions v0 and an old version still work
             old = await conn.request(ApiKey.API_VERSIONS, 0, {})
             assert old.error_code == ErrorCode.none
@@ -196,7 +196,7 @@ def test_broker_closing_on_bad_request_fails_it(broker):
     async def go():
         async with await connect(broker) as conn:
             # an API Weir does not implement: the broker closes the connection
-            fut = conn.send(17, 1, {"mechanism": "PLAIN"})  # SaslHandshake
+            fut = conn.send(38, 1, {"renewers": [], "max_lifetime": -1})  # CreateDelegationToken
             with pytest.raises(ConnectionClosed):
                 await asyncio.wait_for(fut, 10)
     run(go())

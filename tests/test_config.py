@@ -30,9 +30,32 @@ def test_bad_settings_get_readable_errors():
         BrokerConfig({"log.dir.typo": "x"})
     with pytest.raises(ConfigError, match="num.partitions: expected an integer"):
         BrokerConfig({"num.partitions": "many"})
-    with pytest.raises(ConfigError, match="expected PLAINTEXT"):
-        BrokerConfig({"listeners": "SSL://host:9093"})
+    with pytest.raises(ConfigError, match="listener OTHER has no security protocol"):
+        BrokerConfig({"listeners": "OTHER://host:9093"})
 
 
 def test_java_properties_syntax():
     assert read_properties("a=1\n! bang comment\nb : two words\nc\n") == {"a": "1", "b": "two words", "c": ""}
+
+
+def test_named_listeners_as_kafka_reads_them():
+    config = BrokerConfig({
+        "listeners": "INTERNAL://0.0.0.0:9093,EXTERNAL://:9092",
+        "advertised.listeners": "INTERNAL://broker-1:9093,EXTERNAL://public.example:9092",
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,EXTERNAL:SSL",
+        "inter.broker.listener.name": "internal",
+        "listener.name.internal.ssl.client.auth": "required"})
+    assert [(l.name, l.protocol, l.host, l.port) for l in config.listeners] == [
+        ("INTERNAL", "SASL_SSL", "0.0.0.0", 9093), ("EXTERNAL", "SSL", "0.0.0.0", 9092)]
+    assert config.inter_broker_listener.endpoint() == "INTERNAL://broker-1:9093"
+    assert config.for_listener("INTERNAL", "ssl.client.auth") == "required"
+    assert config.for_listener("EXTERNAL", "ssl.client.auth") == "none"
+    # the default map names each protocol after itself; one listener carries inter-broker traffic
+    single = BrokerConfig({"listeners": "SASL_SSL://127.0.0.1:9092"})
+    assert single.inter_broker_listener_name == "SASL_SSL" and single.listeners[0].uses_tls
+    with pytest.raises(ConfigError, match="inter.broker.listener.name must be a listener name"):
+        BrokerConfig({"listeners": "SSL://:9093,SASL_SSL://:9094"})
+    with pytest.raises(ConfigError, match="not one of the listeners"):
+        BrokerConfig({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SSL://h:9093"})
+    with pytest.raises(ConfigError, match="its own port"):
+        BrokerConfig({"listeners": "PLAINTEXT://:9092,SSL://:9092", "security.inter.broker.protocol": "SSL"})

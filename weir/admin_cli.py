@@ -117,8 +117,10 @@ def _names(items: list[str] | None) -> list[str]:
 
 def run_command(command, args) -> int:
     async def go():
+        from .security.client_config import load_command_config
+        security = load_command_config(getattr(args, "command_config", None))
         client = ClusterClient(args.bootstrap_server, client_id="weir-admin", timeout_s=args.timeout,
-                               retries=3)
+                               retries=3, **({"security": security} if security else {}))
         try:
             return await command(client, args)
         finally:
@@ -445,6 +447,8 @@ def common_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                         help=f"brokers to bootstrap from (default {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--timeout", type=float, metavar="SECONDS", default=default if suppress else 30.0,
                         help="request timeout in seconds (default 30)")
+    parser.add_argument("--command-config", metavar="FILE", default=default if suppress else None,
+                        help="Kafka client properties: security.protocol, sasl.*, ssl.* (a secured cluster)")
 
 
 def register(sub) -> None:

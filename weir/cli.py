@@ -13,10 +13,11 @@ def _broker(args) -> int:
     from .broker.server import Broker
     try:
         config = BrokerConfig.load(args.config, args.override)
+        broker = Broker(config)  # reads key stores and JAAS settings
     except (ConfigError, OSError) as e:
         print(f"weir: {e}", file=sys.stderr)
         return 2
-    run_event_loop(Broker(config).run_until_signalled())
+    run_event_loop(broker.run_until_signalled())
     return 0
 
 
@@ -72,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     register_log_dirs_command(sub)
     from .reassign_partitions_cli import register as register_reassign_partitions_command
     register_reassign_partitions_command(sub)
+    from .users_cli import register as register_users_command
+    register_users_command(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

@@ -29,6 +29,8 @@ import asyncio
 import io
 import logging
 import random
+import secrets
+import ssl
 import struct
 import uuid
 from collections.abc import Callable, Iterable
@@ -44,6 +46,8 @@ from .protocol.codec import build
 from .protocol.errors import ErrorCode, KafkaError
 from .protocol.header import skip_tagged_fields
 from .protocol.schema_overrides import RESPONSE_SCHEMAS
+from .protocol.scram import MECHANISMS as SCRAM_MECHANISMS
+from .protocol.scram import ScramClient, ScramError
 from .protocol.tagged_fields import strip_unknown_tagged_fields
 from .protocol.versions import ApiKey
 
@@ -51,7 +55,7 @@ __all__ = [
     "BrokerConnection", "ClusterClient", "ClientError", "ConnectionClosed", "BrokerUnreachable",
     "RequestTimedOut", "UnsupportedVersion", "KafkaError", "ErrorCode", "BrokerInfo",
     "PartitionInfo", "TopicInfo", "parse_bootstrap", "check_error", "highest_known_version",
-    "REFRESH_ERRORS", "encode_request", "decode_response",
+    "REFRESH_ERRORS", "encode_request", "decode_response", "ClientSecurity", "AuthenticationFailed",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,6 +89,33 @@ class RequestTimedOut(ClientError, TimeoutError):
 
 class UnsupportedVersion(ClientError):
     """The broker and this client share no version of an API."""
+
+
+class AuthenticationFailed(ConnectionClosed):
+    """SASL authentication failed (the broker closes the connection after saying so)."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How to connect, as Kafka's client settings say: `security.protocol` (PLAINTEXT, SSL,
+    SASL_PLAINTEXT, SASL_SSL), a TLS context for the SSL ones, and the SASL mechanism (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512) with a user name and password for the SASL ones."""
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str = ""
+    username: str = ""
+    password: str = ""
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+PLAINTEXT = ClientSecurity()
 
 
 def check_error(code, message: str | None = None) -> None:
@@ -197,22 +228,83 @@ class BrokerConnection:
         self._next_correlation = 1
         self._closed_error: ConnectionClosed | None = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self._security: ClientSecurity | None = None  # once authenticated: to re-authenticate (KIP-368)
+        self._reauthenticate_at: float | None = None   # loop time
+        self._reauthentication = asyncio.Lock()
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str | None = "weir",
                    timeout_s: float | None = DEFAULT_TIMEOUT_S, *,
                    connect_timeout_s: float | None = None,
-                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> BrokerConnection:
-        """Connect; BrokerUnreachable if the broker cannot be reached in time."""
+                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                   security: ClientSecurity = PLAINTEXT) -> BrokerConnection:
+        """Connect (with TLS and SASL authentication, as `security` says); BrokerUnreachable if
+        the broker cannot be reached in time, AuthenticationFailed if it refuses us."""
         connect_timeout = connect_timeout_s if connect_timeout_s is not None else timeout_s
+        tls = security.ssl_context if security.uses_tls else None
+        if security.uses_tls and tls is None:
+            tls = ssl.create_default_context()
         try:
             async with asyncio.timeout(connect_timeout):  # not wait_for: see request
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=tls, server_hostname=host if tls is not None else None)
         except (OSError, asyncio.TimeoutError) as e:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (e.strerror or str(e))
             raise BrokerUnreachable(f"cannot connect to {host}:{port}: {reason}") from e
-        return cls(reader, writer, host=host, port=port, client_id=client_id, timeout_s=timeout_s,
+        conn = cls(reader, writer, host=host, port=port, client_id=client_id, timeout_s=timeout_s,
                    max_response_bytes=max_response_bytes)
+        if security.uses_sasl:
+            try:
+                await conn.authenticate(security)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def authenticate(self, security: ClientSecurity) -> int:
+        """SaslHandshake v1 and SaslAuthenticate (PLAIN or SCRAM); returns the session lifetime in
+        ms the broker gave (KIP-368; 0: no limit). AuthenticationFailed if refused."""
+        mechanism = security.sasl_mechanism
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if handshake.error_code != ErrorCode.none:
+            raise AuthenticationFailed(f"{self.host}:{self.port}: {ErrorCode(handshake.error_code).name}: "
+                                       f"{mechanism} is not enabled (enabled: {', '.join(handshake.mechanisms)})")
+
+        async def step(auth_bytes: bytes):
+            answer = await self.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": auth_bytes})
+            if answer.error_code != ErrorCode.none:
+                raise AuthenticationFailed(f"{self.host}:{self.port}: {ErrorCode(answer.error_code).name}: "
+                                           f"{answer.error_message}")
+            return answer
+
+        if mechanism == "PLAIN":
+            answer = await step(f"\0{security.username}\0{security.password}".encode())
+        elif mechanism in SCRAM_MECHANISMS:
+            scram = ScramClient(mechanism, security.username, security.password, secrets.token_urlsafe(18))
+            first = await step(scram.client_first())
+            try:
+                answer = await step(scram.client_final(first.auth_bytes))
+                scram.verify(answer.auth_bytes)
+            except ScramError as e:
+                raise AuthenticationFailed(f"{self.host}:{self.port}: SCRAM: {e}") from None
+        else:
+            raise ValueError(f"SASL mechanism {mechanism!r}: this client speaks PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+        lifetime = answer.session_lifetime
+        lifetime_ms = int(lifetime.total_seconds() * 1000) if hasattr(lifetime, "total_seconds") else int(lifetime)
+        self._security = security
+        # KIP-368: re-authenticate at 85-95% of the session's life, as Kafka's clients do
+        self._reauthenticate_at = (asyncio.get_running_loop().time() + lifetime_ms * random.uniform(0.85, 0.95) / 1000
+                                   if lifetime_ms > 0 else None)
+        return lifetime_ms
+
+    async def _maybe_reauthenticate(self) -> None:
+        """Re-authenticate once the session is near its end; requests wait meanwhile (the broker
+        serves nothing else between SaslHandshake and the end of SaslAuthenticate)."""
+        async with self._reauthentication:
+            due = self._reauthenticate_at
+            if due is not None and asyncio.get_running_loop().time() >= due:
+                self._reauthenticate_at = None
+                await self.authenticate(self._security)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self._pending)} in flight"
@@ -264,6 +356,9 @@ class BrokerConnection:
         ConnectionClosed if the connection dies first.
         """
         timeout = self.timeout_s if timeout_s is ... else timeout_s
+        if (self._reauthenticate_at is not None or self._reauthentication.locked()) \
+                and api_key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            await self._maybe_reauthenticate()
         cid, future = self._send(api_key, version, body)
         try:
             await self._drain()
@@ -475,8 +570,10 @@ class ClusterClient:
     METADATA_MAX_VERSION = 12  # v13 only adds a top-level error code
 
     def __init__(self, bootstrap: str | Iterable[str], *, client_id: str | None = "weir",
-                 timeout_s: float | None = DEFAULT_TIMEOUT_S, retries: int = 5, retry_backoff_s: float = 0.1) -> None:
+                 timeout_s: float | None = DEFAULT_TIMEOUT_S, retries: int = 5, retry_backoff_s: float = 0.1,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap_servers = parse_bootstrap(bootstrap)
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.retries = retries
@@ -507,7 +604,7 @@ class ClusterClient:
     # -- connections -----------------------------------------------------------
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
-        conn = await BrokerConnection.open(host, port, self.client_id, self.timeout_s)
+        conn = await BrokerConnection.open(host, port, self.client_id, self.timeout_s, security=self.security)
         try:
             await conn.api_versions()
         except BaseException:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .security.listeners import DEFAULT_PROTOCOL_MAP, PROTOCOLS, Listener, ListenerError, resolve
+
 log = logging.getLogger(__name__)
 
 MAX_LONG = 2**63 - 1
@@ -151,6 +153,44 @@ SETTINGS = {s.name: s for s in [
             "How often transactions past their timeout are aborted."),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
             "How often expired transactional ids are removed."),
+    # listeners, TLS and SASL (weir/security); any of the ssl.* and sasl.* ones may be given for one
+    # listener as listener.name.<listener>.<name>, as Kafka's
+    Setting("listener.security.protocol.map", str, DEFAULT_PROTOCOL_MAP,
+            "Security protocol of each listener name: NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."),
+    Setting("inter.broker.listener.name", str, "", "The listener brokers use to reach each other."),
+    Setting("security.inter.broker.protocol", str, "PLAINTEXT",
+            "The inter-broker listener, by protocol name, when inter.broker.listener.name is not set.", PROTOCOLS),
+    Setting("ssl.keystore.type", str, "PEM", "Format of the key store: PEM (PKCS12 if cryptography is installed).",
+            ("PEM", "PKCS12")),
+    Setting("ssl.keystore.location", str, "", "File with the broker's private key and certificate chain."),
+    Setting("ssl.keystore.password", str, "", "Password of a PKCS12 key store."),
+    Setting("ssl.key.password", str, "", "Password of an encrypted private key."),
+    Setting("ssl.keystore.certificate.chain", str, "", "The certificate chain in PEM, given in the config."),
+    Setting("ssl.keystore.key", str, "", "The private key in PEM, given in the config."),
+    Setting("ssl.truststore.type", str, "PEM", "Format of the trust store.", ("PEM", "PKCS12")),
+    Setting("ssl.truststore.location", str, "", "File with the trusted CA certificates."),
+    Setting("ssl.truststore.password", str, "", "Password of a PKCS12 trust store."),
+    Setting("ssl.truststore.certificates", str, "", "Trusted CA certificates in PEM, given in the config."),
+    Setting("ssl.client.auth", str, "none", "Ask TLS clients for a certificate: none, requested or required.",
+            ("none", "requested", "required")),
+    Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions served (TLSv1.2, TLSv1.3)."),
+    Setting("ssl.protocol", str, "TLSv1.3", "Accepted for Kafka's configs; ssl.enabled.protocols decides."),
+    Setting("ssl.cipher.suites", str, "", "OpenSSL cipher list for TLS 1.2 (default: Python's)."),
+    Setting("ssl.principal.mapping.rules", str, "DEFAULT",
+            "How an SSL client's certificate subject becomes its user name: RULE:pattern/replacement/[LU],...,DEFAULT."),
+    Setting("ssl.endpoint.identification.algorithm", str, "https",
+            "https: a broker checks the host name in a peer's certificate; empty: it does not."),
+    Setting("sasl.enabled.mechanisms", str, "GSSAPI",
+            "SASL mechanisms served on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+    Setting("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "The SASL mechanism brokers use with each other."),
+    Setting("connections.max.idle.ms", int, 600000,
+            "A connection that has not finished authenticating within this is closed."),
+    Setting("connections.max.reauth.ms", int, 0,
+            "KIP-368: a SASL session lasts this long; the client must re-authenticate (0: for ever)."),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "Wait before closing a connection whose authentication failed."),
+    Setting("sasl.server.max.receive.size", int, 524288,
+            "Largest request a client may send on a SASL listener before it has authenticated."),
 ]}
 
 
@@ -208,15 +248,39 @@ class BrokerConfig:
         self._values = {name: s.default for name, s in SETTINGS.items()}
         self._static = frozenset(values or ())
         self._dynamic: tuple[dict, dict] = ({}, {})  # this broker's, the cluster default
+        self.listener_overrides: dict[str, str] = {}  # listener.name.<listener>.<setting>, as given
         for name, raw in (values or {}).items():
+            if name.startswith("listener.name."):
+                self.listener_overrides[name] = raw.strip()
+                continue
             setting = SETTINGS.get(name)
             if setting is None:
                 raise ConfigError(f"unknown broker setting {name!r}")
             # a setting that topic configs override is checked as they are (Kafka's validators)
             self._values[name] = (parse_broker_synonym(name, raw) if name in BROKER_SYNONYMS
                                   else _parse_value(setting, raw))
-        self.listener = parse_listener(self["listeners"])
-        self.advertised = parse_listener(self["advertised.listeners"] or self["listeners"])
+        try:
+            self.listeners, self.advertised_listeners, self.inter_broker_listener_name = resolve(
+                self["listeners"], self["advertised.listeners"], self["listener.security.protocol.map"],
+                self["inter.broker.listener.name"], self["security.inter.broker.protocol"],
+                "security.inter.broker.protocol" in self._static)
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
+        self.listener = (self.listeners[0].host, self.listeners[0].port)  # the first one's, as before
+        self.advertised = (self.advertised_listeners[0].host, self.advertised_listeners[0].port)
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        return next(a for a in self.advertised_listeners if a.name == self.inter_broker_listener_name)
+
+    def for_listener(self, listener: str, name: str):
+        """A setting as one listener sees it: `listener.name.<listener>.<name>` (a str), else the
+        broker-wide value."""
+        prefix = f"listener.name.{listener.lower()}."
+        for key, value in self.listener_overrides.items():
+            if key.lower() == prefix + name.lower():
+                return _parse_value(SETTINGS[name], value) if name in SETTINGS else value
+        return self[name] if name in SETTINGS else None
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] = ()) -> "BrokerConfig":
@@ -289,15 +353,3 @@ def parse_dynamic(name: str, raw: str):
     if isinstance(value, int) and value < 0:
         raise ConfigError(f"Invalid value {raw} for configuration {name}: Value must be at least 0")
     return value
-
-
-def parse_listener(spec: str) -> tuple[str, int]:
-    """`PLAINTEXT://host:port` → (host, port); only PLAINTEXT is served."""
-    first = spec.split(",")[0].strip()
-    scheme, sep, address = first.partition("://")
-    if not sep or scheme.upper() != "PLAINTEXT":
-        raise ConfigError(f"listener {first!r}: expected PLAINTEXT://host:port")
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"listener {first!r}: missing port")
-    return host or "0.0.0.0", int(port)

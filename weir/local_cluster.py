@@ -2,13 +2,20 @@
 
 Each broker is a `weir broker` child process; it counts as started when it prints its ready line
 (not after a sleep). Brokers stop cleanly with SIGTERM (controlled shutdown) or die with SIGKILL.
+
+`SecureSetup` makes a secured cluster (`weir up --secure`, the tests): a CA and a broker
+certificate under `<data-dir>/tls/`, SASL_SSL listeners on the same ports, SCRAM-SHA-512 between
+brokers as the super user `admin`, whose credential is written to ZooKeeper before any broker
+starts (as `kafka-configs --zookeeper` would).
 """
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from .coordination.zookeeper_server import ZooKeeperServer, free_port
@@ -18,14 +25,15 @@ READY_TIMEOUT_S = 60
 
 class BrokerProcess:
     def __init__(self, broker_id: int, data_dir: Path, zookeeper_connect: str, port: int | None = None,
-                 overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO") -> None:
+                 overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO",
+                 protocol: str = "PLAINTEXT") -> None:
         self.broker_id = broker_id
         self.log_level = log_level
         self.data_dir = data_dir
         self.port = port or free_port()
         self.echo = echo
         self.overrides = {"broker.id": str(broker_id), "log.dirs": str(data_dir),
-                          "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "zookeeper.connect": zookeeper_connect,
+                          "listeners": f"{protocol}://127.0.0.1:{self.port}", "zookeeper.connect": zookeeper_connect,
                           **(overrides or {})}
         self.proc: subprocess.Popen | None = None
         self.log_lines: list[str] = []
@@ -100,14 +108,19 @@ class LocalCluster:
 
     def __init__(self, data_dir: Path, size: int = 3, *, base_port: int | None = None,
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
-                 overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO") -> None:
+                 overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO",
+                 secure: "SecureSetup | None" = None) -> None:
         self.data_dir = Path(data_dir)
+        self.secure = secure
+        if secure is not None:
+            overrides = {**secure.overrides, **(overrides or {})}
         self.zookeeper = None
         if zookeeper_connect is None:
             self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper", port=zookeeper_port)
         self._zookeeper_connect = zookeeper_connect
         self.brokers = [BrokerProcess(i, self.data_dir / f"broker-{i}", "", base_port + i if base_port else None,
-                                      overrides, echo, log_level) for i in range(size)]
+                                      overrides, echo, log_level, secure.protocol if secure else "PLAINTEXT")
+                        for i in range(size)]
 
     @property
     def zookeeper_connect(self) -> str:
@@ -120,6 +133,8 @@ class LocalCluster:
     def start(self) -> "LocalCluster":
         if self.zookeeper is not None:
             self.zookeeper.start()
+        if self.secure is not None:
+            self.secure.create_admin(self.zookeeper_connect)
         for broker in self.brokers:
             broker.overrides["zookeeper.connect"] = self.zookeeper_connect
             broker.start(wait=False)
@@ -136,7 +151,9 @@ class LocalCluster:
         from .protocol.versions import ApiKey
 
         async def brokers_seen_by(broker: BrokerProcess) -> int:
-            async with await BrokerConnection.open("127.0.0.1", broker.port, timeout_s=10) as conn:
+            security = self.secure.client_security() if self.secure else None
+            async with await BrokerConnection.open("127.0.0.1", broker.port, timeout_s=10,
+                                                   **({"security": security} if security else {})) as conn:
                 response = await conn.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
                                                                     "include_topic_authorized_operations": False})
                 return len(response.brokers)
@@ -169,3 +186,83 @@ class LocalCluster:
 
     def output(self) -> str:
         return "\n".join(f"--- broker {b.broker_id} ---\n{b.output()}" for b in self.brokers)
+
+
+@dataclass
+class SecureSetup:
+    """TLS material under `<data_dir>/tls/` (made on first use, kept after: clients keep trusting
+    the same CA across restarts) and the SCRAM super user `admin`."""
+    data_dir: Path
+    admin_password: str = ""
+    protocol: str = "SASL_SSL"
+    mechanism: str = "SCRAM-SHA-512"
+
+    def __post_init__(self) -> None:
+        from .security.certificates import CertificateAuthority
+        self.data_dir = Path(self.data_dir)
+        tls = self.data_dir / "tls"
+        self.ca_path = tls / "ca.pem"
+        self.keystore_path = tls / "broker.pem"
+        if not self.ca_path.exists() or not self.keystore_path.exists():
+            ca = CertificateAuthority.create(self.ca_path)
+            ca.issue(self.keystore_path, "weir-broker", ["127.0.0.1", "localhost", "::1"])
+        password_file = tls / "admin.password"
+        if not self.admin_password:
+            if password_file.exists():
+                self.admin_password = password_file.read_text().strip()
+            else:
+                self.admin_password = secrets.token_urlsafe(18)
+        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.admin_password + "\n")
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        listener = self.protocol.lower()
+        return {
+            "ssl.keystore.location": str(self.keystore_path), "ssl.truststore.location": str(self.ca_path),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": self.mechanism,
+            f"listener.name.{listener}.{self.mechanism.lower()}.sasl.jaas.config":
+                f'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+                f'password="{self.admin_password}";',
+        }
+
+    def create_admin(self, zookeeper_connect: str) -> None:
+        from kazoo.client import KazooClient
+
+        from .protocol.scram import ScramCredential
+        from .security.scram_store import write_credential
+        hosts, slash, chroot = zookeeper_connect.partition("/")
+        if chroot:  # the brokers would create it; we come first
+            root = KazooClient(hosts=hosts)
+            root.start(timeout=30)
+            try:
+                root.ensure_path("/" + chroot)
+            finally:
+                root.stop()
+                root.close()
+        client = KazooClient(hosts=zookeeper_connect)
+        client.start(timeout=30)
+        try:
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                write_credential(client, "admin", mechanism,
+                                 ScramCredential.from_password(mechanism, self.admin_password, os.urandom(32)))
+        finally:
+            client.stop()
+            client.close()
+
+    def client_security(self, username: str = "admin", password: str | None = None):
+        """Weir's own client (weir.client) as this user."""
+        import ssl
+
+        from .client import ClientSecurity
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        return ClientSecurity(self.protocol, context, self.mechanism, username,
+                              self.admin_password if password is None else password)
+
+    def client_config(self, username: str = "admin", password: str | None = None) -> dict[str, str]:
+        """Kafka client properties (confluent-kafka / librdkafka names) for this cluster."""
+        return {"security.protocol": self.protocol, "sasl.mechanism": self.mechanism,
+                "sasl.username": username, "sasl.password": self.admin_password if password is None else password,
+                "ssl.ca.location": str(self.ca_path)}

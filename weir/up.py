@@ -146,7 +146,7 @@ class Supervisor:
                 self.brokers[broker_id].resume()
 
 
-def start_console(bootstrap: str, metrics_port: int, port: int) -> None:
+def start_console(bootstrap: str, metrics_port: int, port: int, security=None) -> None:
     """The web console, on its own event loop in a thread of `weir up`; prints its URL once it listens."""
     import asyncio
 
@@ -154,7 +154,7 @@ def start_console(bootstrap: str, metrics_port: int, port: int) -> None:
     started = threading.Event()
 
     def run() -> None:
-        console = Console(bootstrap, metrics_port, {})
+        console = Console(bootstrap, metrics_port, {}, security)
         try:
             asyncio.run(serve(console, "127.0.0.1", port, lambda url: (say(f"console on {url}"), started.set())))
         except OSError as e:  # a taken port costs the console, not the cluster
@@ -167,9 +167,11 @@ def start_console(bootstrap: str, metrics_port: int, port: int) -> None:
 def run_up(args) -> int:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    from .local_cluster import SecureSetup
+    secure = SecureSetup(data_dir) if args.secure else None
     cluster = LocalCluster(data_dir, args.brokers, base_port=args.port, zookeeper_port=args.zookeeper_port,
                            overrides=dict(o.split("=", 1) for o in args.override), echo=True,
-                           log_level=args.log_level.upper())
+                           log_level=args.log_level.upper(), secure=secure)
     for broker in cluster.brokers:
         broker.overrides.setdefault("metrics.port", str(args.metrics_port + broker.broker_id))
     supervisor = Supervisor(cluster, RestartPolicy(restart=not args.no_restart,
@@ -184,13 +186,18 @@ def run_up(args) -> int:
         supervisor.started_all(time.monotonic())
         control = ControlServer(data_dir / SOCKET_NAME, commands)
         control.start()
+        if secure is not None:  # before "weir is up": whoever waits for that line has the password too
+            say(f"secured: SASL_SSL with SCRAM-SHA-512 (and -256); CA certificate {secure.ca_path}; "
+                f"client properties in {write_client_properties(secure)}")
+            print(f"admin password: {secure.admin_password}", flush=True)
         print(f"weir is up: bootstrap {cluster.bootstrap}, ZooKeeper {cluster.zookeeper_connect}. Ctrl-C stops it.",
               flush=True)
         for broker in cluster.brokers:
             say(f"broker {broker.broker_id} on {broker.bootstrap}, metrics "
                 f"http://127.0.0.1:{broker.overrides['metrics.port']}/metrics")
         if args.console_port >= 0:
-            start_console(cluster.bootstrap, args.metrics_port, args.console_port)
+            start_console(cluster.bootstrap, args.metrics_port, args.console_port,
+                          secure.client_security() if secure else None)
         say(f"`weir lab status|stop|kill|pause|resume|start --broker N --data-dir {args.data_dir}` acts on one")
         while not stopping.is_set():
             try:
@@ -206,6 +213,19 @@ def run_up(args) -> int:
         supervisor.resume_paused()
         cluster.stop()
     return 0
+
+
+def write_client_properties(secure) -> Path:
+    """`<data-dir>/tls/admin.properties`: Kafka client properties for the admin user (for
+    `--command-config` of weir's and Kafka's tools)."""
+    path = secure.ca_path.parent / "admin.properties"
+    path.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="admin" password="{secure.admin_password}";\n'
+        f"ssl.truststore.type=PEM\nssl.truststore.location={secure.ca_path.resolve()}\n")
+    path.chmod(0o600)
+    return path
 
 
 def run_lab_command(args) -> int:
@@ -241,6 +261,9 @@ def register(sub) -> None:
     up.add_argument("--metrics-port", type=int, default=9404, help="broker 0's Prometheus port; the others follow")
     up.add_argument("--console-port", type=int, default=8080, help="the web console's port (-1: no console)")
     up.add_argument("--no-restart", action="store_true", help="leave a broker that dies down")
+    up.add_argument("--secure", action="store_true",
+                    help="SASL_SSL listeners (SCRAM), a CA and broker certificates under <data-dir>/tls/, "
+                         "and a super user `admin` whose password is printed")
     up.add_argument("--restart-backoff-ms", type=int, default=1000, help="first restart delay (doubles on repeats)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable), e.g. min.insync.replicas=2")

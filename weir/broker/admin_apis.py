@@ -77,27 +77,27 @@ class AdminApis:
         auto_create = self.config["auto.create.topics.enable"] and getattr(request, "allow_auto_topic_creation", True)
         missing = [n for n in names or () if isinstance(n, str) and n not in self.view.topics and _legal(n)]
         if missing and auto_create:
-            return self._metadata_after_create(version, names, missing)
-        return self._metadata_body(version, names)
+            return self._metadata_after_create(version, names, missing, header.listener)
+        return self._metadata_body(version, names, header.listener)
 
-    async def _metadata_after_create(self, version: int, names, missing: list[str]) -> bytes:
+    async def _metadata_after_create(self, version: int, names, missing: list[str], listener: str = "") -> bytes:
         for name in missing:
             try:
                 await self.create_topic(name, self.config["num.partitions"],
                                          self.config["default.replication.factor"], None, {})
             except KafkaError as e:
                 log.info("auto-creating topic %s failed: %s", name, e)
-        return self._metadata_body(version, names)
+        return self._metadata_body(version, names, listener)
 
-    def _metadata_body(self, version: int, names) -> bytes:
-        key = (version, names)
+    def _metadata_body(self, version: int, names, listener: str = "") -> bytes:
+        key = (version, names, listener)
         body = self._metadata_cache.get(key)
         if body is None:
-            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names))
+            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener))
             self._metadata_cache[key] = body
         return body
 
-    def _metadata_dict(self, names) -> dict:
+    def _metadata_dict(self, names, listener: str = "") -> dict:
         view = self.view
         by_id = view.topics_by_id()
         keys = names if names is not None else tuple(sorted(view.topics))
@@ -115,7 +115,7 @@ class AdminApis:
             topics.append({"error_code": 0, "name": assignment.name, "topic_id": assignment.topic_id,
                            "is_internal": assignment.name in INTERNAL_TOPICS, "topic_authorized_operations": NO_OPERATIONS,
                            "partitions": [self._partition_metadata(assignment, p) for p in sorted(assignment.replicas)]})
-        return {"throttle_time": 0, "brokers": [self._broker_entry(b, "node_id") for b in view.brokers.values()],
+        return {"throttle_time": 0, "brokers": self._broker_entries("node_id", listener),
                 "cluster_id": self.config["cluster.id"], "controller_id": view.controller_id,
                 "topics": topics, "cluster_authorized_operations": NO_OPERATIONS, "error_code": 0}
 
@@ -131,8 +131,16 @@ class AdminApis:
                 "leader_epoch": state.leader_epoch, "replica_nodes": replicas, "isr_nodes": list(state.isr),
                 "offline_replicas": offline}
 
-    def _broker_entry(self, broker, id_field: str) -> dict:
-        return {id_field: broker.broker_id, "host": broker.host, "port": broker.port, "rack": broker.rack}
+    def _broker_entries(self, id_field: str, listener: str) -> list[dict]:
+        """The live brokers at their endpoint of `listener` (the one the client came on); as
+        Kafka, a broker without that listener is left out."""
+        entries = []
+        for broker in self.view.brokers.values():
+            address = broker.address(listener)
+            if address is not None:
+                entries.append({id_field: broker.broker_id, "host": address[0], "port": address[1],
+                                "rack": broker.rack})
+        return entries
 
     # -- topics --------------------------------------------------------------------------
 
@@ -404,7 +412,7 @@ class AdminApis:
     def describe_cluster(self, header: RequestHeader, request) -> dict:
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
                 "cluster_id": self.config["cluster.id"], "controller_id": self.view.controller_id,
-                "brokers": [self._broker_entry(b, "broker_id") for b in self.view.brokers.values()],
+                "brokers": self._broker_entries("broker_id", header.listener),
                 "cluster_authorized_operations": NO_OPERATIONS}
 
     def elect_leaders(self, header: RequestHeader, request):

@@ -7,12 +7,19 @@ One exception: an acks=all Produce is appended at once and only its answer
 waits for the ISR (`InOrder`), so pipelined produce requests replicate
 together instead of one round trip each; answers still leave in request order.
 Bad input closes only this connection; the broker goes on serving the others.
+
+On a TLS listener the asyncio transport does the TLS; zero-copy sendfile cannot go through it, so
+file regions are copied there. On a SASL listener the connection feeds SaslHandshake and
+SaslAuthenticate to its `Authenticator` (weir.security.authenticator), which decides; the
+connection serves nothing else until it says the client is authenticated, and closes a client
+that has not authenticated within `connections.max.idle.ms`.
 """
 
 import asyncio
 import inspect
 import logging
 import os
+import secrets
 import socket
 import struct
 import time
@@ -24,6 +31,8 @@ from ..protocol.header import MalformedHeader, RequestHeader, read_request_heade
 from ..protocol.hot_responses import FileRegion
 from ..protocol.errors import ErrorCode
 from ..protocol.versions import ApiKey, is_supported
+from ..security.authenticator import HANDSHAKEN, Answer, Authenticator
+from ..security.tls import ANONYMOUS, NoRuleApplies, principal_of
 from .apis import CloseConnection, InOrder
 
 log = logging.getLogger(__name__)
@@ -33,11 +42,24 @@ SENDFILE_MIN_BYTES = 256 * 1024  # below this, copying beats sendfile's per-call
 MAX_QUEUED_FRAMES = 64
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, apis, max_request_bytes: int) -> None:
-        """`apis`: `.handlers` by api key, `.api_versions_body(error)` for UNSUPPORTED_VERSION, and
-        `.metrics` (weir.broker.metrics.BrokerMetrics) for request times."""
+    def __init__(self, apis, max_request_bytes: int, listener: str = "", security=None) -> None:
+        """`apis`: `.handlers` by api key, `.api_versions_body(error)` for UNSUPPORTED_VERSION,
+        `.metrics` (weir.broker.metrics.BrokerMetrics) for request times, and
+        `.scram_credential(mechanism, user)` (awaitable) for SASL/SCRAM. `listener`: the name of
+        the listener this connection came on (requests carry it, for Metadata's endpoints);
+        `security`: that listener's weir.security.broker_security.ListenerSecurity, if not PLAINTEXT."""
         self.apis = apis
+        self.listener = listener
+        self.security = security
+        self.tls = security is not None and security.ssl_context is not None
+        self.principal = ANONYMOUS  # who is on the other end, once TLS or SASL says (Kafka's KafkaPrincipal)
+        self.auth: Authenticator | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = None
@@ -52,6 +74,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._closed = False
         self._close_reason: str | None = None  # set by a bad frame size: close when the queue drains
+        self._close_delay_s: float | None = None  # after a failed authentication, how long the close waits
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -62,6 +85,24 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        security = self.security
+        if security is None:
+            return
+        if security.listener.protocol == "SSL":
+            try:
+                self.principal = principal_of(transport.get_extra_info("ssl_object"), security.principal_rules)
+            except NoRuleApplies as e:
+                self.close(str(e))
+                return
+        if security.listener.uses_sasl:
+            self.auth = Authenticator(security.mechanisms, security.plain_users, security.reauth_ms,
+                                      lambda: secrets.token_urlsafe(18))
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                security.idle_ms / 1000, self._authentication_timed_out)
+
+    def _authentication_timed_out(self) -> None:
+        if self.auth is not None and not self.auth.authenticated:
+            self.close(f"did not authenticate within connections.max.idle.ms ({self.security.idle_ms} ms)")
 
     def connection_lost(self, exc) -> None:
         if not self._closed and self._buffer:
@@ -69,6 +110,8 @@ class Connection(asyncio.Protocol):
             log.warning("connection from %s ended mid-frame: %d bytes of an incomplete request discarded",
                         self.peer, len(self._buffer))
         self._closed = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
@@ -78,10 +121,14 @@ class Connection(asyncio.Protocol):
         with memoryview(buffer) as view:
             while end - start >= 4:
                 size = _SIZE.unpack_from(view, start)[0]
-                if size < 0 or size > self.max_request_bytes:
+                limit, setting = self.max_request_bytes, "socket.request.max.bytes"
+                if self.auth is not None and not self.auth.authenticated and self.auth.completed == 0:
+                    # Kafka's bound on what an unauthenticated client may make the broker buffer
+                    limit, setting = self.security.max_receive_before_authentication, "sasl.server.max.receive.size"
+                if size < 0 or size > limit:
                     # Read no further; close once the complete requests ahead of it are answered.
-                    self._close_reason = (f"frame of {size} bytes exceeds socket.request.max.bytes "
-                                          f"{self.max_request_bytes}" if size > 0 else f"negative frame size {size}")
+                    self._close_reason = (f"frame of {size} bytes exceeds {setting} {limit}"
+                                          if size > 0 else f"negative frame size {size}")
                     self.transport.pause_reading()
                     start = end
                     break
@@ -103,7 +150,11 @@ class Connection(asyncio.Protocol):
                 asyncio.get_running_loop().create_task(self._finish(pending))
         if self._close_reason is not None:
             if not self._frames and not self._busy and not self._in_order:
-                self.close(self._close_reason)
+                if self._close_delay_s is None:
+                    self.close(self._close_reason)
+                elif self._close_delay_s > 0:  # after a failed authentication: the answer first, then the close
+                    asyncio.get_running_loop().call_later(self._close_delay_s, self.close, self._close_reason)
+                    self._close_delay_s = 0
             return
         self._throttle_reading()
 
@@ -131,12 +182,20 @@ class Connection(asyncio.Protocol):
     def _handle(self, arrived: float, frame: bytes) -> Coroutine | None:
         """Answer one request now, or return a coroutine that will."""
         started = time.perf_counter()
+        auth = self.auth
+        if auth is not None and auth.raw_tokens and auth.state == HANDSHAKEN:
+            return self._raw_sasl_token(frame)  # after a v0 SaslHandshake: a token without a header
         try:
-            header = read_request_header(frame, self._client_host)
+            header = read_request_header(frame, self._client_host, self.listener, self.principal)
         except MalformedHeader as e:
             self.close(f"malformed request header: {e}")
             return None
         api_key, version = header.api_key, header.api_version
+        if auth is not None:
+            refused = auth.refuses(api_key, _now_ms())
+            if refused is not None:
+                self.close(f"{refused} (client {header.client_id!r})")
+                return None
         if not is_supported(api_key, version):
             if api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer with a v0 body listing what we support.
@@ -152,7 +211,10 @@ class Connection(asyncio.Protocol):
             self.close(f"{e} (request starts {bytes(frame[:48]).hex()})")
             return None
         try:
-            body = self.apis.handlers[api_key](header, request)
+            if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+                body = self._sasl(header, request)
+            else:
+                body = self.apis.handlers[api_key](header, request)
             self._timings[id(header)] = (api_key, arrived, started, time.perf_counter() - started)
         except CloseConnection as e:
             self.close(str(e))
@@ -170,6 +232,95 @@ class Connection(asyncio.Protocol):
             self._queue_answer(header, None, body)
             return None
         return self._respond(header, body)  # a coroutine only when sendfile must be awaited
+
+    # -- SASL ----------------------------------------------------------------------
+
+    def _sasl(self, header: RequestHeader, request):
+        """SaslHandshake or SaslAuthenticate: the authenticator's answer (a dict, or a coroutine
+        when a SCRAM credential must be looked up or a failure is answered late)."""
+        auth = self.auth
+        if auth is None:  # not a SASL listener, as Kafka's KafkaApis answers
+            if header.api_key == ApiKey.SASL_HANDSHAKE:
+                return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
+            return {"error_code": ErrorCode.illegal_sasl_state, "auth_bytes": b"",
+                    "error_message": f"SaslAuthenticate on listener {self.listener}, which does not use SASL"}
+        now = _now_ms()
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            answer = auth.handshake(header.api_version, request.mechanism, now)
+        else:
+            answer = auth.authenticate(header.api_version, bytes(request.auth_bytes), now)
+        self._count_outcome()
+        if answer.lookup is None and answer.close is None:
+            self._authentication_step_done()
+            return answer.body
+        return self._sasl_later(answer)
+
+    async def _looked_up(self, answer: Answer) -> Answer:
+        """The authenticator's next answer once the SCRAM credential it asked for is read."""
+        if answer.lookup is None:
+            return answer
+        mechanism, user = answer.lookup
+        try:
+            credential = await self.apis.scram_credential(mechanism, user)
+        except Exception as e:  # ZooKeeper unreachable: this attempt fails; the client may try again
+            log.warning("cannot read the SCRAM credential of %r: %r", user, e)
+            credential = None
+        answer = self.auth.credential(credential, _now_ms())
+        self._count_outcome()
+        return answer
+
+    def _count_outcome(self) -> None:
+        outcome, self.auth.outcome = self.auth.outcome, None
+        if outcome is not None:
+            self.apis.metrics.authentications.labels(self.listener, outcome).inc()
+
+    async def _sasl_later(self, answer: Answer):
+        answer = await self._looked_up(answer)
+        if answer.close is not None:
+            self._failed_authentication(answer.close)
+        self._authentication_step_done()
+        return answer.body
+
+    def _failed_authentication(self, reason: str) -> None:
+        """Answer, then close after connection.failed.authentication.delay.ms (as Kafka, it slows a
+        client that tries password after password; the answer leaves at once, so that a client
+        reads it before the connection ends); read nothing more from this client."""
+        self._close_reason = reason
+        self._close_delay_s = max(self.security.failed_authentication_delay_ms / 1000, 0.001)
+        self._frames.clear()
+        if self.transport is not None and not self._closed:
+            self.transport.pause_reading()
+
+    def _authentication_step_done(self) -> None:
+        if self.auth.authenticated and self.principal != self.auth.principal:
+            self.principal = self.auth.principal
+            log.debug("%s authenticated as %s with %s on listener %s", self.peer, self.principal,
+                     self.auth.mechanism, self.listener)
+        if self.auth.authenticated and self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
+    def _raw_sasl_token(self, frame: bytes) -> Coroutine | None:
+        """A SASL token after a v0 SaslHandshake (Kafka before 1.0): answered with a raw frame."""
+        answer = self.auth.authenticate(-1, bytes(frame), _now_ms())
+        self._count_outcome()
+
+        async def finish(answer: Answer) -> None:
+            answer = await self._looked_up(answer)
+            if answer.close is not None:
+                self._failed_authentication(answer.close)
+                return
+            self._authentication_step_done()
+            self._write_frame([answer.raw or b""])
+
+        if answer.lookup is not None:
+            return finish(answer)
+        if answer.close is not None:
+            self._failed_authentication(answer.close)
+            return None
+        self._authentication_step_done()
+        self._write_frame([answer.raw or b""])
+        return None
 
     def _queue_answer(self, header: RequestHeader, task: asyncio.Future | None, body=None) -> None:
         """Answer after the answers queued before it (a task's result, or `body` when ready)."""
@@ -207,7 +358,7 @@ class Connection(asyncio.Protocol):
         elif isinstance(body, list):
             items = [self._header(header), *body]
             regions = sum(i.size for i in items if isinstance(i, FileRegion))
-            if regions >= SENDFILE_MIN_BYTES and hasattr(self.transport, "_sock"):
+            if regions >= SENDFILE_MIN_BYTES and not self.tls and hasattr(self.transport, "_sock"):
                 return self._sendfile_frame(items)
             self._write_frame(items)
         else:

@@ -62,6 +62,10 @@ class BrokerMetrics:
                                         "Leader changes written by this controller.", registry=r)
         self.unclean_elections = Counter("kafka_controller_controllerstats_uncleanleaderelections",
                                          "Leaders elected from outside the ISR by this controller.", registry=r)
+        # Kafka's socket-server-metrics {successful,failed}-{authentication,reauthentication}-total
+        self.authentications = Counter("kafka_server_socket_server_metrics_authentication",
+                                       "SASL authentications finished, by listener and outcome.",
+                                       ["listener", "outcome"], registry=r)
         self._per_api: dict[int, tuple] = {}
         self._per_topic: dict[str, tuple] = {}
 

@@ -33,6 +33,9 @@ from .txn_apis import TransactionApis
 from .txn_coordinator import TransactionCoordinatorShell
 from .txn_markers import TxnMarkerApis
 from .txn_verification import TxnVerifier
+from .scram_apis import ScramApis
+from ..security.broker_security import inter_broker_security, listener_security
+from ..security.scram_store import ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +51,22 @@ class BrokerApis:
     """Every handler this broker serves, by api key."""
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
-                 transactions: TransactionApis, metrics: BrokerMetrics, txn_markers: TxnMarkerApis) -> None:
+                 transactions: TransactionApis, metrics: BrokerMetrics, txn_markers: TxnMarkerApis,
+                 scram: ScramApis | None = None) -> None:
         self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
-                         **transactions.handlers, **txn_markers.handlers}
+                         **transactions.handlers, **txn_markers.handlers, **(scram.handlers if scram else {})}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
+        self.scram_credential = scram.store.credential if scram else None
 
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config["broker.id"]
+        # what each listener asks of its clients, and how we reach our peers (ConfigError if unusable)
+        self.listener_security = {l.name: listener_security(config, l) for l in config.listeners}
+        self.peer_security = inter_broker_security(config)
         self._tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
         self._peers: dict[int, BrokerConnection] = {}
@@ -104,10 +112,18 @@ class Broker:
         apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller),
                           GroupApis(self.groups, self.transactions),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count),
-                          self.replicas.metrics, TxnMarkerApis(self.replicas))
+                          self.replicas.metrics, TxnMarkerApis(self.replicas), ScramApis(ScramCredentialStore(self.zk)))
+        self.servers = []
+        for listener in config.listeners:  # one server per listener, each with its security protocol
+            security = self.listener_security[listener.name]
+            self.servers.append(await loop.create_server(
+                lambda listener=listener, security=security: Connection(
+                    apis, config["socket.request.max.bytes"], listener.name,
+                    security if listener.protocol != "PLAINTEXT" else None),
+                listener.host, listener.port, reuse_address=True, backlog=1024, ssl=security.ssl_context,
+                ssl_handshake_timeout=min(security.idle_ms, 60000) / 1000 if security.ssl_context else None))
+        self.server = self.servers[0]
         host, port = config.listener
-        self.server = await loop.create_server(lambda: Connection(apis, config["socket.request.max.bytes"]),
-                                               host, port, reuse_address=True, backlog=1024)
         self.metrics_server = None
         if config["metrics.port"] >= 0:
             self.replicas.metrics.collect_state(self)
@@ -132,7 +148,8 @@ class Broker:
             self._every(PRODUCE_EXPIRY_CHECK_MS, self.replicas.expire_produces),
             send_isr_changes(self.replicas, self._connect_cached),
         )]
-        log.info("broker %d listening on %s:%d (log.dirs=%s, zookeeper.connect=%s)", self.broker_id, host, port,
+        log.info("broker %d listening on %s (log.dirs=%s, zookeeper.connect=%s)", self.broker_id,
+                 ", ".join(f"{l.endpoint()} ({l.protocol})" for l in config.listeners),
                  config["log.dirs"], config["zookeeper.connect"])
 
     async def _wait_for_controller(self) -> None:
@@ -146,10 +163,12 @@ class Broker:
         """Make this broker live. After a kill -9 the old session's registration lingers until
         ZooKeeper expires it; wait for that rather than fail."""
         host, port = self.config.advertised
+        listeners = [(a.name, a.protocol, a.host, a.port) for a in self.config.advertised_listeners]
         deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 30
         while True:
             try:
-                await self.zk.register_broker(self.broker_id, host, port, rack=self.config["broker.rack"] or None)
+                await self.zk.register_broker(self.broker_id, host, port, rack=self.config["broker.rack"] or None,
+                                              listeners=listeners)
                 self._registered = True
                 return
             except BrokerIdInUse:
@@ -172,7 +191,11 @@ class Broker:
         broker = self.replicas.view.brokers.get(broker_id)
         if broker is None:
             raise OSError(f"broker {broker_id} is not registered")
-        return await BrokerConnection.open(broker.host, broker.port, client_id=f"weir-broker-{self.broker_id}",
+        address = broker.address(self.config.inter_broker_listener_name)
+        if address is None:
+            raise OSError(f"broker {broker_id} has no listener {self.config.inter_broker_listener_name}")
+        return await BrokerConnection.open(*address, client_id=f"weir-broker-{self.broker_id}",
+                                           security=self.peer_security,
                                            timeout_s=self.config["request.timeout.ms"] / 1000)
 
     async def _connect_cached(self, broker_id: int) -> BrokerConnection:
@@ -270,7 +293,8 @@ class Broker:
         await self.fetchers.close()
         if self.cleaner is not None:
             await asyncio.to_thread(self.cleaner.stop)
-        self.server.close()
+        for server in self.servers:
+            server.close()
         for conn in self._peers.values():
             await conn.close()
         await self.watcher.stop()

@@ -53,8 +53,9 @@ def parse_metrics(text: str) -> dict[str, list]:
 
 
 class Console:
-    def __init__(self, bootstrap: str, metrics_port: int | None, metrics_urls: dict[int, str]) -> None:
-        self.client = ClusterClient(bootstrap, client_id="weir-console", timeout_s=5, retries=1)
+    def __init__(self, bootstrap: str, metrics_port: int | None, metrics_urls: dict[int, str], security=None) -> None:
+        self.client = ClusterClient(bootstrap, client_id="weir-console", timeout_s=5, retries=1,
+                                    **({"security": security} if security else {}))
         self.metrics_port = metrics_port
         self.metrics_urls = metrics_urls
         self.state = ConsoleState()
@@ -104,7 +105,8 @@ def run(args) -> int:
     for item in args.metrics:
         broker, _, url = item.partition("=")
         metrics_urls[int(broker)] = url
-    console = Console(args.bootstrap_server, args.metrics_port, metrics_urls)
+    from ..security.client_config import load_command_config
+    console = Console(args.bootstrap_server, args.metrics_port, metrics_urls, load_command_config(args.command_config))
     try:
         asyncio.run(serve(console, args.host, args.port, lambda url: print(f"weir console on {url}", flush=True)))
     except KeyboardInterrupt:
@@ -115,6 +117,8 @@ def run(args) -> int:
 def register(sub) -> None:
     console = sub.add_parser("console", help="a live web console of a cluster (read-only)")
     console.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    console.add_argument("--command-config", metavar="FILE", default=None,
+                         help="Kafka client properties: security.protocol, sasl.*, ssl.* (a secured cluster)")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=int, default=8080)
     console.add_argument("--metrics-port", type=int, default=9404,

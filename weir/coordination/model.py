@@ -75,6 +75,18 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    # (listener, host, port) of each advertised listener; not part of equality (the watcher compares them itself)
+    endpoints: tuple[tuple[str, str, int], ...] = field(default=(), compare=False)
+
+    def address(self, listener: str = "") -> tuple[str, int] | None:
+        """(host, port) of `listener`, as Kafka's Metadata answers a client that came on it; None if
+        this broker has no such listener. No listener named (or none registered): host and port."""
+        if not listener or not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name.upper() == listener.upper():
+                return host, port
+        return None
 
 
 @dataclass(slots=True)

@@ -68,15 +68,22 @@ def ensure_chroot(connect_string: str, timeout_s: float = 10.0) -> None:
 
 def broker_registration(broker_id: int, host: str, port: int, *, rack: str | None = None,
                         listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT",
-                        jmx_port: int = -1) -> dict[str, Any]:
-    """The JSON content Kafka (version 5 of the format) writes to /brokers/ids/<id>."""
+                        jmx_port: int = -1, listeners: list[tuple[str, str, str, int]] | None = None
+                        ) -> dict[str, Any]:
+    """The JSON content Kafka (version 5 of the format) writes to /brokers/ids/<id>.
+
+    `listeners`: every advertised (name, protocol, host, port); without it, the one listener of
+    `host`/`port`. As Kafka, "host"/"port" are those of a PLAINTEXT listener (null/-1 if none)."""
+    if listeners is None:
+        listeners = [(listener_name, security_protocol, host, port)]
+    plaintext = next(((h, p) for _, protocol, h, p in listeners if protocol == "PLAINTEXT"), (None, -1))
     registration: dict[str, Any] = {
         "features": {},
-        "listener_security_protocol_map": {listener_name: security_protocol},
-        "endpoints": [f"{listener_name}://{host}:{port}"],
+        "listener_security_protocol_map": {name: protocol for name, protocol, _, _ in listeners},
+        "endpoints": [f"{name}://{f'[{h}]' if ':' in h else h}:{p}" for name, _, h, p in listeners],
         "jmx_port": jmx_port,
-        "port": port,
-        "host": host,
+        "port": plaintext[1],
+        "host": plaintext[0],
         "version": 5,
         "timestamp": str(int(time.time() * 1000)),
     }

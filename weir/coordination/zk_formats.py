@@ -292,7 +292,7 @@ def decode_broker_registration(broker_id: int, data: bytes) -> BrokerInfo:
         _, host, port = endpoints[0]
     rack = obj.get("rack")
     return BrokerInfo(broker_id=broker_id, host=str(host), port=int(port),
-                      rack=str(rack) if rack is not None else None)
+                      rack=str(rack) if rack is not None else None, endpoints=tuple(decode_broker_endpoints(data)))
 
 
 def decode_broker_endpoints(data: bytes) -> list[tuple[str, str, int]]:

@@ -55,9 +55,9 @@ class GroupApis:
     # -- FindCoordinator -----------------------------------------------------------------
 
     def find_coordinator(self, header: RequestHeader, request):
-        return self._find_coordinator(header.api_version, request)
+        return self._find_coordinator(header.api_version, request, header.listener)
 
-    async def _find_coordinator(self, version: int, request) -> dict:
+    async def _find_coordinator(self, version: int, request, listener: str = "") -> dict:
         key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
         keys = list(request.coordinator_keys) if version >= 4 else [request.key]
         results = []
@@ -72,8 +72,12 @@ class GroupApis:
             else:
                 error, broker = await finder.find_coordinator(key)
                 out["error_code"] = error
-                if broker is not None:
-                    out.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
+                address = broker.address(listener) if broker is not None else None
+                if broker is not None and address is None:  # the coordinator has no endpoint on this listener
+                    out["error_code"] = ErrorCode.coordinator_not_available
+                    out["error_message"] = f"the coordinator has no listener {listener}"
+                elif broker is not None:
+                    out.update(node_id=broker.broker_id, host=address[0], port=address[1])
                 elif error:
                     out["error_message"] = error.name
             results.append(out)

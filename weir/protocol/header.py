@@ -29,9 +29,14 @@ class RequestHeader:
     client_id: str | None
     body_offset: int  # where the body starts, once flexible tagged fields are known
     client_host: str = ""  # the connection's peer as Kafka shows it ("/127.0.0.1"): not in the bytes
+    # Kafka's RequestContext, also not in the bytes: the listener the request came on (Metadata answers
+    # with that listener's endpoints) and who sent it (authenticated by TLS or SASL), for an authorizer
+    listener: str = ""
+    principal: str = "User:ANONYMOUS"
 
 
-def read_request_header(frame: bytes | memoryview, client_host: str = "") -> RequestHeader:
+def read_request_header(frame: bytes | memoryview, client_host: str = "", listener: str = "",
+                        principal: str = "User:ANONYMOUS") -> RequestHeader:
     """Parse the header fields common to every request version (not the tagged section)."""
     if len(frame) < _FIXED.size:
         raise MalformedHeader(f"request of {len(frame)} bytes is shorter than a header")
@@ -46,7 +51,7 @@ def read_request_header(frame: bytes | memoryview, client_host: str = "") -> Req
         offset = end
     elif client_id_len != -1:
         raise MalformedHeader(f"negative client id length {client_id_len}")
-    return RequestHeader(api_key, api_version, correlation_id, client_id, offset, client_host)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, offset, client_host, listener, principal)
 
 
 def skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:

@@ -59,7 +59,11 @@ def report_data_loss(opts: ReadOptions, message: str) -> None:
 
 
 def _client(opts: ReadOptions) -> ClusterClient:
-    return ClusterClient(opts.bootstrap, client_id=CLIENT_ID, timeout_s=30, retries=5, retry_backoff_s=0.2)
+    extra = {}
+    if opts.security:  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*: built where it is used (an
+        from ..security.client_config import client_security  # SSLContext does not travel to executors)
+        extra["security"] = client_security(dict(opts.security))
+    return ClusterClient(opts.bootstrap, client_id=CLIENT_ID, timeout_s=30, retries=5, retry_backoff_s=0.2, **extra)
 
 
 # -- the driver's questions ------------------------------------------------------------------------

@@ -48,6 +48,8 @@ WRITE_OPTIONS = {
 }
 # Options Spark itself adds, or that Kafka users commonly pass and that mean nothing here.
 IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
+# Kafka's client security settings, passed through as Spark's Kafka connector does (weir.security.client_config)
+SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")
 
 
 class OptionError(ValueError):
@@ -61,7 +63,8 @@ def _lower(options) -> dict[str, str]:
 def _check_known(opts: dict[str, str], known: dict[str, str], what: str, passthrough: bool) -> None:
     names = {k.lower(): k for k in known}
     for key in opts:
-        if key in names or key in IGNORED or (passthrough and key.startswith("kafka.")):
+        if key in names or key in IGNORED or key.startswith(SECURITY_PREFIXES) or (
+                passthrough and key.startswith("kafka.")):
             continue
         close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.6)
         hint = f"; did you mean {names[close[0]]!r}?" if close else ""
@@ -164,6 +167,7 @@ class ReadOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_max_bytes: int = 4 * 1024 * 1024
     read_committed: bool = False
+    security: tuple[tuple[str, str], ...] = ()  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*, prefix removed
 
     def matches(self, topic: str) -> bool:
         """Whether a subscription (list or pattern) takes this topic."""
@@ -257,6 +261,7 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
         fetch_max_bytes=_positive_int(opts, "fetchMaxBytes", 4 * 1024 * 1024),
         read_committed=_isolation_level(opts) == "read_committed",
+        security=_security(opts),
     )
 
 
@@ -325,4 +330,21 @@ def parse_write_options(options) -> WriteOptions:
         if not raw.isdigit():
             raise OptionError(f"option batchId must be a micro-batch id (an integer >= 0), not {raw!r}")
         batch_id = int(raw)
+    from ..security.client_config import librdkafka_config
+    try:
+        producer_config = librdkafka_config(producer_config)  # Java's JAAS and trust store names too
+    except ValueError as e:
+        raise OptionError(f"kafka.* security options: {e}") from None
     return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config, prefix, batch_id)
+
+
+def _security(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The Kafka client security settings among the options, checked (prefix removed)."""
+    props = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items() if k.startswith(SECURITY_PREFIXES)))
+    if props:
+        from ..security.client_config import client_security
+        try:
+            client_security(dict(props))
+        except (ValueError, OSError) as e:
+            raise OptionError(f"kafka.* security options: {e}") from None
+    return props

@@ -1,0 +1,63 @@
+"""Replication on a secured three-broker cluster (`weir up --secure`'s setup): SASL_SSL listeners,
+SCRAM-SHA-512 between brokers as `admin`, sessions re-authenticated every 3 s (KIP-368). Followers
+fetch, the ISR fills, a killed leader's partitions move, and nothing acknowledged is lost."""
+
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from waiting import wait_until
+from weir.local_cluster import LocalCluster, SecureSetup
+
+TOPIC = "secured"
+PARTITIONS = 3
+COUNT = 300
+
+FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's
+
+
+def stop_all(started: list) -> None:
+    for process in started:
+        process.kill()
+        print(process.output())  # shown by pytest when the test fails
+
+
+def test_replication_and_failover_on_a_secured_cluster(tmp_path, zookeeper_connect):
+    secure = SecureSetup(tmp_path)
+    cluster = LocalCluster(tmp_path, 3, zookeeper_connect=zookeeper_connect, secure=secure,
+                           overrides={**FAST, "replica.lag.time.max.ms": "3000", "connections.max.reauth.ms": "3000"})
+    try:
+        cluster.start()
+        config = {"bootstrap.servers": cluster.bootstrap, **secure.client_config()}
+        admin = AdminClient(config)
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+
+        def isrs() -> dict[int, tuple[int, list[int]]]:
+            metadata = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
+            return {p.id: (p.leader, sorted(p.isrs)) for p in metadata.partitions.values()}
+
+        producer = Producer({**config, "acks": "all", "enable.idempotence": True})
+        for i in range(COUNT):
+            producer.produce(TOPIC, f"{i}".encode(), partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+        wait_until(lambda: all(isr == [0, 1, 2] for _, isr in isrs().values()), what="full ISRs over SASL_SSL")
+        victim = isrs()[0][0]
+        cluster.brokers[victim].kill()
+        wait_until(lambda: all(leader not in (victim, -1) for leader, _ in isrs().values()), what="new leaders")
+        for i in range(COUNT, 2 * COUNT):
+            producer.produce(TOPIC, f"{i}".encode(), partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+
+        consumer = Consumer({**config, "group.id": "check", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 2 * COUNT and time.monotonic() < deadline:
+            got += [int(m.value()) for m in consumer.consume(1000, timeout=1) if m.error() is None]
+        consumer.close()
+        assert sorted(got) == list(range(2 * COUNT))
+        assert "SASL_SSL://127.0.0.1" in cluster.brokers[1].output()
+        # KIP-368 every 3 s: the brokers' fetchers and the clients re-authenticated in time
+        assert "SASL session expired" not in cluster.output()
+    finally:
+        stop_all([cluster])

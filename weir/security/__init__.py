@@ -1,0 +1,20 @@
+"""Listeners, TLS and SASL authentication, with Kafka's config names (issue 15).
+
+- `listeners`: named listeners and their security protocols (`listeners`, `advertised.listeners`,
+  `listener.security.protocol.map`, `inter.broker.listener.name`).
+- `tls`: the broker's and the inter-broker client's `ssl.SSLContext` from `ssl.*` settings, and
+  the mTLS principal of a peer certificate.
+- `authenticator`: one connection's SASL state (SaslHandshake, SaslAuthenticate, KIP-368
+  re-authentication): a pure state machine that the connection (weir.broker.connection) feeds.
+- `broker_security`: what each listener asks of its clients, and how the broker logs in to its
+  peers, worked out from the config at start-up.
+- `jaas`: the JAAS-style login config Kafka takes for PLAIN users and inter-broker credentials.
+- `scram_store`: SCRAM credentials in ZooKeeper (/config/users/<user>), Kafka's format.
+- `client_config`: Kafka client properties (`--command-config`, Spark's `kafka.*`) → a client's
+  security, and their librdkafka names.
+- `certificates`: a CA and the certificates it signs, for `weir up --secure` and the tests.
+
+The SCRAM exchange itself (RFC 5802/7677) is pure protocol: `weir.protocol.scram`. The principal a
+connection authenticated as travels on each request (`RequestHeader.principal`, with the
+listener), where an authorizer will read it.
+"""

@@ -38,7 +38,7 @@ def read_committed(bootstrap: str, topic: str, expected: int) -> Counter:
     return seen
 
 
-def test_a_streaming_copy_killed_mid_batch_and_restarted_writes_each_record_once(start_broker, tmp_path):
+def test_a_streaming_copy_killed_mid_batch_and_restarted_writes_each_record_once(start_broker, tmp_path, request):
     broker = start_broker(0, **ONE_BROKER_TRANSACTIONS)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "eo-in", 3)
@@ -46,17 +46,21 @@ def test_a_streaming_copy_killed_mid_batch_and_restarted_writes_each_record_once
     sent = values(3000, "r")
     produce(bootstrap, "eo-in", sent, partitions=3)
     checkpoint = str(tmp_path / "checkpoint")
+    log = (tmp_path / "app.log").open("a")
 
     def app(mode: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, str(APP), bootstrap, checkpoint, mode],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     written = 0
+    request.addfinalizer(lambda: print((tmp_path / "app.log").read_text()[-6000:]))
     for _ in range(2):  # killed while it writes: some of its transactions are open, or committed before
         query = app("run")  # Spark's commit log recorded their micro-batch
         before = written
-        wait_until(lambda: end_offsets(bootstrap, "eo-out", 3, "read_uncommitted") > before + 300,
-                   "the query writing", timeout_s=120)
+        def writing():
+            assert query.poll() is None, "the query ended"
+            return end_offsets(bootstrap, "eo-out", 3, "read_uncommitted") > before + 300
+        wait_until(writing, "the query writing", timeout_s=120)
         query.kill()
         query.wait()
         written = end_offsets(bootstrap, "eo-out", 3, "read_uncommitted")

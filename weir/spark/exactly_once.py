@@ -53,7 +53,8 @@ def produce_exactly_once(opts: WriteOptions, rows, batch_id: int, partition_id: 
     if first is None:
         return 0  # nothing to write twice
     name = f"{opts.transactional_id_prefix}-{partition_id}"
-    producer = Producer(producer_config(opts, **{"transactional.id": name}))
+    producer = Producer(producer_config(opts, **{"transactional.id": name,
+                                                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_S * 1000}))
     progress = Consumer({"bootstrap.servers": opts.bootstrap, "group.id": name, "enable.auto.commit": False,
                          "isolation.level": "read_committed", "log_level": 2, **_shared(opts)})
     try:

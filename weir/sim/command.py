@@ -50,6 +50,10 @@ def _print_run(result: RunResult, trace: bool) -> None:
         for line in result.trace:
             print(f"  {line}")
     verdict = "ok" if result.ok else f"VIOLATION {result.violations[0].rule}: {result.violations[0].detail}"
+    if hasattr(result, "committed"):  # the transactions scenario
+        print(f"seed {result.seed}: {verdict} ({result.events} events, {result.sim_ms} simulated ms, "
+              f"EndTxn answered OK: {result.committed} commits, {result.aborted} aborts, trace {result.trace_hash})")
+        return
     print(f"seed {result.seed}: {verdict} ({result.events} events, {result.sim_ms} simulated ms, "
           f"{result.acked} acks=all writes acknowledged, {result.lost_writes} lost to unclean elections, "
           f"trace {result.trace_hash})")
@@ -95,9 +99,14 @@ def main(args) -> int:
         print(f"  {done}/{total} seeds, {done / elapsed:.1f} seeds/s", file=sys.stderr, flush=True)
     summary = run_many(seeds, jobs=args.jobs, mutant=args.mutant, scenario=args.scenario, progress=progress)
     failures = summary["failures"]
-    print(f"{summary['seeds']} seeds in {summary['elapsed_s']:.1f}s on {summary['jobs']} jobs: "
-          f"{summary['seeds_per_s']:.1f} seeds/s, {summary['events']} events, {summary['acked']} acks=all writes "
-          f"acknowledged, {summary['lost_writes']} lost to unclean elections; {len(failures)} violations")
+    if args.scenario == "transactions":
+        print(f"{summary['seeds']} seeds in {summary['elapsed_s']:.1f}s on {summary['jobs']} jobs: "
+              f"{summary['seeds_per_s']:.1f} seeds/s, {summary['events']} events, {summary['acked']} EndTxn "
+              f"answered OK; {len(failures)} violations")
+    else:
+        print(f"{summary['seeds']} seeds in {summary['elapsed_s']:.1f}s on {summary['jobs']} jobs: "
+              f"{summary['seeds_per_s']:.1f} seeds/s, {summary['events']} events, {summary['acked']} acks=all writes "
+              f"acknowledged, {summary['lost_writes']} lost to unclean elections; {len(failures)} violations")
     for seed, violation in failures[:20]:
         print(f"  seed {seed}: {violation.rule}: {violation.detail}")
     if failures:

@@ -92,8 +92,8 @@ class TxnSimSettings:
     verification_timeout_ms: int = 40
     transaction_timeout_ms: int = 700
     abort_interval_ms: int = 200
-    expire_interval_ms: int = 1000
-    transactional_id_expiration_ms: int = 2500
+    expire_interval_ms: int = 300
+    transactional_id_expiration_ms: int = 700
     heal_at_ms: int = 2500
     settle_bound_ms: int = 4000
     fault_window_ms: tuple[int, int] = (100, 2300)
@@ -843,7 +843,9 @@ class TxnWorld:
     def _check_quiescence(self) -> None:
         busy = self.quiescent()
         if busy is None:
-            self.trace("quiescent")
+            self.trace(f"quiescent: EndTxn answered OK {self.checker.committed} commits, {self.checker.aborted} aborts; "
+                       f"log ends {[p.log_end_offset for p in self.partitions]}, __transaction_state "
+                       f"{len(self.state_log.records)} records, {self.events.events_run} events")
             self.checker.final_check()
             self.finished = True
             return

@@ -7,8 +7,10 @@ tag (`<transactional id>#<instance>.<n>`), so fates are known per client transac
 
 - ATOMICITY: every record of one client transaction, on every partition, gets the same fate.
 - DECIDED BEFORE ANSWERED: when a coordinator answers EndTxn OK, the committed part of
-  `__transaction_state` (what every later coordinator loads) holds the outcome for that id: its
-  last record there is PrepareCommit/CompleteCommit (or the Abort pair).
+  `__transaction_state` (what every later coordinator loads) holds the outcome: the last record
+  there of that id with the request's producer id and epoch is PrepareCommit/CompleteCommit (or
+  the Abort pair). (A later record with another epoch, e.g. an InitProducerId answered
+  REQUEST_TIMED_OUT whose record a later commit made durable, changes nothing of that outcome.)
 - DURABILITY: an EndTxn answered OK gives every record of the transaction, on every partition,
   the answered outcome; and every batch answered OK to a produce is in the final log.
 - READ_COMMITTED: what `fetch_read_committed` + `consume_read_committed` hand a consumer reading
@@ -20,6 +22,9 @@ tag (`<transactional id>#<instance>.<n>`), so fates are known per client transac
 - FENCING: the (producer id, epoch) pairs the coordinators answer to InitProducerId for one
   transactional id (in the order they answer, whichever coordinator) never go backwards, and two
   instances are never given the same pair.
+- REBUILD: after a leader change, the transaction table replayed from the kept log, the old
+  leader's table after `truncate_to`, and one restored from the last snapshot and replayed agree
+  (producers, ongoing and unreplicated transactions, LSO, aborted index).
 - NO HANGING TRANSACTION: at quiescence every partition's LSO equals its HW and its log end, no
   record is still open, and the coordinator holds no transaction that is not complete.
 """
@@ -101,6 +106,22 @@ class TxnChecker:
     def _describe(fates: dict) -> str:
         return ", ".join(f"{'/'.join(sorted(f.name for f in v))} on partition {p}" for p, v in sorted(fates.items()))
 
+    def on_rebuilt(self, partition, replayed, index, others) -> None:
+        """A leader change built the partition's transaction table several ways: all must agree."""
+        p = partition.tp[1]
+        hw = partition.high_watermark
+        for how, table, other_index in others:
+            for what in ("producers", "ongoing", "unreplicated"):
+                if getattr(table, what) != getattr(replayed, what):
+                    self.fail("rebuild", f"partition {p}: {what} after {how} differ from a replay of the log: "
+                              f"{getattr(table, what)} != {getattr(replayed, what)}")
+                    return
+            if table.last_stable_offset(hw) != replayed.last_stable_offset(hw):
+                self.fail("rebuild", f"partition {p}: LSO after {how} differs from a replay of the log")
+            if other_index is not None and other_index.entries != index.entries:
+                self.fail("rebuild", f"partition {p}: the aborted index after {how} differs from a replay: "
+                          f"{other_index.entries} != {index.entries}")
+
     def on_truncated(self, partition) -> None:
         """A leader change cut the log: read it again."""
         p = partition.tp[1]
@@ -148,19 +169,21 @@ class TxnChecker:
                           f"({other_pid}, {other_epoch})")
         self.pairs.setdefault(tid, []).append((pid, epoch, instance))
 
-    def on_end_txn_answered(self, tid: str, result: TransactionResult, state_log) -> None:
+    def on_end_txn_answered(self, tid: str, producer_id: int, producer_epoch: int, result: TransactionResult,
+                            state_log) -> None:
         # the committed prefix only grows (a failover keeps it): read what is new of it
         for key, value in state_log.records[self._state_read:state_log.committed]:
-            self._state_last[read_key(key)] = value
+            if value is not None:
+                decoded = read_value(value)
+                self._state_last[(read_key(key), decoded.producer_id, decoded.producer_epoch)] = decoded
         self._state_read = max(self._state_read, state_log.committed)
-        last = self._state_last.get(tid)
-        last = None if last is None else read_value(last)
+        last = self._state_last.get((tid, producer_id, producer_epoch))
         want = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if result == TransactionResult.COMMIT \
             else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
         if last is None or last.transaction_status not in want:
             held = "nothing" if last is None else last.transaction_status.kafka_name
-            self.fail("durability", f"{tid}: EndTxn {result.name} answered OK while the committed "
-                      f"__transaction_state holds {held} for it")
+            self.fail("durability", f"{tid}: EndTxn {result.name} answered OK to producer ({producer_id}, "
+                      f"{producer_epoch}) while the committed __transaction_state holds {held} for it")
 
     def on_end_answer(self, tag: str, result: TransactionResult, written: frozenset) -> None:
         if tag in self.answered and self.answered[tag][0] != result:

@@ -111,6 +111,9 @@ def random_txn_schedule(rng: random.Random, s: TxnSimSettings) -> list[Fault]:
     for _ in range(rng.randint(0, 2)):
         faults.append(Fault(rng.randint(start, end), "stall", f"partition:{rng.randrange(s.partitions)}",
                             rng.randint(50, 400)))
+    for _ in range(rng.randint(0, 2)):  # past transaction.timeout.ms, often: the coordinator aborts
+        faults.append(Fault(rng.randint(start, end), "producer-pause", f"producer:{rng.randrange(s.producers)}",
+                            rng.randint(200, 1200)))
     for _ in range(rng.randint(0, 3)):
         faults.append(Fault(rng.randint(start, end), "producer-crash", f"producer:{rng.randrange(s.producers)}",
                             rng.randint(50, 800)))
@@ -138,7 +141,7 @@ class Wire:
         self.world, self.rng = world, rng
         self.in_flight = 0
 
-    def send(self, callback, *args, duplicable: bool = False, late: bool = False) -> None:
+    def send(self, callback, *args, duplicable: bool = False, late: bool = False, spread: int | None = None) -> None:
         w, s, rng = self.world, self.world.settings, self.rng
         if w.faulty and rng.random() < s.drop_rate:
             return
@@ -147,7 +150,7 @@ class Wire:
             delay = rng.randint(150, 500)
         self._schedule(delay, callback, args)
         if duplicable and w.faulty and rng.random() < s.duplicate_rate:
-            self._schedule(delay + rng.randint(0, s.max_delay_ms), callback, args)
+            self._schedule(delay + rng.randint(0, s.max_delay_ms if spread is None else spread), callback, args)
 
     def _schedule(self, delay: int, callback, args) -> None:
         self.in_flight += 1
@@ -260,6 +263,7 @@ class DataPartition:
         self.stalled_until = -1
         self.replication_scheduled = False
         self.verifying = 0
+        self.snapshot: tuple[int, str] | None = None  # (offset, PartitionTransactions.to_snapshot())
 
     # -- produce (KafkaApis / ReplicaManager.appendRecords with verification)
 
@@ -378,6 +382,8 @@ class DataPartition:
             self.waiting = [x for x in self.waiting if x.offset >= self.high_watermark]
             for x in done:
                 w.wire.send(x.reply, x.answer, duplicable=True)
+            if w.rng.random() < 0.2:  # the producer-state snapshot, at the HW
+                self.snapshot = (self.high_watermark, self.txns.to_snapshot())
             w.checker.on_partition_changed(self)
 
     @property
@@ -391,8 +397,10 @@ class DataPartition:
     # -- faults
 
     def change_leader(self) -> None:
-        """A replica holding a prefix between the HW and the log end takes over; its tables are
-        what replicating that prefix built; requests waiting at the old leader fail."""
+        """A replica holding a prefix between the HW and the log end takes over; requests waiting
+        at the old leader fail. Its transaction table is built three ways, which must agree (the
+        checker compares them): replicating the prefix (`replay`), the old leader undoing its cut
+        tail (`truncate_to`), and a restart from the last snapshot plus the log after it."""
         w = self.world
         kept_end = w.rng.choice([o for o in self.base_offsets + [self.log_end_offset] if o >= self.high_watermark])
         cut = bisect.bisect_left(self.base_offsets, kept_end)
@@ -400,17 +408,29 @@ class DataPartition:
         del self.base_offsets[cut:]
         self.log_end_offset = kept_end
         self.leader_epoch += 1
-        self.txns = PartitionTransactions()
-        self.producers = ProducerStateTable()
-        self.index = TransactionIndex()
+        replayed, index, self.producers = PartitionTransactions(), TransactionIndex(), ProducerStateTable()
         for batch in kept:
             h = read_batch_header(batch)
-            for entry in self.txns.replay([AppendedBatch.of(batch)]).aborted:
-                self.index.append(entry)
+            for entry in replayed.replay([AppendedBatch.of(batch)]).aborted:
+                index.append(entry)
             if not h.attributes & CONTROL_BIT:
                 self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
                                       h.base_offset, h.last_offset, h.max_timestamp)
-        self.txns.on_high_watermark_updated(self.high_watermark)
+        replayed.on_high_watermark_updated(self.high_watermark)
+        undone = self.txns
+        undone.truncate_to(kept_end)
+        self.index.truncate_to(kept_end)
+        others = [("truncate_to", undone, self.index)]
+        if self.snapshot is not None:
+            offset, text = self.snapshot
+            restored = PartitionTransactions.from_snapshot(text, offset)
+            restored.replay(AppendedBatch.of(b) for b in self.batches_from(offset)
+                            if read_batch_header(b).base_offset >= offset)
+            restored.on_high_watermark_updated(self.high_watermark)
+            others.append(("snapshot + replay", restored, None))
+        w.checker.on_rebuilt(self, replayed, index, others)
+        self.txns = w.rng.choice([replayed] + [table for _, table, _ in others])
+        self.index = index
         failed, self.waiting = self.waiting, []
         for x in failed:
             w.wire.send(x.reply, E.not_leader_or_follower, duplicable=True)
@@ -438,6 +458,7 @@ class Producer:
         self.added: set = set()
         self.written: set = set()
         self.needs_bump = False
+        self.paused_until = -1
 
     def name(self) -> str:
         return f"{self.tid}#p{self.slot}i{self.instance}"
@@ -447,9 +468,14 @@ class Producer:
 
     # -- requests with a timeout and retries
 
-    def _call(self, target, method: str, args: tuple, on_answer) -> None:
+    def _call(self, route, method: str, args: tuple, on_answer) -> None:
+        """Send to `route()` (where the client sends it now) and await one answer, or a timeout."""
         if not self.alive:
             return
+        if self.world.events.now < self.paused_until:  # a pause (GC, a stuck thread): later
+            self.world.events.at(self.paused_until, self._call, route, method, args, on_answer)
+            return
+        target = route()
         self.request += 1
         rid = self.request
         w = self.world
@@ -459,7 +485,7 @@ class Producer:
                 self.request += 1
                 on_answer(result)
         answer.tid, answer.instance, answer.method = self.tid, self.name(), method  # for the checker
-        answer.result = args[3] if method == "end_txn" else None
+        answer.result, answer.producer = (args[3], args[1:3]) if method == "end_txn" else (None, None)
         if target is None:
             w.events.after(10, answer, E.coordinator_not_available)
             return
@@ -472,7 +498,7 @@ class Producer:
 
         def attempt():
             self.attempts += 1
-            self._call(self.world.state_log.leader, method, args, handle)
+            self._call(self._coordinator, method, args, handle)
 
         def handle(result):
             error = result.error if hasattr(result, "error") else result
@@ -556,7 +582,10 @@ class Producer:
         self._send_produce(tp, batch, len(values), attempt, answered)
 
     def _send_produce(self, tp, batch, count, attempt, answered) -> None:
-        self._call(self.world.partitions[tp[1]], "produce", (batch, self.tid, self.tag), answered)
+        self._call(lambda: self.world.partitions[tp[1]], "produce", (batch, self.tid, self.tag), answered)
+
+    def _coordinator(self):
+        return self.world.state_log.leader  # FindCoordinator's answer
 
     def _abortable_or_fatal(self, error) -> None:
         if error in (E.producer_fenced, E.invalid_producer_epoch, E.invalid_producer_id_mapping,
@@ -662,7 +691,7 @@ class TxnWorld:
             if answer.error == E.none and answer.producer_id >= 0:  # InitProducerId's: fencing
                 self.checker.on_init_answer(token.tid, token.instance, answer.producer_id, answer.producer_epoch)
             if answer.error == E.none and token.method == "end_txn":
-                self.checker.on_end_txn_answered(token.tid, token.result, self.state_log)
+                self.checker.on_end_txn_answered(token.tid, *token.producer, token.result, self.state_log)
             self.wire.send(token, answer, duplicable=True)
         for write in fx.writes:
             self.state_log.append(broker, core, write)
@@ -700,7 +729,9 @@ class TxnWorld:
             self.apply(broker, core, fx)
             for m in retry:
                 self._send_markers(broker, core, m, delay=self.rng.randint(5, 20))
-        self.wire.send(self.partitions[tp[1]].write_marker, markers, answer, duplicable=True)
+        # a duplicate right behind the original: one arriving after the next transaction began on
+        # the partition would end that one (transaction version 1 has nothing against it; TCP does)
+        self.wire.send(self.partitions[tp[1]].write_marker, markers, answer, duplicable=True, spread=1)
         self.events.after(self.settings.marker_timeout_ms, answer, None)
 
     # -- coordinator leadership
@@ -803,6 +834,8 @@ class TxnWorld:
         elif kind == "stall":
             partition = self.partitions[int(fault.target.split(":")[1])]
             partition.stalled_until = self.events.now + fault.duration_ms
+        elif kind == "producer-pause":
+            self.producers[int(fault.target.split(":")[1])].paused_until = self.events.now + fault.duration_ms
         elif kind == "producer-crash":
             slot = int(fault.target.split(":")[1])
             producer = self.producers[slot]
@@ -843,7 +876,8 @@ class TxnWorld:
     def _check_quiescence(self) -> None:
         busy = self.quiescent()
         if busy is None:
-            self.trace(f"quiescent: EndTxn answered OK {self.checker.committed} commits, {self.checker.aborted} aborts; "
+            self.trace(f"quiescent: EndTxn answered OK {self.checker.committed} commits, "
+                       f"{self.checker.aborted} aborts; "
                        f"log ends {[p.log_end_offset for p in self.partitions]}, __transaction_state "
                        f"{len(self.state_log.records)} records, {self.events.events_run} events")
             self.checker.final_check()

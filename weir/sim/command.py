@@ -4,6 +4,7 @@
     weir sim --seed 17 --trace                one seed, its event trace, its verdict
     weir sim --scenario jepsen-unclean        a named scenario (scenarios.py)
     weir sim --mutant hw-max --seeds 200      prove the checker catches a broken rule
+    weir sim --scenario transactions --seeds 1000   the transaction coordinator and partitions (txn_world.py)
     weir sim --seeds 100000                   the nightly run
 """
 
@@ -17,7 +18,7 @@ from weir.sim.scenarios import SCENARIOS
 
 
 def register(sub) -> None:
-    sim = sub.add_parser("sim", help="deterministic simulation of the replication and controller cores")
+    sim = sub.add_parser("sim", help="deterministic simulation of the replication, controller and transaction cores")
     sim.add_argument("--seeds", type=int, default=None, help="run this many seeds (from --first-seed)")
     sim.add_argument("--first-seed", type=int, default=0)
     sim.add_argument("--seed", type=int, default=None, help="run one seed")

@@ -23,6 +23,9 @@ class or module swapped for the duration of one run, then restored), never by ed
   markers for an outcome `__transaction_state` may not hold.
 - txn-skip-verification (scenario transactions): partitions skip KIP-890's verification guard:
   a transactional batch is appended whether or not its transaction still holds the partition.
+- txn-lso-ignores-unreplicated (scenario transactions): the LSO passes a completed transaction
+  whose marker is not yet below the HW (Kafka's unreplicatedTxns forgotten): a leader change that
+  cuts the marker reopens the transaction below the LSO.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from weir.transactions.coordinator import TransactionCoordinator, WritePurpose
 
 MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
            "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
-           "txn-unsafe-prepare", "txn-skip-verification")
+           "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated")
 
 
 def _hw_max(self) -> bool:
@@ -142,6 +145,8 @@ _PATCHES = {
     "reassign-unchecked-isr": [(reassignment, "state_within", _target_in_sync),
                                (reassignment, "is_complete", lambda target, state: True)],
     "txn-unsafe-prepare": [(TransactionCoordinator, "on_write_done", _prepare_taken_as_written)],
+    "txn-lso-ignores-unreplicated": [(partition_txns.PartitionTransactions, "first_unstable_offset",
+                                      lambda self, high_watermark: min(self.ongoing, default=None))],
     "txn-skip-verification": [
         (partition_txns.PartitionTransactions, "maybe_start_transaction_verification", _no_verification_needed),
         (partition_txns.VerificationGuard, "verify", lambda self, request_guard: True)],

@@ -23,6 +23,10 @@ class or module swapped for the duration of one run, then restored), never by ed
   markers for an outcome `__transaction_state` may not hold.
 - txn-skip-verification (scenario transactions): partitions skip KIP-890's verification guard:
   a transactional batch is appended whether or not its transaction still holds the partition.
+- txn-stale-marker-drops-completion (scenario transactions): the coordinator bug the scenario
+  found (issue 13): a WriteTxnMarkers answer of an earlier coordinator epoch, arriving after the
+  same broker loaded the partition again, drops the newer load's pending completion; the
+  transaction hangs in PrepareCommit/PrepareAbort.
 - txn-lso-ignores-unreplicated (scenario transactions): the LSO passes a completed transaction
   whose marker is not yet below the HW (Kafka's unreplicatedTxns forgotten): a leader change that
   cuts the marker reopens the transaction below the LSO.
@@ -44,7 +48,8 @@ from weir.transactions.coordinator import TransactionCoordinator, WritePurpose
 
 MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
            "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
-           "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated")
+           "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated",
+           "txn-stale-marker-drops-completion")
 
 
 def _hw_max(self) -> bool:
@@ -128,6 +133,17 @@ def _prepare_taken_as_written(self, write, error, now):
     return _original_on_write_done(self, write, error, now)
 
 
+def _drop_any_pending_completion(self, transactional_id, coordinator_epoch):
+    """TransactionCoordinator._pending_markers_of before the fix of commit 13a21b3."""
+    pending = self._pending_completions.get(transactional_id)
+    found = self._lookup(transactional_id)
+    if not isinstance(found, tuple) or found[1] is None or pending is None \
+            or found[0].coordinator_epoch != coordinator_epoch or pending.coordinator_epoch != coordinator_epoch:
+        self._pending_completions.pop(transactional_id, None)
+        return None
+    return found[1]
+
+
 def _no_verification_needed(self, producer_id, sequence, epoch, now):
     return partition_txns.SENTINEL
 
@@ -145,6 +161,8 @@ _PATCHES = {
     "reassign-unchecked-isr": [(reassignment, "state_within", _target_in_sync),
                                (reassignment, "is_complete", lambda target, state: True)],
     "txn-unsafe-prepare": [(TransactionCoordinator, "on_write_done", _prepare_taken_as_written)],
+    "txn-stale-marker-drops-completion": [(TransactionCoordinator, "_pending_markers_of",
+                                           _drop_any_pending_completion)],
     "txn-lso-ignores-unreplicated": [(partition_txns.PartitionTransactions, "first_unstable_offset",
                                       lambda self, high_watermark: min(self.ongoing, default=None))],
     "txn-skip-verification": [

@@ -9,7 +9,8 @@ The simulated world only; every decision is production code's:
   committed. A failover moves the leadership (a new coordinator epoch): the new leader keeps a prefix
   of the log between the committed offset and its end, `start_loading` / `finish_loading` rebuild
   the transactions from it; the old leader is unloaded (or crashed: its memory is gone) and its
-  in-flight writes fail, some answered before the unload, some after.
+  in-flight writes fail, some answered before the unload, some after. A bounce moves the
+  leadership away and back within milliseconds, while the first epoch's markers are in flight.
 - PARTITIONS. Each data partition has one leader at a time with a log of record-batch bytes, a
   `PartitionTransactions`, the idempotent `ProducerStateTable` and a `TransactionIndex`. A produce
   of a transactional batch asks the coordinator to verify the partition (KIP-890 part 1) with the
@@ -104,6 +105,8 @@ def random_txn_schedule(rng: random.Random, s: TxnSimSettings) -> list[Fault]:
     faults = []
     for _ in range(rng.randint(0, 3)):
         faults.append(Fault(rng.randint(start, end), "coordinator-failover", "coordinator"))
+    for _ in range(rng.randint(0, 1)):
+        faults.append(Fault(rng.randint(start, end), "coordinator-bounce", "coordinator", rng.randint(5, 50)))
     for _ in range(rng.randint(0, 1)):
         faults.append(Fault(rng.randint(start, end), "coordinator-crash", "coordinator", rng.randint(100, 600)))
     for _ in range(rng.randint(0, 3)):
@@ -298,6 +301,8 @@ class DataPartition:
             if self.leader_epoch != epoch:
                 return w.wire.send(reply, E.not_leader_or_follower, duplicable=True)
             if error != E.none:
+                if error not in VERIFICATION_RETRIABLE:
+                    w.trace(f"partition {self.tp[1]}: the coordinator does not verify {tag}'s batch: {error.name}")
                 if error in VERIFICATION_RETRIABLE:
                     error = E.not_enough_replicas
                 return w.wire.send(reply, produce_error_for_verification(error), duplicable=True)
@@ -317,6 +322,7 @@ class DataPartition:
         placed = at_offset(batch, self.log_end_offset)
         checked = self.txns.prepare_append([AppendedBatch.of(placed)], AppendOrigin.CLIENT, guard)
         if isinstance(checked, Refused):
+            self.world.trace(f"partition {self.tp[1]} refuses {tag}'s batch: {checked.error.name}")
             return self.world.wire.send(reply, checked.error, duplicable=True)
         h = read_batch_header(placed)
         self._add(placed, checked)
@@ -339,6 +345,9 @@ class DataPartition:
                              base_offset=self.log_end_offset)
         checked = self.txns.prepare_append([AppendedBatch.of(batch)], AppendOrigin.COORDINATOR)
         if isinstance(checked, Refused):
+            w.trace(f"partition {self.tp[1]} refuses the {markers.result.name} marker of "
+                    f"{markers.transactional_id} (epoch {markers.producer_epoch}, coordinator epoch "
+                    f"{markers.coordinator_epoch}): {checked.error.name}")
             return w.wire.send(reply, checked.error, duplicable=True)
         self._add(batch, checked)
         if error == E.request_timed_out:  # written, but the acks=all wait timed out
@@ -750,12 +759,15 @@ class TxnWorld:
             return
         fx = core.finish_loading(STATE_PARTITION, epoch, list(self.state_log.records), self.events.now)
         broker.loaded_epoch = epoch
+        if fx.markers:
+            self.trace(f"coordinator b{broker.id} loaded; resends the markers of "
+                       f"{', '.join(f'{m.transactional_id} ({m.result.name})' for m in fx.markers)}")
         self.apply(broker, core, fx)
 
-    def _fail_over(self, crash: bool, down_ms: int) -> None:
+    def _fail_over(self, crash: bool, down_ms: int, to: CoordinatorBroker | None = None) -> None:
         log = self.state_log
         old = log.leader
-        if old is None:
+        if old is None or old is to:
             return
         kept = self.rng.randint(log.committed, len(log.records))
         old_committed = log.committed
@@ -780,8 +792,15 @@ class TxnWorld:
                 self.write_done(p.broker, p.core, p.write, error)
             if answer_first:
                 old.core.unload(STATE_PARTITION, log.epoch + 1)
-        if candidates:
+        if to is not None and to.alive:
+            self._elect(to)
+        elif candidates:
             self._elect(self.rng.choice(candidates))
+
+    def _bounce_back(self, broker) -> None:
+        if self.faulty and broker is not None:
+            self.trace(f"coordinator b{broker.id} takes the leadership back")
+            self._fail_over(False, 0, to=broker)
 
     def _restart_coordinator(self, broker) -> None:
         broker.alive = True
@@ -792,7 +811,10 @@ class TxnWorld:
     def _abort_timer(self) -> None:
         leader = self.state_log.leader
         if leader is not None and leader.alive:
-            self.apply(leader, leader.core, leader.core.abort_timed_out_transactions(self.events.now))
+            fx = leader.core.abort_timed_out_transactions(self.events.now)
+            for write in fx.writes:
+                self.trace(f"coordinator b{leader.id} aborts {write.transactional_id}: timed out")
+            self.apply(leader, leader.core, fx)
         if not self.finished:
             self.events.after(self.settings.abort_interval_ms, self._abort_timer)
 
@@ -827,6 +849,10 @@ class TxnWorld:
         kind = fault.kind
         if kind == "coordinator-failover":
             self._fail_over(False, 0)
+        elif kind == "coordinator-bounce":  # away and back (a preferred leader election right after)
+            back = self.state_log.leader
+            self._fail_over(False, 0)
+            self.events.after(fault.duration_ms, self._bounce_back, back)
         elif kind == "coordinator-crash":
             self._fail_over(True, fault.duration_ms)
         elif kind == "leader-change":

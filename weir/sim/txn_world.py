@@ -570,7 +570,9 @@ class Producer:
                                on_error=self._abortable_or_fatal)
 
     def _produce(self, tp, attempt: int) -> None:
+        """One batch to `tp`, retried (same sequence) up to 5 attempts, or given up."""
         sequence = self.sequences.get(tp, 0)
+        attempts = [attempt]
         values = [f"{self.tag}|{tp[1]}|{sequence + i}".encode() for i in range(self.rng.choice((1, 2)))]
         batch = transactional_batch(values, producer_id=self.pid, producer_epoch=self.epoch,
                                     base_sequence=sequence, timestamp=self.world.events.now)
@@ -584,13 +586,13 @@ class Producer:
             if error is None and self.rng.random() < 0.4:
                 # delivery timeout: given up, without waiting for the request, which may still land
                 return self._abort_after(f"produce to {tp[1]} timed out")
-            if (error is None or error in RETRIABLE_PRODUCE) and attempt < 5:
-                return self.world.events.after(self.rng.randint(5, 20), self._send_produce, tp, batch, len(values),
-                                               attempt + 1, answered)
+            if (error is None or error in RETRIABLE_PRODUCE) and attempts[0] < 5:
+                attempts[0] += 1
+                return self.world.events.after(self.rng.randint(5, 20), self._send_produce, tp, batch, answered)
             self._abort_after(f"produce to {tp[1]}: {error.name if error is not None else 'timed out'}")
-        self._send_produce(tp, batch, len(values), attempt, answered)
+        self._send_produce(tp, batch, answered)
 
-    def _send_produce(self, tp, batch, count, attempt, answered) -> None:
+    def _send_produce(self, tp, batch, answered) -> None:
         self._call(lambda: self.world.partitions[tp[1]], "produce", (batch, self.tid, self.tag), answered)
 
     def _coordinator(self):

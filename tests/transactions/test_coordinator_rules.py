@@ -504,6 +504,28 @@ def test_failover_reloads_state_and_resends_markers_of_prepared_transactions():
     assert b_side.init("empty") == Answer(E.none, a_side.core.transaction("empty").producer_id, 1)
 
 
+def test_a_stale_epochs_marker_answer_does_not_stop_the_reloaded_epochs_markers():
+    """The same broker leads the partition again at a newer epoch while a WriteTxnMarkers of its
+    old epoch is still in flight: that answer is dropped, and only its own pending completion
+    with it (Kafka's removeMarkersForTxn(pendingCompleteTxn) removes that entry, not the newer
+    one). Found by `weir sim --scenario transactions`: the transaction hung in PrepareCommit."""
+    d = Driver(coordinator_epoch=7)
+    answer = ongoing(d, "t", FOO0, BAR0)
+    assert d.end("t", answer.producer_id, 0, COMMIT) == E.none
+    (old,) = d.markers
+    d.markers = []
+    d.core.unload(0, 9)
+    d.core.start_loading(0, 9)
+    d.take(d.core.finish_loading(0, 9, list(d.log), d.now))
+    (new,) = d.markers
+    assert new.coordinator_epoch == 9 and old.coordinator_epoch == 7
+    d.take(d.core.on_markers_written(old, {FOO0: E.none}))  # the old epoch's answer, late
+    d.take(d.core.on_markers_written(old, {BAR0: E.request_timed_out}))
+    assert d.markers == [new]  # nothing resent for the old epoch
+    d.write_markers()
+    assert d.state("t") == S.COMPLETE_COMMIT
+
+
 def test_requests_while_loading_or_not_coordinator():
     core = TransactionCoordinator(TransactionConfig(num_partitions=1))
     fx = core.add_partitions_to_txn("t", 1, 0, [FOO0], 0, token="x")

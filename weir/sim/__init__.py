@@ -11,4 +11,9 @@ producers and readers (clients.py), the fault schedule
 (nemesis.py), the invariants checked after every step (checker.py), and the runner that ties them
 together, shrinks failing schedules and runs many seeds in parallel (runner.py). Named scenarios
 are in scenarios.py, deliberately broken rules in mutants.py.
+
+`--scenario transactions` has a world of its own (txn_world.py, its invariants in txn_checker.py):
+the transaction cores of `weir.transactions` (the coordinator over a simulated `__transaction_state`
+that fails over, partitions with their transaction tables, verification and markers) driven by
+simulated transactional producers.
 """

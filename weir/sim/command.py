@@ -4,6 +4,7 @@
     weir sim --seed 17 --trace                one seed, its event trace, its verdict
     weir sim --scenario jepsen-unclean        a named scenario (scenarios.py)
     weir sim --mutant hw-max --seeds 200      prove the checker catches a broken rule
+    weir sim --scenario transactions --seeds 1000   the transaction coordinator and partitions (txn_world.py)
     weir sim --seeds 100000                   the nightly run
 """
 
@@ -17,7 +18,7 @@ from weir.sim.scenarios import SCENARIOS
 
 
 def register(sub) -> None:
-    sim = sub.add_parser("sim", help="deterministic simulation of the replication and controller cores")
+    sim = sub.add_parser("sim", help="deterministic simulation of the replication, controller and transaction cores")
     sim.add_argument("--seeds", type=int, default=None, help="run this many seeds (from --first-seed)")
     sim.add_argument("--first-seed", type=int, default=0)
     sim.add_argument("--seed", type=int, default=None, help="run one seed")
@@ -50,6 +51,10 @@ def _print_run(result: RunResult, trace: bool) -> None:
         for line in result.trace:
             print(f"  {line}")
     verdict = "ok" if result.ok else f"VIOLATION {result.violations[0].rule}: {result.violations[0].detail}"
+    if hasattr(result, "committed"):  # the transactions scenario
+        print(f"seed {result.seed}: {verdict} ({result.events} events, {result.sim_ms} simulated ms, "
+              f"EndTxn answered OK: {result.committed} commits, {result.aborted} aborts, trace {result.trace_hash})")
+        return
     print(f"seed {result.seed}: {verdict} ({result.events} events, {result.sim_ms} simulated ms, "
           f"{result.acked} acks=all writes acknowledged, {result.lost_writes} lost to unclean elections, "
           f"trace {result.trace_hash})")
@@ -95,9 +100,14 @@ def main(args) -> int:
         print(f"  {done}/{total} seeds, {done / elapsed:.1f} seeds/s", file=sys.stderr, flush=True)
     summary = run_many(seeds, jobs=args.jobs, mutant=args.mutant, scenario=args.scenario, progress=progress)
     failures = summary["failures"]
-    print(f"{summary['seeds']} seeds in {summary['elapsed_s']:.1f}s on {summary['jobs']} jobs: "
-          f"{summary['seeds_per_s']:.1f} seeds/s, {summary['events']} events, {summary['acked']} acks=all writes "
-          f"acknowledged, {summary['lost_writes']} lost to unclean elections; {len(failures)} violations")
+    if args.scenario == "transactions":
+        print(f"{summary['seeds']} seeds in {summary['elapsed_s']:.1f}s on {summary['jobs']} jobs: "
+              f"{summary['seeds_per_s']:.1f} seeds/s, {summary['events']} events, {summary['acked']} EndTxn "
+              f"answered OK; {len(failures)} violations")
+    else:
+        print(f"{summary['seeds']} seeds in {summary['elapsed_s']:.1f}s on {summary['jobs']} jobs: "
+              f"{summary['seeds_per_s']:.1f} seeds/s, {summary['events']} events, {summary['acked']} acks=all writes "
+              f"acknowledged, {summary['lost_writes']} lost to unclean elections; {len(failures)} violations")
     for seed, violation in failures[:20]:
         print(f"  seed {seed}: {violation.rule}: {violation.detail}")
     if failures:

@@ -18,6 +18,18 @@ class or module swapped for the duration of one run, then restored), never by ed
   before its next decision.
 - reassign-unchecked-isr: a reassignment completes at once, its target replicas in the ISR
   whether they caught up or not.
+- txn-unsafe-prepare (scenario transactions): the coordinator takes an EndTxn's PrepareCommit /
+  PrepareAbort write as written even when the append failed: it answers the client and sends
+  markers for an outcome `__transaction_state` may not hold.
+- txn-skip-verification (scenario transactions): partitions skip KIP-890's verification guard:
+  a transactional batch is appended whether or not its transaction still holds the partition.
+- txn-stale-marker-drops-completion (scenario transactions): the coordinator bug the scenario
+  found (issue 13): a WriteTxnMarkers answer of an earlier coordinator epoch, arriving after the
+  same broker loaded the partition again, drops the newer load's pending completion; the
+  transaction hangs in PrepareCommit/PrepareAbort.
+- txn-lso-ignores-unreplicated (scenario transactions): the LSO passes a completed transaction
+  whose marker is not yet below the HW (Kafka's unreplicatedTxns forgotten): a leader change that
+  cuts the marker reopens the transaction below the LSO.
 """
 
 from __future__ import annotations
@@ -31,9 +43,13 @@ from weir.replication.follower import FollowerPartition, FollowerState
 from weir.replication.leader import LeaderPartition
 from weir.replication.replica import FollowerReplica
 from weir.replication.truncation import Truncation
+from weir.transactions import partition_txns
+from weir.transactions.coordinator import TransactionCoordinator, WritePurpose
 
 MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
-           "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr")
+           "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
+           "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated",
+           "txn-stale-marker-drops-completion")
 
 
 def _hw_max(self) -> bool:
@@ -108,6 +124,30 @@ def _target_in_sync(state, replicas, preferred, *, live, shutting_down, controll
     return partition_change.changed_state(replicas, state, leader, tuple(replicas), controller_epoch)
 
 
+_original_on_write_done = TransactionCoordinator.on_write_done
+
+
+def _prepare_taken_as_written(self, write, error, now):
+    if write.purpose == WritePurpose.END_TXN:
+        error = error.__class__.none
+    return _original_on_write_done(self, write, error, now)
+
+
+def _drop_any_pending_completion(self, transactional_id, coordinator_epoch):
+    """TransactionCoordinator._pending_markers_of before the fix of commit 13a21b3."""
+    pending = self._pending_completions.get(transactional_id)
+    found = self._lookup(transactional_id)
+    if not isinstance(found, tuple) or found[1] is None or pending is None \
+            or found[0].coordinator_epoch != coordinator_epoch or pending.coordinator_epoch != coordinator_epoch:
+        self._pending_completions.pop(transactional_id, None)
+        return None
+    return found[1]
+
+
+def _no_verification_needed(self, producer_id, sequence, epoch, now):
+    return partition_txns.SENTINEL
+
+
 _PATCHES = {
     "hw-max": [(LeaderPartition, "maybe_increment_high_watermark", _hw_max)],
     "elect-outside-isr": [(partition_change, "elect_leader", _elect_ignoring_isr)],
@@ -120,6 +160,14 @@ _PATCHES = {
     "controller-view-drift": [(ControllerCore, "unconfirmed_keys", property(lambda self: []))],
     "reassign-unchecked-isr": [(reassignment, "state_within", _target_in_sync),
                                (reassignment, "is_complete", lambda target, state: True)],
+    "txn-unsafe-prepare": [(TransactionCoordinator, "on_write_done", _prepare_taken_as_written)],
+    "txn-stale-marker-drops-completion": [(TransactionCoordinator, "_pending_markers_of",
+                                           _drop_any_pending_completion)],
+    "txn-lso-ignores-unreplicated": [(partition_txns.PartitionTransactions, "first_unstable_offset",
+                                      lambda self, high_watermark: min(self.ongoing, default=None))],
+    "txn-skip-verification": [
+        (partition_txns.PartitionTransactions, "maybe_start_transaction_verification", _no_verification_needed),
+        (partition_txns.VerificationGuard, "verify", lambda self, request_guard: True)],
 }
 
 

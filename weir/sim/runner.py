@@ -173,6 +173,10 @@ def run_seed(seed: int, settings: SimSettings | None = None, schedule: list[Faul
              mutant: str | None = None, scenario: str | None = None) -> RunResult:
     """One run. A scenario fixes settings and schedule; a mutant breaks one rule for this run."""
     from weir.sim import scenarios
+    if scenario == "transactions":  # its own world: weir.sim.txn_world
+        from weir.sim.txn_world import run_transactions_seed
+        with mutants_module.applied(mutant):
+            return run_transactions_seed(seed, schedule)
     acks_choice = None
     if scenario is not None:
         settings, scenario_schedule, acks_choice = scenarios.build(scenario, seed)

@@ -37,6 +37,12 @@ stall ends, the leader takes the old incarnation's fetch, whose offset the new o
 and asks the controller to put the follower back in the ISR; the controller must refuse a broker
 epoch older than the registered one (KIP-903, issue 11 hole 4), for the leader then crashes and
 the next clean election would pick that follower. Timeouts in Kafka's proportions, as above.
+
+transactions: the transaction coordinator and data partitions under the seed's faults (issue 13):
+transactional producers sharing ids, a `__transaction_state` whose writes fail or are cut and
+whose leadership fails over, WriteTxnMarkers lost, duplicated and refused, leader changes that
+cut partitions' unreplicated tails, producer crashes and transaction timeouts. Its own world and
+checker: weir/sim/txn_world.py and weir/sim/txn_checker.py (run_seed dispatches to it).
 """
 
 from __future__ import annotations
@@ -47,13 +53,15 @@ from dataclasses import replace
 from weir.sim.nemesis import Fault, random_schedule
 from weir.sim.settings import SimSettings
 
-SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "bounced-follower", "reassign")
+SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "bounced-follower", "reassign", "transactions")
 
 
 def build(name: str, seed: int):
     """(settings, schedule, acks choice) of a named scenario."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    if name == "transactions":
+        raise ValueError("the transactions scenario has its own world: weir.sim.txn_world")
     if name == "stalled-successor":
         return _stalled_successor(random.Random(f"scenario/{seed}"))
     if name == "bounced-follower":

@@ -811,7 +811,10 @@ class TransactionCoordinator:
         found = self._lookup(transactional_id)
         if isinstance(found, ErrorCode) or found[1] is None or pending is None \
                 or found[0].coordinator_epoch != coordinator_epoch or pending.coordinator_epoch != coordinator_epoch:
-            self._pending_completions.pop(transactional_id, None)  # obsolete: stop sending
+            # obsolete: stop sending; only this epoch's completion goes (a newer load's stays:
+            # Kafka's removeMarkersForTxn(pendingCompleteTxn) removes that entry only)
+            if pending is not None and pending.coordinator_epoch == coordinator_epoch:
+                del self._pending_completions[transactional_id]
             return None
         return found[1]
 

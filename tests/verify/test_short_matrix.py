@@ -6,7 +6,9 @@
   of kills, pauses, partitions, isolation and ZooKeeper restarts, and while partitions move between
   four brokers (KIP-455 reassignments) as leaders are killed.
 
-Each run takes about half a minute (one fault cycle); the file, about two minutes.
+A transactional run under kills reads only whole committed transactions.
+
+Each run takes about half a minute (one fault cycle); the file, about two and a half minutes.
 """
 
 import json
@@ -83,4 +85,18 @@ def test_idempotent_run_counts_duplicates_as_violations(tmp_path, capsys):
     assert results["options"]["retries"] > 0
     assert results["result"]["counts"]["duplicate"] == 0, describe(results)
     assert results["result"]["counts"]["lost-write"] == 0, describe(results)
+    assert status == 0, describe(results)
+
+
+def test_transactional_run_under_kills_reads_only_whole_committed_transactions(tmp_path):
+    """Transactional producers (some transactions aborted on purpose) and read_committed consumers
+    while brokers are killed: no aborted value read, no transaction half visible, nothing committed
+    lost, nothing twice."""
+    status = main(["verify", "--transactional", "--nemesis", "kill", "--time", "14", "--quiet", "3", "--fault", "5",
+                   "--recovery", "4", "--seed", "7", "--out", str(tmp_path), "--name", "txn"])
+    assert processes_mentioning(tmp_path) == []
+    results = json.loads((tmp_path / "txn" / "results.json").read_text())
+    stats = results["result"]["stats"]
+    assert results["faults"] >= 1 and stats["ok"] > 0 and stats["fail"] > 0, describe(results)
+    assert results["result"]["violations"] == [], describe(results)
     assert status == 0, describe(results)

@@ -48,6 +48,7 @@ from .protocol.header import skip_tagged_fields
 from .protocol.schema_overrides import RESPONSE_SCHEMAS
 from .protocol.scram import MECHANISMS as SCRAM_MECHANISMS
 from .protocol.scram import ScramClient, ScramError
+from .protocol.security_protocols import SecurityProtocolOf
 from .protocol.tagged_fields import strip_unknown_tagged_fields
 from .protocol.versions import ApiKey
 
@@ -96,7 +97,7 @@ class AuthenticationFailed(ConnectionClosed):
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocolOf):
     """How to connect, as Kafka's client settings say: `security.protocol` (PLAINTEXT, SSL,
     SASL_PLAINTEXT, SASL_SSL), a TLS context for the SSL ones, and the SASL mechanism (PLAIN,
     SCRAM-SHA-256, SCRAM-SHA-512) with a user name and password for the SASL ones."""
@@ -105,14 +106,6 @@ class ClientSecurity:
     sasl_mechanism: str = ""
     username: str = ""
     password: str = ""
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 PLAINTEXT = ClientSecurity()

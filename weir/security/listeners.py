@@ -14,7 +14,8 @@ listener named by `security.inter.broker.protocol`).
 
 from dataclasses import dataclass
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+from ..protocol.security_protocols import PROTOCOLS, SecurityProtocolOf
+
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 
 
@@ -23,19 +24,11 @@ class ListenerError(ValueError):
 
 
 @dataclass(frozen=True)
-class Listener:
+class Listener(SecurityProtocolOf):
     name: str       # upper case, as Kafka normalises it
     protocol: str   # one of PROTOCOLS
     host: str
     port: int
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     def endpoint(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host

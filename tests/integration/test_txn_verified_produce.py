@@ -6,16 +6,15 @@ added to the transaction is refused (INVALID_TXN_STATE) and writes nothing."""
 
 import datetime
 import struct
-import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from crc32c import crc32c
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from raw_protocol import NONE, RawClient, assert_healthy
+from transactions.client_helpers import create_topics, read_committed
 from waiting import wait_until
 from weir.protocol.record_batch import TRANSACTIONAL_BIT
 from weir.protocol.records import encode_batch
@@ -24,31 +23,6 @@ SETTINGS = {"transaction_state_log_num_partitions": "3", "offsets_topic_num_part
             "group_initial_rebalance_delay_ms": "0"}
 INIT_PRODUCER_ID, PRODUCE, FIND_COORDINATOR = 22, 0, 10
 INVALID_TXN_STATE = 48
-
-
-def create_topics(bootstrap: str, *names: str, partitions: int = 2, replication: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(n, partitions, replication) for n in names]).values():
-        future.result(30)
-
-
-def read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float = 60) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    quiet_until = None
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            values.append(msg.value())
-        if len(values) >= expected:
-            quiet_until = quiet_until or time.monotonic() + 2
-            if time.monotonic() > quiet_until:
-                break
-    consumer.close()
-    return values
 
 
 def commit_and_abort(bootstrap: str, transactional_id: str) -> None:

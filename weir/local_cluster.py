@@ -58,20 +58,21 @@ class BrokerProcess:
         # Its own session: a Ctrl-C meant for `weir up` reaches the brokers only as `weir up` stops them.
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        # each incarnation's own event: the killed one's reader, still draining, must not say the new one is ready
         self._ready = threading.Event()
-        threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self._ready), daemon=True).start()
         if wait:
             self.wait_ready()
         return self
 
-    def _pump(self, stream) -> None:
+    def _pump(self, stream, ready: threading.Event) -> None:
         for line in stream:
             self.log_lines.append(line)
             if self.echo:
                 sys.stdout.write(f"[broker {self.broker_id}] {line}")
             if "ready on" in line:
-                self._ready.set()
-        self._ready.set()  # the process ended
+                ready.set()
+        ready.set()  # the process ended
 
     def wait_ready(self) -> None:
         if not self._ready.wait(READY_TIMEOUT_S) or self.proc.poll() is not None:

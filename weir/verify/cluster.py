@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -39,18 +37,6 @@ DEFAULT_BROKER_SETTINGS = {
 
 class IsolatedBroker(BrokerProcess):
     """A broker process in its own process group, so the harness alone decides when it ends."""
-
-    def start(self, wait: bool = True) -> "IsolatedBroker":
-        args = [sys.executable, "-m", "weir.cli", "broker"]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self._ready = threading.Event()
-        threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
-        if wait:
-            self.wait_ready()
-        return self
 
     def kill(self) -> None:
         if self.running:

@@ -18,7 +18,7 @@ from cluster_tools import create_topic, partition_metadata, wait_until
 from eos_app import CHANGELOG, INPUT, OUTPUT
 
 APP = Path(__file__).with_name("eos_app.py")
-INPUTS = 3000
+INPUTS = 2000
 KEYS = 7
 
 
@@ -105,7 +105,7 @@ def test_consume_transform_produce_is_exactly_once_across_kill_9_of_the_app_and_
     for topic, config in ((INPUT, {}), (OUTPUT, {}), (CHANGELOG, {"cleanup.policy": "compact"})):
         create_topic(bootstrap, topic, 3, 3, **{"min.insync.replicas": "2", **config})
     output = CommittedReader(bootstrap, OUTPUT)
-    feeder = Feeder(bootstrap, INPUTS, rate=150).start()  # 20 s of input: the faults land while it flows
+    feeder = Feeder(bootstrap, INPUTS, rate=150).start()  # 13 s of input: the faults land while it flows
     app = App(bootstrap, stack, tmp_path / "app.log")
 
     def outputs_reach(n: int):

@@ -30,6 +30,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
                                         TransactionResult, UnexpectedMarkerError, Write)
 from ..transactions.state_log import TRANSACTION_STATE_TOPIC, RecordFormatError, decode_batches, encode_batch
+from ..groups.internal_topic import InternalTopic
 from .marker_sender import MarkerSender
 
 log = logging.getLogger(__name__)
@@ -58,13 +59,13 @@ class TransactionCoordinatorShell:
         self.replicas = replicas
         self.config = config
         self.core = TransactionCoordinator(TransactionConfig.from_broker(config))
-        self._create_topic = create_topic
         self._allocate = allocate_producer_id
         self.markers = MarkerSender(replicas, connect, self._on_markers_written, self._on_markers_unroutable,
                                     RETRY_BACKOFF_MS, config["request.timeout.ms"])
         self.loading: dict[int, asyncio.Task] = {}
         self.epochs: dict[int, int] = {}  # partition → leader epoch loaded (or being loaded) at
-        self._creating: asyncio.Task | None = None
+        self.state_topic = InternalTopic(replicas, create_topic, TRANSACTION_STATE_TOPIC,
+                                         "transaction.state.log.replication.factor", self._state_topic_plan)
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.Task] = []
 
@@ -115,45 +116,11 @@ class TransactionCoordinatorShell:
         """(error, BrokerInfo of the leader of the id's partition), creating the topic if need be."""
         if not transactional_id:
             return ErrorCode.invalid_request, None
-        if TRANSACTION_STATE_TOPIC not in self.replicas.view.topics:
-            try:
-                await self._ensure_topic()
-            except KafkaError as e:
-                log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
-                return ErrorCode.coordinator_not_available, None
-        state = self.replicas.view.states.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))
-        broker = self.replicas.view.brokers.get(state.leader) if state is not None else None
-        if broker is None:
-            return ErrorCode.coordinator_not_available, None
-        return ErrorCode.none, broker
+        return await self.state_topic.coordinator(lambda: self.partition_of(transactional_id))
 
-    async def _ensure_topic(self) -> None:
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_state_topic())
-        await asyncio.shield(self._creating)
-
-    async def _create_state_topic(self) -> None:
-        if TRANSACTION_STATE_TOPIC in self.replicas.view.topics:
-            return
+    def _state_topic_plan(self) -> tuple[int, int, dict[str, str]]:
         cfg = self.txn_config
-        live = len(self.replicas.view.brokers)
-        factor = min(cfg.replication_factor, live)
-        configs = cfg.topic_configs()
-        if factor < cfg.replication_factor:
-            log.warning("creating %s with replication factor %d: only %d broker(s) are live "
-                        "(transaction.state.log.replication.factor is %d)", TRANSACTION_STATE_TOPIC, factor, live,
-                        cfg.replication_factor)
-        if cfg.min_isr > factor:
-            # Kafka keeps min.isr and every write fails with NOT_ENOUGH_REPLICAS; a cluster too
-            # small for the replication factor gets what it can have, as for the factor itself
-            log.warning("%s: min.insync.replicas %d (transaction.state.log.min.isr is %d)", TRANSACTION_STATE_TOPIC,
-                        factor, cfg.min_isr)
-            configs["min.insync.replicas"] = str(factor)
-        try:
-            await self._create_topic(TRANSACTION_STATE_TOPIC, cfg.num_partitions, factor, None, configs)
-        except KafkaError as e:
-            if e.code != ErrorCode.topic_already_exists:
-                raise
+        return cfg.num_partitions, cfg.replication_factor, cfg.topic_configs()
 
     # -- leadership: load and unload ---------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ..log import OffsetOutOfRange
 from ..protocol.record_batch import read_batch_header
 from ..transactions.partition_txns import SENTINEL, AppendOrigin
 from ..protocol.errors import ErrorCode, KafkaError
+from .internal_topic import InternalTopic
 from .group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
 from .placement import OFFSETS_TOPIC, partition_for
 from .records import (GroupKey, LoggedMarker, OffsetKey, OffsetValue, RecordFormatError, encode_batch,
@@ -63,13 +64,13 @@ class GroupCoordinator:
         self.replicas = replicas
         self.config = config
         self.group_config = GroupConfig.from_broker(config)
-        self._create_topic = create_topic
         self._verify_transaction = verify_transaction
         self.groups: dict[str, Group] = {}
         self.owned: dict[int, int] = {}  # offsets partition → leader epoch it was loaded in
         self.loading: dict[int, asyncio.Task] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._creating: asyncio.Task | None = None
+        self.offsets_topic = InternalTopic(replicas, create_topic, OFFSETS_TOPIC, "offsets.topic.replication.factor",
+                                           self._offsets_topic_plan)
         self._expiry_task: asyncio.Task | None = None
         # transaction markers that landed in a partition while it was loading: (producer id, committed)
         self._completed_while_loading: dict[int, list[tuple[int, bool]]] = {}
@@ -113,42 +114,13 @@ class GroupCoordinator:
         """(error, BrokerInfo of the leader of the group's partition), creating the topic if need be."""
         if not group_id:
             return ErrorCode.invalid_request, None
-        if OFFSETS_TOPIC not in self.replicas.view.topics:
-            try:
-                await self._ensure_offsets_topic()
-            except KafkaError as e:
-                log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
-                return ErrorCode.coordinator_not_available, None
-        index = self.partition_of(group_id)
-        state = self.replicas.view.states.get((OFFSETS_TOPIC, index))
-        broker = self.replicas.view.brokers.get(state.leader) if state is not None else None
-        if broker is None:
-            return ErrorCode.coordinator_not_available, None
-        return ErrorCode.none, broker
+        return await self.offsets_topic.coordinator(lambda: self.partition_of(group_id))
 
-    async def _ensure_offsets_topic(self) -> None:
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_offsets_topic())
-        await asyncio.shield(self._creating)
-
-    async def _create_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC in self.replicas.view.topics:
-            return
-        partitions = self.config["offsets.topic.num.partitions"]
-        wanted = self.config["offsets.topic.replication.factor"]
-        live = len(self.replicas.view.brokers)
-        factor = min(wanted, live)
-        if factor < wanted:
-            log.warning("creating %s with replication factor %d: only %d broker(s) are live "
-                        "(offsets.topic.replication.factor is %d)", OFFSETS_TOPIC, factor, live, wanted)
+    def _offsets_topic_plan(self) -> tuple[int, int, dict[str, str]]:
         # Compacted, as Kafka's: the cleaner keeps each group's and offset's latest record, and the
         # tombstones of DeleteGroups, OffsetDelete and expiry remove them.
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
-        try:
-            await self._create_topic(OFFSETS_TOPIC, partitions, factor, None, configs)
-        except KafkaError as e:
-            if e.code != ErrorCode.topic_already_exists:
-                raise
+        return (self.config["offsets.topic.num.partitions"], self.config["offsets.topic.replication.factor"],
+                {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])})
 
     # -- leadership: load and unload ---------------------------------------------------------
 

@@ -1,10 +1,10 @@
-"""The CI run: a thousand random fault schedules, in parallel, with no violation."""
+"""The CI run: hundreds of random fault schedules, in parallel, with no violation."""
 
 import os
 
 from weir.sim.runner import run_many
 
-SEEDS = int(os.environ.get("WEIR_SIM_SEEDS", "1000"))  # more: WEIR_SIM_SEEDS=N, or weir sim --seeds N
+SEEDS = int(os.environ.get("WEIR_SIM_SEEDS", "600"))  # more: WEIR_SIM_SEEDS=N, or weir sim --seeds N
 
 
 def test_clean_seeds_have_no_violation():

@@ -95,18 +95,21 @@ class App:
             self.start()
 
     def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 @pytest.mark.parametrize("stack", ["confluent-kafka", "kafka-python"])
-def test_consume_transform_produce_is_exactly_once_across_kill_9_of_the_app_and_of_a_leader(cluster, stack, tmp_path):
+def test_consume_transform_produce_is_exactly_once_across_kill_9_of_the_app_and_of_a_leader(cluster, stack, tmp_path,
+                                                                                            request):
     bootstrap = cluster.bootstrap
     for topic, config in ((INPUT, {}), (OUTPUT, {}), (CHANGELOG, {"cleanup.policy": "compact"})):
         create_topic(bootstrap, topic, 3, 3, **{"min.insync.replicas": "2", **config})
     output = CommittedReader(bootstrap, OUTPUT)
     feeder = Feeder(bootstrap, INPUTS, rate=150).start()  # 13 s of input: the faults land while it flows
     app = App(bootstrap, stack, tmp_path / "app.log")
+    request.addfinalizer(app.kill)  # whatever happens: it would run for ever
 
     def outputs_reach(n: int):
         app.keep_running()

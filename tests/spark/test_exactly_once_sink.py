@@ -51,8 +51,10 @@ def test_a_streaming_copy_killed_mid_batch_and_restarted_writes_each_record_once
     log = (tmp_path / "app.log").open("a")
 
     def app(mode: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, str(APP), bootstrap, checkpoint, mode],
+        proc = subprocess.Popen([sys.executable, str(APP), bootstrap, checkpoint, mode],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        request.addfinalizer(proc.kill)  # a query left running would run for ever
+        return proc
 
     written = 0
     request.addfinalizer(lambda: print((tmp_path / "app.log").read_text()[-6000:]))

@@ -8,7 +8,8 @@
 
 A transactional run under kills reads only whole committed transactions.
 
-Each run takes about half a minute (one fault cycle); the file, about two and a half minutes.
+Each run takes about half a minute (one fault cycle). CI runs the mixed schedule of the safe side;
+WEIR_VERIFY_FULL=1 adds the Jepsen schedule and the reassignments.
 """
 
 import json
@@ -59,7 +60,11 @@ def test_jepsen_configuration_loses_acknowledged_writes(tmp_path):
     assert expectation_failures([results]) == []
 
 
-@pytest.mark.parametrize("nemesis, time_s, brokers", [("jepsen", 17, 3), ("mixed", 30, 3), ("reassign", 17, 4)])
+# CI runs the mixed schedule; WEIR_VERIFY_FULL=1 adds the Jepsen schedule and reassignments (~50 s more)
+SAFE_RUNS = [("mixed", 30, 3)] + ([("jepsen", 17, 3), ("reassign", 17, 4)] if os.environ.get("WEIR_VERIFY_FULL") else [])
+
+
+@pytest.mark.parametrize("nemesis, time_s, brokers", SAFE_RUNS)
 def test_unclean_off_min_isr_2_acks_all_loses_nothing(tmp_path, nemesis, time_s, brokers):
     results = run(tmp_path, nemesis=nemesis, unclean=False, min_isr=2, acks="all", time_s=time_s, brokers=brokers)
     assert expectation(results["cell"]) == "safe"

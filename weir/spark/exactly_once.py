@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from .options import WriteOptions
+from .options import SECURITY_PREFIXES, WriteOptions
 from .sink import ProduceError, flush_or_fail, producer_config, send_rows
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a micro-batch
@@ -82,4 +82,4 @@ def produce_exactly_once(opts: WriteOptions, rows, batch_id: int, partition_id: 
 
 def _shared(opts: WriteOptions) -> dict:
     """The connection settings of the sink's kafka.* options (security), for the progress reader."""
-    return {k: v for k, v in opts.producer_config.items() if k.startswith(("security.", "sasl.", "ssl."))}
+    return {k: v for k, v in opts.producer_config.items() if f"kafka.{k}".startswith(SECURITY_PREFIXES)}

@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     register_reassign_partitions_command(sub)
     from .users_cli import register as register_users_command
     register_users_command(sub)
+    from .acls_cli import register as register_acls_command
+    register_acls_command(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

@@ -191,6 +191,12 @@ SETTINGS = {s.name: s for s in [
             "Wait before closing a connection whose authentication failed."),
     Setting("sasl.server.max.receive.size", int, 524288,
             "Largest request a client may send on a SASL listener before it has authenticated."),
+    # ACLs (weir/security/acls.py, authorization.py)
+    Setting("authorizer.class.name", str, "",
+            "Any class name (kafka.security.authorizer.AclAuthorizer, ...StandardAuthorizer) turns ACLs on; "
+            "empty: every request is allowed."),
+    Setting("super.users", str, "", "Principals allowed everything, separated by semicolons: User:admin;User:broker."),
+    Setting("allow.everyone.if.no.acl.found", bool, False, "With ACLs on, allow a resource no ACL names to everyone."),
 ]}
 
 

@@ -227,6 +227,8 @@ class SecureSetup:
             f"listener.name.{listener}.{self.mechanism.lower()}.sasl.jaas.config":
                 f'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
                 f'password="{self.admin_password}";',
+            # ACLs on; admin, as whom the brokers reach each other too, may do everything
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
         }
 
     def create_admin(self, zookeeper_connect: str) -> None:

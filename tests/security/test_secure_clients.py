@@ -56,7 +56,7 @@ def secure_broker(tmp_path_factory, zookeeper):
                           "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
                           "connections.max.idle.ms": "3000", "connections.max.reauth.ms": "2000",
                  "connection.failed.authentication.delay.ms": "10", "group.initial.rebalance.delay.ms": "0",
-                 "metrics.port": "0"}
+                 "metrics.port": "0", "allow.everyone.if.no.acl.found": "true"}  # ACLs: tests/security/test_acl_cluster.py
     broker = BrokerProcess(0, data_dir / "broker-0", zookeeper_connect, ports["PLAINTEXT"], overrides=overrides)
     broker.start()
     broker.ports, broker.setup = ports, setup

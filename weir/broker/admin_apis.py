@@ -22,6 +22,9 @@ from ..protocol import codec
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
+from ..security.acls import CLUSTER_NAME
+from ..security.authorization import (CLUSTER, DENIED_ERROR, TOPIC, RequestAuthorizer, allowed, cluster_error, denied,
+                                      denied_creation)
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
@@ -39,8 +42,10 @@ METADATA_WAIT_S = 10
 
 
 class AdminApis:
-    def __init__(self, replicas: ReplicaManager, store: ZkMetadataStore, controller: ControllerService) -> None:
+    def __init__(self, replicas: ReplicaManager, store: ZkMetadataStore, controller: ControllerService,
+                 authz: RequestAuthorizer | None = None) -> None:
         self.replicas = replicas
+        self.authz = authz
         self.config = replicas.config
         self.broker_id = self.config["broker.id"]
         self.store = store
@@ -76,34 +81,50 @@ class AdminApis:
             names = tuple(t.name if t.name is not None else t.topic_id for t in request.topics)
         auto_create = self.config["auto.create.topics.enable"] and getattr(request, "allow_auto_topic_creation", True)
         missing = [n for n in names or () if isinstance(n, str) and n not in self.view.topics and _legal(n)]
+        refused = frozenset()  # topics the principal may not describe: hidden from a listing, else refused
+        if self.authz is not None:
+            by_id = self.view.topics_by_id()
+            wanted = [n if isinstance(n, str) else by_id[n].name for n in names if isinstance(n, str) or n in by_id] \
+                if names is not None else list(self.view.topics)
+            refused = frozenset(denied(self.authz, header, TOPIC, wanted))
+            if missing and auto_create:
+                refused |= denied_creation(self.authz, header, [n for n in missing if n not in refused])
+                missing = [n for n in missing if n not in refused]
         if missing and auto_create:
-            return self._metadata_after_create(version, names, missing, header.listener)
-        return self._metadata_body(version, names, header.listener)
+            return self._metadata_after_create(version, names, missing, header.listener, refused)
+        return self._metadata_body(version, names, header.listener, refused)
 
-    async def _metadata_after_create(self, version: int, names, missing: list[str], listener: str = "") -> bytes:
+    async def _metadata_after_create(self, version: int, names, missing: list[str], listener: str,
+                                     refused: frozenset) -> bytes:
         for name in missing:
             try:
                 await self.create_topic(name, self.config["num.partitions"],
                                          self.config["default.replication.factor"], None, {})
             except KafkaError as e:
                 log.info("auto-creating topic %s failed: %s", name, e)
-        return self._metadata_body(version, names, listener)
+        return self._metadata_body(version, names, listener, refused)
 
-    def _metadata_body(self, version: int, names, listener: str = "") -> bytes:
-        key = (version, names, listener)
+    def _metadata_body(self, version: int, names, listener: str = "", refused: frozenset = frozenset()) -> bytes:
+        key = (version, names, listener, refused)
         body = self._metadata_cache.get(key)
         if body is None:
-            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener))
+            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener, refused))
             self._metadata_cache[key] = body
         return body
 
-    def _metadata_dict(self, names, listener: str = "") -> dict:
+    def _metadata_dict(self, names, listener: str = "", refused: frozenset = frozenset()) -> dict:
         view = self.view
         by_id = view.topics_by_id()
-        keys = names if names is not None else tuple(sorted(view.topics))
+        keys = names if names is not None else tuple(sorted(t for t in view.topics if t not in refused))
         topics = []
         for key in keys:
             assignment = view.topics.get(key) if isinstance(key, str) else by_id.get(key)
+            if (key if isinstance(key, str) else getattr(assignment, "name", None)) in refused:
+                topics.append({"error_code": ErrorCode.topic_authorization_failed,
+                               "name": key if isinstance(key, str) else None,
+                               "topic_id": key if isinstance(key, uuid.UUID) else ZERO_UUID,
+                               "is_internal": False, "partitions": []})
+                continue
             if assignment is None:
                 code = ErrorCode.unknown_topic_or_partition
                 if isinstance(key, str) and not _legal(key):
@@ -182,14 +203,16 @@ class AdminApis:
             await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - loop.time())
 
     def create_topics(self, header: RequestHeader, request):
-        return self._create_topics(request)
+        return self._create_topics(request, denied_creation(self.authz, header, [t.name for t in request.topics]))
 
-    async def _create_topics(self, request) -> dict:
+    async def _create_topics(self, request, refused: set[str]) -> dict:
         results = []
         for t in request.topics:
             out = {"name": t.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
                    "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": []}
             try:
+                if t.name in refused:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
                 configs = {c.name: c.value for c in t.configs}
                 manual = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} or None
                 if manual and (t.num_partitions != -1 or t.replication_factor != -1):
@@ -209,19 +232,23 @@ class AdminApis:
         return {"throttle_time": 0, "topics": results}
 
     def delete_topics(self, header: RequestHeader, request):
-        return self._delete_topics(header.api_version, request)
+        return self._delete_topics(header, request)
 
-    async def _delete_topics(self, version: int, request) -> dict:
+    async def _delete_topics(self, header: RequestHeader, request) -> dict:
         by_id = self.view.topics_by_id()
-        wanted = ([(s.name, s.topic_id) for s in request.topics] if version >= 6
+        wanted = ([(s.name, s.topic_id) for s in request.topics] if header.api_version >= 6
                   else [(n, None) for n in request.topic_names])
+        refused = denied(self.authz, header, TOPIC, [name or getattr(by_id.get(topic_id), "name", "")
+                                                     for name, topic_id in wanted])
         responses = []
         for name, topic_id in wanted:
             assignment = self.view.topics.get(name) if name is not None else by_id.get(topic_id)
             out = {"name": assignment.name if assignment else name,
                    "topic_id": assignment.topic_id if assignment else (topic_id or ZERO_UUID),
                    "error_code": 0, "error_message": None}
-            if assignment is None:
+            if (name or getattr(assignment, "name", "")) in refused:
+                out["error_code"] = ErrorCode.topic_authorization_failed
+            elif assignment is None:
                 out["error_code"] = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
             elif assignment.name in INTERNAL_TOPICS:
                 out["error_code"], out["error_message"] = ErrorCode.invalid_topic_exception, "internal topic"
@@ -237,13 +264,15 @@ class AdminApis:
         return {"throttle_time": 0, "responses": responses}
 
     def create_partitions(self, header: RequestHeader, request):
-        return self._create_partitions(request)
+        return self._create_partitions(request, denied(self.authz, header, TOPIC, [t.name for t in request.topics]))
 
-    async def _create_partitions(self, request) -> dict:
+    async def _create_partitions(self, request, refused: set[str]) -> dict:
         results = []
         for t in request.topics:
             out = {"name": t.name, "error_code": 0, "error_message": None}
             try:
+                if t.name in refused:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 assignment = self.view.topics.get(t.name)
                 if assignment is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {t.name!r}")
@@ -284,6 +313,7 @@ class AdminApis:
             out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name, "configs": []}
             try:
+                self._check_config_access(header, r)
                 entries = self._config_entries(r.resource_type, r.resource_name)
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
@@ -300,6 +330,14 @@ class AdminApis:
                               for e in entries if wanted is None or e.name in wanted]
             results.append(out)
         return {"throttle_time": 0, "results": results}
+
+    def _check_config_access(self, header: RequestHeader, r) -> None:
+        """DESCRIBE_CONFIGS or ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+        if self.authz is None or r.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+            return
+        resource_type, name = (TOPIC, r.resource_name) if r.resource_type == RESOURCE_TOPIC else (CLUSTER, CLUSTER_NAME)
+        if not allowed(self.authz, header, resource_type, name):
+            raise KafkaError(DENIED_ERROR[resource_type], f"{header.principal} may not do that on {r.resource_name!r}")
 
     def _config_entries(self, resource_type: int, name: str) -> list[topic_configs.ConfigEntry]:
         if resource_type == RESOURCE_TOPIC:
@@ -325,8 +363,8 @@ class AdminApis:
 
     def alter_configs(self, header: RequestHeader, request):
         """AlterConfigs replaces a topic's whole set of overrides."""
-        return self._alter_configs(request, lambda current, r: {c.name: c.value for c in r.configs
-                                                                if c.value is not None})
+        return self._alter_configs(header, request, lambda current, r: {c.name: c.value for c in r.configs
+                                                                        if c.value is not None})
 
     def incremental_alter_configs(self, header: RequestHeader, request):
         def apply(current: dict, r) -> dict:
@@ -341,7 +379,7 @@ class AdminApis:
                 else:
                     raise KafkaError(ErrorCode.invalid_request, f"{c.name}: unknown operation {c.config_operation}")
             return updated
-        return self._alter_configs(request, apply)
+        return self._alter_configs(header, request, apply)
 
     def _list_operation(self, configs: dict, c, resource_type: int) -> str:
         """APPEND or SUBTRACT the comma-separated items of `c.value` to or from a list config's
@@ -360,12 +398,13 @@ class AdminApis:
             return ",".join(items + [item for item in given if item not in items])
         return ",".join(item for item in items if item not in given)
 
-    async def _alter_configs(self, request, apply) -> dict:
+    async def _alter_configs(self, header: RequestHeader, request, apply) -> dict:
         responses = []
         for r in request.resources:
             out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
+                self._check_config_access(header, r)
                 if r.resource_type == RESOURCE_BROKER:
                     await self._alter_broker_configs(r, apply, request.validate_only)
                     responses.append(out)
@@ -416,6 +455,9 @@ class AdminApis:
                 "cluster_authorized_operations": NO_OPERATIONS}
 
     def elect_leaders(self, header: RequestHeader, request):
+        if cluster_error(self.authz, header):
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                    "replica_election_results": []}
         return self._elect_leaders(header.api_version, request)
 
     async def _elect_leaders(self, version: int, request) -> dict:
@@ -434,6 +476,8 @@ class AdminApis:
             {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
 
     def alter_partition(self, header: RequestHeader, request):
+        if cluster_error(self.authz, header):
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "topics": []}
         return self._alter_partition(request)
 
     async def _alter_partition(self, request) -> dict:

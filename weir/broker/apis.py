@@ -19,6 +19,7 @@ from ..protocol.hot_responses import (FetchPartitionResult, ProducePartitionResu
                                       encode_produce_response)
 from ..protocol.record_batch import TRANSACTIONAL_BIT
 from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied
 from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
@@ -48,9 +49,11 @@ class InOrder:
 
 
 class DataApis:
-    def __init__(self, replicas: ReplicaManager, verifier: TxnVerifier | None = None) -> None:
+    def __init__(self, replicas: ReplicaManager, verifier: TxnVerifier | None = None,
+                 authz: RequestAuthorizer | None = None) -> None:
         self.replicas = replicas
         self.verifier = verifier  # KIP-890: asks the transaction coordinator (None: nobody to ask)
+        self.authz = authz  # None: no authorizer, everything is allowed
         self.handlers = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -87,6 +90,7 @@ class DataApis:
         waiting: list[tuple[ProducePartitionResult, asyncio.Future]] = []
         verifying: list[tuple[ProducePartitionResult, str, object, VerificationGuard]] = []
         failed = False
+        refused = self._refused_producing(header, request, names) if self.authz is not None else None
         for topic_data in request.topic_data:
             name = names.get(topic_data.topic_id) if by_id else topic_data.name
             results = []
@@ -95,6 +99,8 @@ class DataApis:
                 try:
                     if name is None:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
+                    if refused and name in refused:
+                        raise KafkaError(refused[name], f"{header.principal} may not write to {name}")
                     if name in INTERNAL_TOPICS:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"{name} is written by the broker only")
                     validated = None
@@ -124,6 +130,15 @@ class DataApis:
             self._settle(waiting)
             return encode_produce_response(header.api_version, topics_out)
         return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
+
+    def _refused_producing(self, header: RequestHeader, request, names: dict) -> dict[str, ErrorCode]:
+        """Topic → error, for the topics this producer may not write to: all of them when it may
+        not use its transactional id (TRANSACTIONAL_ID WRITE), else those without TOPIC WRITE."""
+        wanted = [names.get(t.topic_id) if header.api_version >= 13 else t.name for t in request.topic_data]
+        wanted = [n for n in wanted if n is not None]
+        if request.transactional_id is not None and denied(self.authz, header, TXN, [request.transactional_id]):
+            return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+        return dict.fromkeys(denied(self.authz, header, TOPIC, wanted), ErrorCode.topic_authorization_failed)
 
     def _append(self, result: ProducePartitionResult, name: str, index: int, records, request, now: int, waiting,
                 validated=None, verification_guard: VerificationGuard = SENTINEL) -> None:
@@ -195,9 +210,16 @@ class DataApis:
         for fetch_topic in request.topics:
             name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
             wanted.append((name, fetch_topic, fetch_topic.partitions))
+        refused = None
+        if self.authz is not None:  # a follower needs CLUSTER_ACTION (else every topic is refused), a consumer READ
+            named = [name for name, _, _ in wanted if name is not None]
+            if replica_id >= 0:
+                refused = set(named) if cluster_error(self.authz, header) else None
+            else:
+                refused = denied(self.authz, header, TOPIC, named)
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
         results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
-                                 read_committed=read_committed)
+                                 read_committed=read_committed, refused=refused)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         while (_bytes(results) < request.min_bytes and not _has_error(results)
                and (remaining := deadline - time.monotonic()) > 0):
@@ -206,11 +228,11 @@ class DataApis:
                 break
             await self.replicas.waiters.wait(keys, remaining)
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
-                                     read_committed=read_committed)
+                                     read_committed=read_committed, refused=refused)
         return encode_fetch_response(header.api_version, 0, results)
 
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
-                  read_committed: bool = False) -> list:
+                  read_committed: bool = False, refused: set[str] | None = None) -> list:
         out = []
         budget = max_bytes
         now = now_ms()
@@ -219,6 +241,9 @@ class DataApis:
             for p in partitions:
                 if name is None:
                     results.append(FetchPartitionResult(p.partition, ErrorCode.unknown_topic_id))
+                    continue
+                if refused and name in refused:
+                    results.append(FetchPartitionResult(p.partition, ErrorCode.topic_authorization_failed))
                     continue
                 # The log returns at least one whole batch (KIP-74), so a
                 # consumer progresses past a batch larger than its limits.
@@ -235,6 +260,7 @@ class DataApis:
 
     def list_offsets(self, header: RequestHeader, request) -> dict:
         read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+        refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         topics = []
         for t in request.topics:
             partitions = []
@@ -242,6 +268,8 @@ class DataApis:
                 out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1,
                        "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
                 try:
+                    if t.name in refused:
+                        raise KafkaError(ErrorCode.topic_authorization_failed)
                     partition = self.replicas.leader_partition(t.name, p.partition_index,
                                                                getattr(p, "current_leader_epoch", -1))
                     out["leader_epoch"] = partition.leader_epoch
@@ -276,6 +304,7 @@ class DataApis:
         replica answers, leader or follower (the admin client asks the leader unless told a
         broker), as Kafka's; NOT_LEADER_OR_FOLLOWER from a broker that hosts none. The coordinator
         epoch and the ongoing transaction's first offset are the transaction table's (-1: none)."""
+        refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         topics = []
         for t in request.topics:
             partitions = []
@@ -283,6 +312,8 @@ class DataApis:
                 out = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
                        "active_producers": []}
                 try:
+                    if t.name in refused:
+                        raise KafkaError(ErrorCode.topic_authorization_failed)
                     partition = self.replicas.hosted(t.name, index)
                     txns = partition.txns.table.producers
                     out["active_producers"] = [
@@ -300,11 +331,21 @@ class DataApis:
     # -- OffsetForLeaderEpoch (KIP-101/279) ----------------------------------
 
     def offset_for_leader_epoch(self, header: RequestHeader, request) -> dict:
+        """A follower (replica_id >= 0) needs CLUSTER_ACTION, a client DESCRIBE on the topic."""
+        names = [t.topic for t in request.topics]
+        if getattr(request, "replica_id", -1) >= 0 and cluster_error(self.authz, header):
+            refused = dict.fromkeys(names, ErrorCode.cluster_authorization_failed)
+        else:
+            refused = dict.fromkeys(denied(self.authz, header, TOPIC, names), ErrorCode.topic_authorization_failed)
         topics = []
         for t in request.topics:
             partitions = []
             for p in t.partitions:
                 partition = self.replicas.partitions.get((t.topic, p.partition))
+                if t.topic in refused:
+                    partitions.append({"error_code": refused[t.topic], "partition": p.partition,
+                                       "leader_epoch": -1, "end_offset": -1})
+                    continue
                 if partition is None:
                     partitions.append({"error_code": ErrorCode.unknown_topic_or_partition, "partition": p.partition,
                                        "leader_epoch": -1, "end_offset": -1})
@@ -322,10 +363,14 @@ class DataApis:
         has followed, with the low watermark, or REQUEST_TIMED_OUT at the request's timeout, as
         Kafka's DelayedDeleteRecords."""
         results = {}  # (topic, index) -> [partition, target, error]
+        refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         for t in request.topics:
             for p in t.partitions:
                 key = (t.name, p.partition_index)
                 try:
+                    if t.name in refused:
+                        raise KafkaError(ErrorCode.topic_authorization_failed, f"{header.principal} may not delete "
+                                                                               f"records of {t.name}")
                     if t.name in INTERNAL_TOPICS:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"cannot delete records of internal "
                                                                             f"topic {t.name}")
@@ -362,7 +407,10 @@ class DataApis:
 
     def describe_log_dirs(self, header: RequestHeader, request) -> dict:
         """Our one log directory: each hosted partition's size, and its lag as Kafka reports it
-        (how far its LEO is below its own HW: 0 unless the log was cut below it)."""
+        (how far its LEO is below its own HW: 0 unless the log was cut below it). CLUSTER DESCRIBE,
+        else no directories (and CLUSTER_AUTHORIZATION_FAILED from v3), as Kafka."""
+        if cluster_error(self.authz, header):
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
         wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
         topics: dict[str, list] = {}
         for (name, index), partition in sorted(self.replicas.partitions.items()):
@@ -382,9 +430,10 @@ class DataApis:
         """A broker has one log directory: a replica may be asked to stay in it (NONE, nothing
         moves), any other path is LOG_DIR_NOT_FOUND, as Kafka answers for a directory it lacks."""
         ours = self.replicas.root.resolve()
+        refused = cluster_error(self.authz, header)
         results: dict[str, list] = {}
         for d in request.dirs:
-            code = ErrorCode.none if Path(d.path).resolve() == ours else ErrorCode.log_dir_not_found
+            code = refused or (ErrorCode.none if Path(d.path).resolve() == ours else ErrorCode.log_dir_not_found)
             for t in d.topics:
                 results.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
         return {"throttle_time": 0, "results": [{"topic_name": name, "partitions": partitions}

@@ -4,18 +4,23 @@ controller: the rules are weir/controller/reassignment.py's, run on the controll
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
+from ..security.authorization import RequestAuthorizer, cluster_error
 from .controller_service import ControllerService
 
 
 class ReassignmentApis:
-    def __init__(self, controller: ControllerService) -> None:
+    def __init__(self, controller: ControllerService, authz: RequestAuthorizer | None = None) -> None:
         self.controller = controller
+        self.authz = authz
         self.handlers = {
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
         }
 
     def alter_partition_reassignments(self, header: RequestHeader, request):
+        if cluster_error(self.authz, header):
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                    "responses": []}
         return self._alter(header.api_version, request)
 
     async def _alter(self, version: int, request) -> dict:
@@ -46,7 +51,10 @@ class ReassignmentApis:
         return answer
 
     def list_partition_reassignments(self, header: RequestHeader, request) -> dict:
-        answer = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": []}
+        answer = {"throttle_time": 0, "error_code": cluster_error(self.authz, header), "error_message": None,
+                  "topics": []}
+        if answer["error_code"]:
+            return answer
         core = self.controller.core
         if not self.controller.active or core is None:
             answer["error_code"] = ErrorCode.not_controller

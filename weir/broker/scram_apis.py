@@ -14,20 +14,25 @@ from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.scram import MAX_ITERATIONS, MECHANISM_TYPE_OF, MECHANISM_TYPES, MIN_ITERATIONS, ScramCredential
 from ..protocol.versions import ApiKey
+from ..security.authorization import RequestAuthorizer, cluster_error
 from ..security.scram_store import ConcurrentChange, ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
 
 class ScramApis:
-    def __init__(self, store: ScramCredentialStore) -> None:
+    def __init__(self, store: ScramCredentialStore, authz: RequestAuthorizer | None = None) -> None:
         self.store = store
+        self.authz = authz
         self.handlers = {
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.alter,
         }
 
     def describe(self, header: RequestHeader, request):
+        if cluster_error(self.authz, header):
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                    "results": []}
         return self._describe(request)
 
     async def _describe(self, request) -> dict:
@@ -51,6 +56,10 @@ class ScramApis:
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "results": results}
 
     def alter(self, header: RequestHeader, request):
+        if cluster_error(self.authz, header):
+            return {"throttle_time": 0, "results": [
+                {"user": name, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
+                for name in dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])]}
         return self._alter(request)
 
     async def _alter(self, request) -> dict:

@@ -34,6 +34,10 @@ from .txn_coordinator import TransactionCoordinatorShell
 from .txn_markers import TxnMarkerApis
 from .txn_verification import TxnVerifier
 from .scram_apis import ScramApis
+from .acl_apis import AclApis
+from ..security.acl_store import AclStore
+from ..security.acls import Authorizer
+from ..security.authorization import RequestAuthorizer
 from ..security.broker_security import inter_broker_security, listener_security
 from ..security.scram_store import ScramCredentialStore
 
@@ -52,9 +56,10 @@ class BrokerApis:
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
                  transactions: TransactionApis, metrics: BrokerMetrics, txn_markers: TxnMarkerApis,
-                 scram: ScramApis | None = None) -> None:
+                 scram: ScramApis | None = None, acls: AclApis | None = None) -> None:
         self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
-                         **transactions.handlers, **txn_markers.handlers, **(scram.handlers if scram else {})}
+                         **transactions.handlers, **txn_markers.handlers, **(scram.handlers if scram else {}),
+                         **(acls.handlers if acls else {})}
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
         self.scram_credential = scram.store.credential if scram else None
@@ -83,13 +88,20 @@ class Broker:
         self.zk = ZkSession(config["zookeeper.connect"], session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000,
                             on_state=self._on_zk_state)
         await self.zk.start(config["zookeeper.connection.timeout.ms"] / 1000)
+        authz = self.acl_store = None
+        if config["authorizer.class.name"]:  # ACLs on: read them before serving anyone
+            authz = RequestAuthorizer(Authorizer(
+                [u.strip() for u in config["super.users"].split(";") if u.strip()],
+                config["allow.everyone.if.no.acl.found"]))
+            self.acl_store = AclStore(self.zk, authz)
+            await self.acl_store.start()
         self.store = ZkMetadataStore(self.zk, on_controller_gone=lambda: self.controller.elect())
         await self.store.ensure_paths()
         self.watcher = MetadataWatcher(self.zk, on_change=self._on_metadata_change)
         self.controller = ControllerService(config, self.store, self.watcher, self.replicas.metrics)
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
-        self.admin = AdminApis(self.replicas, self.store, self.controller)
+        self.admin = AdminApis(self.replicas, self.store, self.controller, authz)
         # consumer groups and transactions: the coordinators follow the roles of the
         # __consumer_offsets and __transaction_state partitions
         self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,
@@ -108,11 +120,12 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        data = DataApis(self.replicas, self.txn_verifier)
-        apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller),
-                          GroupApis(self.groups, self.transactions),
-                          TransactionApis(self.transactions, self.groups.offsets_partition_count),
-                          self.replicas.metrics, TxnMarkerApis(self.replicas), ScramApis(ScramCredentialStore(self.zk)))
+        data = DataApis(self.replicas, self.txn_verifier, authz)
+        apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller, authz),
+                          GroupApis(self.groups, self.transactions, authz),
+                          TransactionApis(self.transactions, self.groups.offsets_partition_count, authz),
+                          self.replicas.metrics, TxnMarkerApis(self.replicas, authz),
+                          ScramApis(ScramCredentialStore(self.zk), authz), AclApis(authz, self.acl_store))
         self.servers = []
         for listener in config.listeners:  # one server per listener, each with its security protocol
             security = self.listener_security[listener.name]
@@ -298,6 +311,8 @@ class Broker:
         for conn in self._peers.values():
             await conn.close()
         await self.watcher.stop()
+        if self.acl_store is not None:
+            await self.acl_store.stop()
         await self.store.close()
         await self.zk.close()
         self.replicas.close()

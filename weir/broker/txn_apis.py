@@ -16,6 +16,8 @@ from datetime import timedelta
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
+from ..security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error,
+                                      denied)
 from ..transactions.coordinator import error_for_version, expected_producer
 from ..transactions.state_log import TransactionState
 from .txn_coordinator import TransactionCoordinatorShell, now_ms
@@ -30,9 +32,11 @@ def _ms(value) -> int:
 
 
 class TransactionApis:
-    def __init__(self, coordinator: TransactionCoordinatorShell, offsets_partition_count) -> None:
+    def __init__(self, coordinator: TransactionCoordinatorShell, offsets_partition_count,
+                 authz: RequestAuthorizer | None = None) -> None:
         """`offsets_partition_count()`: the partitions of `__consumer_offsets` (AddOffsetsToTxn)."""
         self.coordinator = coordinator
+        self.authz = authz
         self._offsets_partition_count = offsets_partition_count
         self.handlers = {
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
@@ -50,10 +54,24 @@ class TransactionApis:
     # -- InitProducerId ----------------------------------------------------------------------
 
     def init_producer_id(self, header: RequestHeader, request):
-        return self._init_producer_id(header.api_version, request)
+        return self._init_producer_id(header.api_version, request, self._producer_id_refusal(header, request))
 
-    async def _init_producer_id(self, version: int, request) -> dict:
+    def _producer_id_refusal(self, header: RequestHeader, request) -> ErrorCode | None:
+        """A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on the
+        cluster or WRITE on some topic (Kafka 2.8+, KIP-679)."""
+        if self.authz is None:
+            return None
+        if request.transactional_id is not None:
+            return None if allowed(self.authz, header, TXN, request.transactional_id) \
+                else ErrorCode.transactional_id_authorization_failed
+        if allowed(self.authz, header, CLUSTER) or self.authz.allows_any(header, TOPIC):
+            return None
+        return ErrorCode.cluster_authorization_failed
+
+    async def _init_producer_id(self, version: int, request, refusal: ErrorCode | None = None) -> dict:
         expected = expected_producer(request.producer_id, request.producer_epoch) if version >= 3 else None
+        if refusal is not None:
+            expected = refusal
         if isinstance(expected, ErrorCode):
             error, producer_id, epoch = expected, -1, -1
         else:
@@ -68,26 +86,39 @@ class TransactionApis:
     # -- AddPartitionsToTxn --------------------------------------------------------------------
 
     def add_partitions_to_txn(self, header: RequestHeader, request):
-        return self._add_partitions_to_txn(header.api_version, request)
+        if header.api_version >= 4 and cluster_error(self.authz, header):  # v4+: from brokers only (KIP-890)
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                    "results_by_transaction": []}
+        return self._add_partitions_to_txn(header, request)
 
-    async def _add_partitions_to_txn(self, version: int, request) -> dict:
+    async def _add_partitions_to_txn(self, header: RequestHeader, request) -> dict:
+        version = header.api_version
         if version >= 4:
             results = []
             for txn in request.transactions:
-                errors = await self._add_partitions(version, txn.transactional_id, txn.producer_id,
+                errors = await self._add_partitions(header, txn.transactional_id, txn.producer_id,
                                                     txn.producer_epoch, txn.topics, txn.verify_only)
                 results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(errors)})
             return {"throttle_time": 0, "error_code": ErrorCode.none, "results_by_transaction": results}
-        errors = await self._add_partitions(version, request.v3_and_below_transactional_id,
+        errors = await self._add_partitions(header, request.v3_and_below_transactional_id,
                                             request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
                                             request.v3_and_below_topics, False)
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
 
-    async def _add_partitions(self, version: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                              topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
-        """Per partition, as KafkaApis: partitions of unknown topics are UNKNOWN_TOPIC_OR_PARTITION
-        and then the others OPERATION_NOT_ATTEMPTED; else the coordinator's one answer for all."""
+    async def _add_partitions(self, header: RequestHeader, transactional_id: str, producer_id: int,
+                              producer_epoch: int, topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+        """Per partition, as KafkaApis: without WRITE on the transactional id all are
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED; partitions of topics without WRITE are
+        TOPIC_AUTHORIZATION_FAILED and those of unknown topics UNKNOWN_TOPIC_OR_PARTITION, and then
+        the others OPERATION_NOT_ATTEMPTED; else the coordinator's one answer for all."""
+        version = header.api_version
         wanted = [(t.name, p) for t in topics for p in t.partitions]
+        if not verify_only and not allowed(self.authz, header, TXN, transactional_id):
+            return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+        refused = set() if verify_only else denied(self.authz, header, TOPIC, [t.name for t in topics])
+        if refused:
+            return {tp: ErrorCode.topic_authorization_failed if tp[0] in refused else ErrorCode.operation_not_attempted
+                    for tp in wanted}
         if verify_only:
             found = self.coordinator.core.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
             return {tp: error_for_version("AddPartitionsToTxn", version, e) for tp, e in found.items()}
@@ -103,6 +134,10 @@ class TransactionApis:
     # -- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
 
     def add_offsets_to_txn(self, header: RequestHeader, request):
+        if not allowed(self.authz, header, TXN, request.transactional_id):
+            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        if not allowed(self.authz, header, GROUP, request.group_id):
+            return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
         return self._add_offsets_to_txn(header.api_version, request)
 
     async def _add_offsets_to_txn(self, version: int, request) -> dict:
@@ -112,6 +147,8 @@ class TransactionApis:
         return {"throttle_time": 0, "error_code": error_for_version("AddOffsetsToTxn", version, answer.error)}
 
     def end_txn(self, header: RequestHeader, request):
+        if not allowed(self.authz, header, TXN, request.transactional_id):
+            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
         return self._end_txn(header.api_version, request)
 
     async def _end_txn(self, version: int, request) -> dict:
@@ -123,12 +160,14 @@ class TransactionApis:
 
     def describe_transactions(self, header: RequestHeader, request) -> dict:
         core = self.coordinator.core
+        refused = denied(self.authz, header, TXN, request.transactional_ids)
         out = []
         for transactional_id in request.transactional_ids:
             entry = {"error_code": ErrorCode.none, "transactional_id": transactional_id, "transaction_state": "",
                      "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1, "producer_epoch": -1,
                      "topics": []}
-            meta = core.describe_transaction(transactional_id)
+            meta = (ErrorCode.transactional_id_authorization_failed if transactional_id in refused
+                    else core.describe_transaction(transactional_id))
             if isinstance(meta, ErrorCode):
                 entry["error_code"] = meta
             else:
@@ -161,6 +200,8 @@ class TransactionApis:
                 continue
             out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
                         "transaction_state": meta.state.kafka_name})
+        hidden = denied(self.authz, header, TXN, [t["transactional_id"] for t in out])  # those it may not describe
+        out = [t for t in out if t["transactional_id"] not in hidden]
         return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
                 "transaction_states": out}
 

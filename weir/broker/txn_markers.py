@@ -34,6 +34,7 @@ from ..groups.placement import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
+from ..security.authorization import RequestAuthorizer, cluster_error
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,9 @@ def _now_ms() -> int:
 
 
 class TxnMarkerApis:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, authz: RequestAuthorizer | None = None) -> None:
         self.replicas = replicas
+        self.authz = authz
         self.handlers = {ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers}
 
     def write_txn_markers(self, header: RequestHeader, request):
@@ -53,12 +55,15 @@ class TxnMarkerApis:
         timeout_ms = self.replicas.config["request.timeout.ms"]
         results = []  # per marker: (marker, {(topic, index): error})
         waiting = []  # (marker's errors, key, future)
+        refused = cluster_error(self.authz, header)  # CLUSTER_ACTION: from a transaction coordinator only
         for marker in request.markers:
             errors: dict[tuple[str, int], ErrorCode] = {}
             for topic in marker.topics:
                 for index in topic.partition_indexes:
                     key = (topic.name, index)
                     try:
+                        if refused:
+                            raise KafkaError(refused, "WriteTxnMarkers needs CLUSTER_ACTION on the cluster")
                         errors[key] = ErrorCode.none
                         partition, offset = self._append(topic.name, index, marker, now)
                         waiting.append((errors, key, self.replicas.await_replication(partition, offset, timeout_ms,

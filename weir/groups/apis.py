@@ -17,6 +17,7 @@ from datetime import timedelta
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
+from ..security.authorization import CLUSTER, DENIED_ERROR, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, denied
 from .coordinator import GroupCoordinator, now_ms
 from .group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult, SyncResult
 from .records import OffsetValue
@@ -32,11 +33,12 @@ def _ms(value) -> int:
 
 
 class GroupApis:
-    def __init__(self, coordinator: GroupCoordinator, transactions=None) -> None:
+    def __init__(self, coordinator: GroupCoordinator, transactions=None, authz: RequestAuthorizer | None = None) -> None:
         """`transactions`: the transaction coordinator's shell, for FindCoordinator key type 1
         (anything with `async find_coordinator(transactional_id) -> (error, broker)`)."""
         self.coordinator = coordinator
         self.transactions = transactions
+        self.authz = authz
         self.handlers = {
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
@@ -55,18 +57,23 @@ class GroupApis:
     # -- FindCoordinator -----------------------------------------------------------------
 
     def find_coordinator(self, header: RequestHeader, request):
-        return self._find_coordinator(header.api_version, request, header.listener)
+        return self._find_coordinator(header, request)
 
-    async def _find_coordinator(self, version: int, request, listener: str = "") -> dict:
+    async def _find_coordinator(self, header: RequestHeader, request) -> dict:
+        version, listener = header.api_version, header.listener
         key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
         keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+        resource_type = TXN if key_type == KEY_TYPE_TRANSACTION else GROUP
+        refused = denied(self.authz, header, resource_type, keys)  # DESCRIBE on the group or transactional id
         results = []
         for key in keys:
             out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.none,
                    "error_message": None}
             finder = {KEY_TYPE_GROUP: self.coordinator,
                       KEY_TYPE_TRANSACTION: self.transactions}.get(key_type)
-            if finder is None:
+            if key in refused:
+                out["error_code"] = DENIED_ERROR[resource_type]
+            elif finder is None:
                 out["error_code"] = ErrorCode.invalid_request
                 out["error_message"] = f"key type {key_type}: only group and transaction coordinators are served"
             else:
@@ -100,7 +107,7 @@ class GroupApis:
             protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
             require_known_member_id=version >= 4,
             supports_skip_assignment=version >= 9)
-        error = self.coordinator.coordinator_error(request.group_id)
+        error = self._group_error(header, request.group_id)
         group = None
         if error is None:
             group = self.coordinator.group(request.group_id, create=join.member_id == UNKNOWN_MEMBER)
@@ -114,6 +121,12 @@ class GroupApis:
         if future.done():
             return self._join_response(version, future.result())
         return self._join_later(version, future)
+
+    def _group_error(self, header: RequestHeader, group_id: str) -> ErrorCode | None:
+        """GROUP_AUTHORIZATION_FAILED without the API's operation on the group, else the coordinator's error."""
+        if not allowed(self.authz, header, GROUP, group_id):
+            return ErrorCode.group_authorization_failed
+        return self.coordinator.coordinator_error(group_id)
 
     async def _join_later(self, version: int, future: asyncio.Future) -> dict:
         return self._join_response(version, await future)
@@ -130,7 +143,7 @@ class GroupApis:
 
     def sync_group(self, header: RequestHeader, request):
         version = header.api_version
-        error = self.coordinator.coordinator_error(request.group_id)
+        error = self._group_error(header, request.group_id)
         group = self.coordinator.group(request.group_id, create=False) if error is None else None
         if error is None and group is None:
             error = ErrorCode.unknown_member_id
@@ -157,7 +170,7 @@ class GroupApis:
     # -- Heartbeat, LeaveGroup -----------------------------------------------------------------
 
     def heartbeat(self, header: RequestHeader, request) -> dict:
-        error = self.coordinator.coordinator_error(request.group_id)
+        error = self._group_error(header, request.group_id)
         if error is None:
             group = self.coordinator.group(request.group_id, create=False)
             if group is None:
@@ -172,7 +185,7 @@ class GroupApis:
         version = header.api_version
         leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if version >= 3
                    else [(request.member_id, None)])
-        error = self.coordinator.coordinator_error(request.group_id)
+        error = self._group_error(header, request.group_id)
         group = self.coordinator.group(request.group_id, create=False) if error is None else None
         members = []
         for member_id, instance_id in leaving:
@@ -195,7 +208,8 @@ class GroupApis:
         version = header.api_version
         now = now_ms()
         wanted = [(t.name, p) for t in request.topics for p in t.partitions]
-        error = self.coordinator.coordinator_error(request.group_id)
+        error = self._group_error(header, request.group_id)
+        refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
         if error is None:
             group = self.coordinator.group(request.group_id, create=False)
@@ -217,6 +231,8 @@ class GroupApis:
             metadata = p.committed_metadata or ""
             if error is not None:
                 results[key] = error
+            elif name in refused:
+                results[key] = ErrorCode.topic_authorization_failed
             elif name not in topics or p.partition_index not in topics[name].replicas:
                 results[key] = ErrorCode.unknown_topic_or_partition
             elif len(metadata.encode()) > self.coordinator.group_config.max_metadata_bytes:
@@ -250,7 +266,11 @@ class GroupApis:
     def txn_offset_commit(self, header: RequestHeader, request):
         version = header.api_version
         now = now_ms()
-        error = self.coordinator.coordinator_error(request.group_id)
+        if not allowed(self.authz, header, TXN, request.transactional_id):
+            error = ErrorCode.transactional_id_authorization_failed
+        else:
+            error = self._group_error(header, request.group_id)
+        refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
         if error is None:
             group = self.coordinator.group(request.group_id, create=True)  # Kafka's: created if unknown
@@ -265,7 +285,9 @@ class GroupApis:
             for p in t.partitions:
                 key = (t.name, p.partition_index)
                 metadata = p.committed_metadata or ""
-                if t.name not in topics or p.partition_index not in topics[t.name].replicas:
+                if t.name in refused:
+                    results[key] = ErrorCode.topic_authorization_failed
+                elif t.name not in topics or p.partition_index not in topics[t.name].replicas:
                     results[key] = ErrorCode.unknown_topic_or_partition
                 elif error is not None:
                     results[key] = error
@@ -305,15 +327,17 @@ class GroupApis:
         version = header.api_version
         stable = version >= 7 and request.require_stable
         if version >= 8:
-            groups = [self._fetch_group(g.group_id, g.topics, version, stable) for g in request.groups]
+            groups = [self._fetch_group(header, g.group_id, g.topics, stable) for g in request.groups]
             return {"throttle_time": 0, "groups": groups}
-        out = self._fetch_group(request.group_id, request.topics, version, stable)
+        out = self._fetch_group(header, request.group_id, request.topics, stable)
         return {"throttle_time": 0, "topics": out["topics"], "error_code": out["error_code"]}
 
-    def _fetch_group(self, group_id: str, topics, version: int, require_stable: bool = False) -> dict:
+    def _fetch_group(self, header: RequestHeader, group_id: str, topics, require_stable: bool = False) -> dict:
         """require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT for a partition with transactional
-        offsets not yet committed or aborted (the consumer waits for the marker)."""
-        error = self.coordinator.coordinator_error(group_id)
+        offsets not yet committed or aborted (the consumer waits for the marker). Topics the
+        principal may not describe are left out of "all topics" and refused when named."""
+        version = header.api_version
+        error = self._group_error(header, group_id)
         if error is not None and version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": error}
         group = self.coordinator.group(group_id, create=False) if error is None else None
@@ -322,13 +346,21 @@ class GroupApis:
             wanted: dict[str, list[int]] = {}
             for name, index in sorted(offsets):
                 wanted.setdefault(name, []).append(index)
+            for name in denied(self.authz, header, TOPIC, wanted):
+                del wanted[name]
+            refused = set()
         else:
             wanted = {t.name: list(t.partition_indexes) for t in topics}
+            refused = denied(self.authz, header, TOPIC, wanted)
         out = []
         for name, indexes in wanted.items():
             partitions = []
             for index in indexes:
                 committed = offsets.get((name, index))
+                if name in refused:
+                    partitions.append({"partition_index": index, "error_code": ErrorCode.topic_authorization_failed,
+                                       "committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""})
+                    continue
                 if require_stable and group is not None and group.has_pending_offsets((name, index)):
                     partitions.append({"partition_index": index, "error_code": ErrorCode.unstable_offset_commit,
                                        "committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""})
@@ -349,12 +381,15 @@ class GroupApis:
                   for g in self.coordinator.groups.values()
                   if g.partition in self.coordinator.owned and not g.is_(GroupState.DEAD)
                   and (not states or g.state.value.lower() in states)]
+        if not allowed(self.authz, header, CLUSTER):  # DESCRIBE on the cluster lists all, else those on each group
+            hidden = denied(self.authz, header, GROUP, [g["group_id"] for g in groups])
+            groups = [g for g in groups if g["group_id"] not in hidden]
         return {"throttle_time": 0, "error_code": error, "groups": groups}
 
     def describe_groups(self, header: RequestHeader, request) -> dict:
         out = []
         for group_id in request.groups:
-            error = self.coordinator.coordinator_error(group_id)
+            error = self._group_error(header, group_id)
             group = self.coordinator.group(group_id, create=False) if error is None else None
             if group is not None:
                 entry = {"error_code": ErrorCode.none, **group.summary()}
@@ -367,12 +402,12 @@ class GroupApis:
         return {"throttle_time": 0, "groups": out}
 
     def delete_groups(self, header: RequestHeader, request):
-        return self._delete_groups(list(request.groups_names))
+        return self._delete_groups(header, list(request.groups_names))
 
-    async def _delete_groups(self, names: list[str]) -> dict:
+    async def _delete_groups(self, header: RequestHeader, names: list[str]) -> dict:
         results = []
         for group_id in names:
-            error = self.coordinator.coordinator_error(group_id)
+            error = self._group_error(header, group_id)
             if error is None:
                 group = self.coordinator.group(group_id, create=False)
                 error = ErrorCode.group_id_not_found if group is None else group.check_deletable()
@@ -384,16 +419,20 @@ class GroupApis:
         return {"throttle_time": 0, "results": results}
 
     def offset_delete(self, header: RequestHeader, request):
-        return self._offset_delete(request.group_id, [(t.name, p.partition_index)
-                                                      for t in request.topics for p in t.partitions])
+        refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
+        keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        return self._offset_delete(self._group_error(header, request.group_id), request.group_id,
+                                   [k for k in keys if k[0] not in refused],
+                                   {k: ErrorCode.topic_authorization_failed for k in keys if k[0] in refused})
 
-    async def _offset_delete(self, group_id: str, keys: list[tuple[str, int]]) -> dict:
-        error = self.coordinator.coordinator_error(group_id)
+    async def _offset_delete(self, error: ErrorCode | None, group_id: str, keys: list[tuple[str, int]],
+                             refused: dict[tuple[str, int], ErrorCode]) -> dict:
         group = self.coordinator.group(group_id, create=False) if error is None else None
         if error is None and group is None:
             error = ErrorCode.group_id_not_found
         if error is None:
             error, results = group.deletable_offsets(keys)
+            results = {**results, **refused}
         if error is None:
             deleted = [key for key, code in results.items() if code == ErrorCode.none]
             error = await self.coordinator.delete_offsets(group, deleted)

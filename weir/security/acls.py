@@ -22,7 +22,10 @@ Rules owned here:
   a cluster resource named `kafka-cluster` (Kafka's INVALID_REQUEST otherwise).
 - Stored in ZooKeeper as Kafka stores them: one znode per resource pattern,
   `/kafka-acl/<Type>/<name>` for literal and `/kafka-acl-extended/prefixed/<Type>/<name>` for
-  prefixed patterns, holding `{"version":1,"acls":[{"principal","permissionType","operation","host"}]}`.
+  prefixed patterns, holding `{"version":1,"acls":[{"principal","permissionType","operation","host"}]}`;
+  a change to a pattern is announced by a sequential znode `/kafka-acl-changes/acl_changes_<n>`
+  holding `Topic:name` (literal) or `/kafka-acl-extended-changes/acl_changes_<n>` holding
+  `{"version":1,"resourceType":"Topic","name":"pre-","patternType":"PREFIXED"}`.
 """
 
 from __future__ import annotations
@@ -182,6 +185,9 @@ class Authorizer:
         else:
             self._by_pattern.pop(pattern, None)
 
+    def replace_all(self, by_pattern: dict[ResourcePattern, Iterable[AclEntry]]) -> None:
+        self._by_pattern = {p: frozenset(es) for p, es in by_pattern.items() if es}
+
     def bindings(self, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
         return sorted(b for pattern, entries in self._by_pattern.items() for entry in entries
                       if acl_filter.matches(b := AclBinding(pattern, entry)))
@@ -258,3 +264,26 @@ def decode_entries(data: bytes) -> frozenset[AclEntry]:
         return frozenset()
     return frozenset(AclEntry(a["principal"], a["host"], ZK_OPERATION_NAMES[a["operation"]],
                               Permission[a["permissionType"].upper()]) for a in json.loads(data)["acls"])
+
+
+LITERAL_CHANGES = "/kafka-acl-changes"
+EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+CHANGE_PREFIX = "acl_changes_"
+
+
+def change_notice(pattern: ResourcePattern) -> tuple[str, bytes]:
+    """Where and what to write (sequentially) to tell every broker that `pattern`'s ACLs changed."""
+    type_name = ZK_TYPE_NAMES[pattern.resource_type]
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f"{LITERAL_CHANGES}/{CHANGE_PREFIX}", f"{type_name}:{pattern.name}".encode()
+    return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(
+        {"version": 1, "resourceType": type_name, "name": pattern.name,
+         "patternType": pattern.pattern_type.name}).encode()
+
+
+def pattern_of_notice(root: str, data: bytes) -> ResourcePattern:
+    if root == LITERAL_CHANGES:
+        type_name, _, name = data.decode().partition(":")
+        return ResourcePattern(ZK_TYPES[type_name], name, PatternType.LITERAL)
+    notice = json.loads(data)
+    return ResourcePattern(ZK_TYPES[notice["resourceType"]], notice["name"], PatternType[notice["patternType"]])

@@ -1,0 +1,193 @@
+"""`weir acls`: ACLs, in the manner of Kafka's kafka-acls.sh.
+
+    weir acls --bootstrap-server 127.0.0.1:9092 --command-config admin.properties \\
+        --add --allow-principal User:alice --operation Write --operation Describe \\
+        --topic pre --resource-pattern-type prefixed
+    weir acls ... --add --allow-principal User:bob --consumer --topic orders --group billing
+    weir acls ... --remove --allow-principal User:alice --operation Write --topic pre --resource-pattern-type prefixed
+    weir acls ... --list [--topic orders] [--principal User:alice]
+
+With CreateAcls, DeleteAcls and DescribeAcls. --producer grants WRITE, DESCRIBE and CREATE on the
+topics (WRITE and DESCRIBE on --transactional-id, IDEMPOTENT_WRITE on the cluster with
+--idempotent); --consumer READ and DESCRIBE on the topics and READ on the groups. --remove asks
+first unless --force, or unless stdin is not a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+from .admin_cli import UsageError, common_options, run_command
+from .client import ClusterClient, KafkaError
+from .protocol.errors import ErrorCode
+from .protocol.versions import ApiKey
+from .security.acls import (CLUSTER_NAME, ZK_OPERATION_NAMES, AclBinding, AclEntry, AclFilter, Operation, PatternType,
+                            Permission, ResourcePattern, ResourceType)
+
+Op = Operation
+PRODUCER = {ResourceType.TOPIC: (Op.WRITE, Op.DESCRIBE, Op.CREATE), ResourceType.TRANSACTIONAL_ID: (Op.WRITE, Op.DESCRIBE),
+            ResourceType.CLUSTER: (Op.IDEMPOTENT_WRITE,)}
+CONSUMER = {ResourceType.TOPIC: (Op.READ, Op.DESCRIBE), ResourceType.GROUP: (Op.READ,)}
+
+
+def parse_operation(text: str) -> Operation:
+    by_name = {name.lower(): op for name, op in ZK_OPERATION_NAMES.items()}
+    op = by_name.get(text.replace("_", "").replace("-", "").lower())
+    if op is None:
+        raise UsageError(f"--operation {text}: one of {', '.join(ZK_OPERATION_NAMES)}")
+    return op
+
+
+def resources(args) -> list[tuple[ResourceType, str]]:
+    out = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group]
+    out += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
+    if args.cluster or (args.producer and args.idempotent):
+        out.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    return out
+
+
+def bindings_to_add(args) -> list[AclBinding]:
+    pattern_type = PatternType[args.resource_pattern_type.upper()]
+    if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise UsageError("--add takes --resource-pattern-type literal or prefixed")
+    if not args.allow_principal and not args.deny_principal:
+        raise UsageError("--add needs --allow-principal or --deny-principal")
+    out = []
+    for resource_type, name in resources(args):
+        operations = [parse_operation(o) for o in args.operation]
+        if args.producer:
+            operations += PRODUCER.get(resource_type, ())
+        if args.consumer:
+            operations += CONSUMER.get(resource_type, ())
+        if not operations and not (args.producer or args.consumer):
+            operations = [Op.ALL]  # kafka-acls' default
+        for permission, principals, hosts in ((Permission.ALLOW, args.allow_principal, args.allow_host),
+                                              (Permission.DENY, args.deny_principal, args.deny_host)):
+            out += [AclBinding(ResourcePattern(resource_type, name, pattern_type), AclEntry(p, h, op, permission))
+                    for p in principals for h in hosts or ["*"] for op in dict.fromkeys(operations)]
+    if not out:
+        raise UsageError("--add needs a resource: --topic, --group, --transactional-id or --cluster")
+    return out
+
+
+def filters(args) -> list[AclFilter]:
+    """--remove and --list: per resource (any when none is named), per principal and operation given."""
+    pattern_type = PatternType[args.resource_pattern_type.upper()]
+    named = resources(args) or [(ResourceType.ANY, None)]
+    principals = ([(Permission.ALLOW, p) for p in args.allow_principal] + [(Permission.DENY, p) for p in args.deny_principal]
+                  or [(Permission.ANY, args.principal)])
+    operations = [parse_operation(o) for o in args.operation] or [Op.ANY]
+    return [AclFilter(resource_type, name, pattern_type if name else PatternType.ANY, principal, None, op, permission)
+            for resource_type, name in named for permission, principal in principals for op in operations]
+
+
+def _filter_body(f: AclFilter) -> dict:
+    return {"resource_type_filter": f.resource_type, "resource_name_filter": f.name,
+            "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
+            "operation": f.operation, "permission_type": f.permission}
+
+
+def pattern_text(resource_type, name: str, pattern_type) -> str:
+    return (f"ResourcePattern(resourceType={ResourceType(resource_type).name}, name={name}, "
+            f"patternType={PatternType(pattern_type).name})")
+
+
+def entry_text(principal: str, host: str, operation, permission) -> str:
+    return (f"(principal={principal}, host={host}, operation={Operation(operation).name}, "
+            f"permissionType={Permission(permission).name})")
+
+
+def _print_grouped(title: str, bindings: list[AclBinding]) -> None:
+    by_pattern = defaultdict(list)
+    for b in bindings:
+        by_pattern[b.pattern].append(b.entry)
+    for pattern, entries in by_pattern.items():
+        print(f"{title} `{pattern_text(pattern.resource_type, pattern.name, pattern.pattern_type)}`:")
+        for e in entries:
+            print(f" \t{entry_text(e.principal, e.host, e.operation, e.permission)}")
+        print()
+
+
+async def describe(conn, acl_filter: AclFilter) -> list[AclBinding]:
+    response = await conn.call(ApiKey.DESCRIBE_ACLS, _filter_body(acl_filter))
+    if response.error_code:
+        raise KafkaError(ErrorCode(response.error_code), response.error_message)
+    return [AclBinding(ResourcePattern(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type)),
+                       AclEntry(a.principal, a.host, Operation(a.operation), Permission(a.permission_type)))
+            for r in response.resources for a in r.acls]
+
+
+async def acls_command(client: ClusterClient, args) -> int:
+    conn = await client.any_connection()
+    if args.add:
+        bindings = bindings_to_add(args)
+        _print_grouped("Adding ACLs for resource", bindings)
+        response = await conn.call(ApiKey.CREATE_ACLS, {"creations": [
+            {"resource_type": b.pattern.resource_type, "resource_name": b.pattern.name,
+             "resource_pattern_type": b.pattern.pattern_type, "principal": b.entry.principal, "host": b.entry.host,
+             "operation": b.entry.operation, "permission_type": b.entry.permission} for b in bindings]})
+        for result in response.results:
+            if result.error_code:
+                raise KafkaError(ErrorCode(result.error_code), result.error_message)
+        shown = {b.pattern for b in bindings}
+    elif args.remove:
+        wanted = filters(args)
+        if not args.force and sys.stdin.isatty():
+            answer = input(f"Are you sure you want to remove ACLs matching {len(wanted)} filter(s) "
+                           f"{', '.join(_filter_text(f) for f in wanted)}? (y/n) ")
+            if answer.strip().lower() not in ("y", "yes"):
+                return 0
+        response = await conn.call(ApiKey.DELETE_ACLS, {"filters": [_filter_body(f) for f in wanted]})
+        removed = []
+        for result in response.filter_results:
+            if result.error_code:
+                raise KafkaError(ErrorCode(result.error_code), result.error_message)
+            removed += [AclBinding(ResourcePattern(ResourceType(m.resource_type), m.resource_name,
+                                                   PatternType(m.pattern_type)),
+                                   AclEntry(m.principal, m.host, Operation(m.operation), Permission(m.permission_type)))
+                        for m in result.matching_acls]
+        _print_grouped("Removing ACLs for resource", removed)
+        shown = {b.pattern for b in removed}
+    else:
+        found = []
+        for acl_filter in filters(args):
+            found += [b for b in await describe(conn, acl_filter) if b not in found]
+        _print_grouped("Current ACLs for resource", sorted(found))
+        return 0
+    for pattern in sorted(shown):  # as kafka-acls: what the resources have now
+        current = await describe(conn, AclFilter(pattern.resource_type, pattern.name, pattern.pattern_type))
+        _print_grouped("Current ACLs for resource", current)
+    return 0
+
+
+def _filter_text(f: AclFilter) -> str:
+    return (f"[{f.resource_type.name} {f.name or '*'} ({f.pattern_type.name}), principal={f.principal or '*'}, "
+            f"operation={f.operation.name}]")
+
+
+def register(sub) -> None:
+    command = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls)")
+    common_options(command, suppress=False)
+    action = command.add_mutually_exclusive_group(required=True)
+    action.add_argument("--add", action="store_true")
+    action.add_argument("--remove", action="store_true")
+    action.add_argument("--list", action="store_true")
+    for flag, help_text in (("--allow-principal", "principal allowed, Type:name (User:alice); repeatable"),
+                            ("--deny-principal", "principal denied; repeatable"),
+                            ("--allow-host", "host the allowed principals may come from (default *); repeatable"),
+                            ("--deny-host", "host the denied principals are denied from (default *); repeatable"),
+                            ("--operation", "Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+                                            "DescribeConfigs, AlterConfigs, IdempotentWrite or All; repeatable"),
+                            ("--topic", "a topic (or prefix); repeatable"), ("--group", "a consumer group; repeatable"),
+                            ("--transactional-id", "a transactional id; repeatable")):
+        command.add_argument(flag, action="append", default=[], help=help_text)
+    command.add_argument("--cluster", action="store_true", help="the cluster resource")
+    command.add_argument("--resource-pattern-type", default="literal",
+                         choices=["literal", "prefixed", "any", "match"], help="default literal")
+    command.add_argument("--principal", default=None, help="--list: only this principal's ACLs")
+    command.add_argument("--producer", action="store_true", help="the ACLs a producer needs")
+    command.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs (with --group)")
+    command.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster")
+    command.add_argument("--force", action="store_true", help="--remove without asking")
+    command.set_defaults(func=lambda args: run_command(acls_command, args))

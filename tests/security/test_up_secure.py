@@ -1,6 +1,7 @@
 """`weir up --secure` as a user runs it: SASL_SSL on the usual ports, the CA under
 <data-dir>/tls/ca.pem, the admin password printed on its own line; `weir users` adds a user with
-the admin's client properties; that user produces and consumes; a wrong password is refused."""
+the admin's client properties and `weir acls --producer` lets it write; it produces, admin
+consumes; a wrong password is refused."""
 
 import re
 import subprocess
@@ -31,6 +32,10 @@ def test_weir_up_secure(tmp_path):
                                    capture_output=True, text=True, timeout=60)
         assert "user-principal 'alice' are SCRAM-SHA-512-iterations=8192" in described.stdout
         assert "user-principal 'admin'" in described.stdout
+        granted = subprocess.run([sys.executable, "-m", "weir.cli", "acls", "--bootstrap-server", up.bootstrap,
+                                  "--command-config", str(properties), "--add", "--allow-principal", "User:alice",
+                                  "--producer", "--topic", "secure-up"], capture_output=True, text=True, timeout=60)
+        assert granted.returncode == 0, granted.stderr  # ACLs are on: alice may write only where granted
 
         def config(user, secret):
             return {"bootstrap.servers": up.bootstrap, "security.protocol": "SASL_SSL",

@@ -117,3 +117,14 @@ def test_zookeeper_layout_is_kafkas():
     raw = encode_entries(entries)
     assert b'"operation": "IdempotentWrite"' in raw and b'"permissionType": "Deny"' in raw
     assert decode_entries(raw) == entries
+
+
+def test_change_notices_are_kafkas():
+    from weir.security.acls import change_notice, pattern_of_notice
+    assert change_notice(literal("orders")) == ("/kafka-acl-changes/acl_changes_", b"Topic:orders")
+    root, data = change_notice(prefixed("app-", GROUP))
+    assert root == "/kafka-acl-extended-changes/acl_changes_"
+    assert b'"patternType": "PREFIXED"' in data and b'"resourceType": "Group"' in data
+    for pattern in (literal("a:b"), prefixed("app-", GROUP)):
+        path, data = change_notice(pattern)
+        assert pattern_of_notice(path.rsplit("/", 1)[0], data) == pattern

@@ -1,0 +1,169 @@
+"""The API → operation table, the handlers' helper and its cache, the ACL APIs' semantics and
+`weir acls`' bindings, without a broker."""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from weir.acls_cli import bindings_to_add, filters
+from weir.admin_cli import UsageError
+from weir.broker.acl_apis import AclApis
+from weir.protocol.codec import build, request_schema
+from weir.protocol.errors import ErrorCode
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from weir.security.acls import (AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern,
+                                ResourceType)
+from weir.security.authorization import (REQUIRED, UNCHECKED, RequestAuthorizer, allowed, cluster_error, denied,
+                                         denied_creation)
+
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
+ALICE = "User:alice"
+
+
+def header(api_key: ApiKey, principal: str = ALICE, host: str = "/10.0.0.1", version: int = 3) -> RequestHeader:
+    return RequestHeader(int(api_key), version, 1, "test", 0, host, "SASL_SSL", principal)
+
+
+def authz(*acls, **kwargs) -> RequestAuthorizer:
+    """acls: (resource type, name, pattern type, operation[, principal, host, permission])."""
+    authorizer = Authorizer(**kwargs)
+    by_pattern: dict = {}
+    for resource_type, name, pattern_type, operation, *rest in acls:
+        principal, host, permission = (rest + [ALICE, "*", Permission.ALLOW][len(rest):])[:3]
+        by_pattern.setdefault(ResourcePattern(resource_type, name, pattern_type), []).append(
+            AclEntry(principal, host, operation, permission))
+    authorizer.replace_all(by_pattern)
+    return RequestAuthorizer(authorizer)
+
+
+def test_every_api_served_is_checked_or_knowingly_open():
+    assert set(REQUIRED) | UNCHECKED == set(SUPPORTED_VERSIONS)
+    assert not set(REQUIRED) & UNCHECKED
+
+
+def test_without_an_authorizer_everything_is_allowed():
+    assert denied(None, header(ApiKey.PRODUCE), TOPIC, ["t"]) == set()
+    assert allowed(None, header(ApiKey.CREATE_ACLS))
+    assert cluster_error(None, header(ApiKey.WRITE_TXN_MARKERS)) == ErrorCode.none
+    assert denied_creation(None, header(ApiKey.CREATE_TOPICS), ["t"]) == set()
+
+
+def test_the_api_decides_the_operation_and_the_host_is_the_peer_address():
+    a = authz((TOPIC, "pre", PatternType.PREFIXED, Operation.WRITE, ALICE, "10.0.0.1"))
+    assert denied(a, header(ApiKey.PRODUCE), TOPIC, ["pre-x", "other"]) == {"other"}
+    assert denied(a, header(ApiKey.PRODUCE, host="/10.0.0.2"), TOPIC, ["pre-x"]) == {"pre-x"}
+    assert denied(a, header(ApiKey.FETCH), TOPIC, ["pre-x"]) == {"pre-x"}  # READ is not granted
+    assert denied(a, header(ApiKey.METADATA), TOPIC, ["pre-x"]) == set()  # WRITE implies DESCRIBE
+    assert cluster_error(a, header(ApiKey.CREATE_ACLS)) == ErrorCode.cluster_authorization_failed
+    assert allowed(authz(super_users=[ALICE]), header(ApiKey.CREATE_ACLS))
+
+
+def test_topics_are_creatable_by_cluster_create_or_their_own_create():
+    by_topic = authz((TOPIC, "app-", PatternType.PREFIXED, Operation.CREATE))
+    assert denied_creation(by_topic, header(ApiKey.METADATA), ["app-1", "x"]) == {"x"}
+    by_cluster = authz((CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CREATE))
+    assert denied_creation(by_cluster, header(ApiKey.CREATE_TOPICS), ["app-1", "x"]) == set()
+
+
+def test_idempotent_producers_need_idempotent_write_or_write_on_some_topic():
+    a = authz((TOPIC, "t", PatternType.LITERAL, Operation.WRITE))
+    assert a.allows_any(header(ApiKey.INIT_PRODUCER_ID), TOPIC)
+    assert not a.allows_any(header(ApiKey.INIT_PRODUCER_ID, "User:bob"), TOPIC)
+
+
+def test_decisions_are_cached_until_the_acls_change():
+    a = authz((TOPIC, "t", PatternType.LITERAL, Operation.READ))
+    calls = []
+    decide = a.authorizer.authorize
+    a.authorizer.authorize = lambda *args: calls.append(args) or decide(*args)
+    for _ in range(3):
+        assert denied(a, header(ApiKey.FETCH), TOPIC, ["t"]) == set()
+    assert len(calls) == 1
+    a.authorizer.replace_pattern(ResourcePattern(TOPIC, "t"), [])
+    a.acls_changed()
+    assert denied(a, header(ApiKey.FETCH), TOPIC, ["t"]) == {"t"}
+    assert len(calls) == 2
+
+
+class FakeStore:
+    """AclStore's update() on the authorizer alone (ZooKeeper's side: test_acl_store.py)."""
+
+    def __init__(self, a: RequestAuthorizer) -> None:
+        self.authz = a
+
+    async def update(self, pattern, change):
+        old = frozenset(e for b in self.authz.authorizer.bindings() if b.pattern == pattern for e in [b.entry])
+        self.authz.authorizer.replace_pattern(pattern, change(old))
+        self.authz.acls_changed()
+        return old
+
+
+def call(apis: AclApis, api_key: ApiKey, body: dict, principal: str = "User:admin"):
+    request = build(request_schema(api_key, 3), body)
+    answer = apis.handlers[api_key](header(api_key, principal), request)
+    return asyncio.run(answer) if asyncio.iscoroutine(answer) else answer
+
+
+def creation(name, operation=Operation.WRITE, pattern_type=PatternType.PREFIXED, resource_type=TOPIC, principal=ALICE):
+    return {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": pattern_type,
+            "principal": principal, "host": "*", "operation": operation, "permission_type": Permission.ALLOW}
+
+
+def acl_filter(name=None, pattern_type=PatternType.ANY, operation=Operation.ANY) -> dict:
+    return {"resource_type_filter": ResourceType.ANY if name is None else TOPIC, "resource_name_filter": name,
+            "pattern_type_filter": pattern_type, "principal_filter": None, "host_filter": None,
+            "operation": operation, "permission_type": Permission.ANY}
+
+
+def test_create_describe_and_delete_acls_as_kafka_answers_them():
+    a = authz(super_users=["User:admin"])
+    apis = AclApis(a, FakeStore(a))
+    created = call(apis, ApiKey.CREATE_ACLS, {"creations": [
+        creation("pre"), creation("pre", Operation.DESCRIBE), creation("c", resource_type=CLUSTER)]})
+    assert [r["error_code"] for r in created["results"]] == [0, 0, ErrorCode.invalid_request]
+    described = call(apis, ApiKey.DESCRIBE_ACLS, acl_filter("pre-x", PatternType.MATCH))
+    assert [(r["resource_name"], r["pattern_type"], len(r["acls"])) for r in described["resources"]] == \
+        [("pre", PatternType.PREFIXED, 2)]
+    assert not denied(a, header(ApiKey.PRODUCE), TOPIC, ["pre-x"])
+    deleted = call(apis, ApiKey.DELETE_ACLS, {"filters": [acl_filter("pre", operation=Operation.WRITE),
+                                                          acl_filter(operation=Operation.UNKNOWN)]})
+    first, second = deleted["filter_results"]
+    assert [(m["resource_name"], m["operation"]) for m in first["matching_acls"]] == [("pre", Operation.WRITE)]
+    assert second["error_code"] == ErrorCode.invalid_request
+    assert denied(a, header(ApiKey.PRODUCE), TOPIC, ["pre-x"]) == {"pre-x"}
+    # alice may not change ACLs; without an authorizer nobody may
+    refused = call(apis, ApiKey.CREATE_ACLS, {"creations": [creation("x")]}, principal=ALICE)
+    assert refused["results"][0]["error_code"] == ErrorCode.cluster_authorization_failed
+    assert call(AclApis(None, None), ApiKey.DESCRIBE_ACLS, acl_filter())["error_code"] == ErrorCode.security_disabled
+
+
+def cli_args(**given):
+    defaults = dict(topic=[], group=[], transactional_id=[], cluster=False, producer=False, consumer=False,
+                    idempotent=False, operation=[], allow_principal=[], deny_principal=[], allow_host=[], deny_host=[],
+                    resource_pattern_type="literal", principal=None)
+    return SimpleNamespace(**{**defaults, **given})
+
+
+def test_weir_acls_bindings_as_kafka_acls_makes_them():
+    producer = bindings_to_add(cli_args(producer=True, idempotent=True, topic=["t"], transactional_id=["tx"],
+                                        allow_principal=[ALICE]))
+    assert {(b.pattern.resource_type, b.entry.operation) for b in producer} == {
+        (TOPIC, Operation.WRITE), (TOPIC, Operation.DESCRIBE), (TOPIC, Operation.CREATE),
+        (ResourceType.TRANSACTIONAL_ID, Operation.WRITE), (ResourceType.TRANSACTIONAL_ID, Operation.DESCRIBE),
+        (CLUSTER, Operation.IDEMPOTENT_WRITE)}
+    consumer = bindings_to_add(cli_args(consumer=True, topic=["t"], group=["g"], deny_principal=["User:bob"],
+                                        deny_host=["10.0.0.9"], resource_pattern_type="prefixed"))
+    assert {(b.pattern.resource_type, b.entry.operation, b.entry.permission, b.entry.host, b.pattern.pattern_type)
+            for b in consumer} == {(TOPIC, Operation.READ, Permission.DENY, "10.0.0.9", PatternType.PREFIXED),
+                                   (TOPIC, Operation.DESCRIBE, Permission.DENY, "10.0.0.9", PatternType.PREFIXED),
+                                   (ResourceType.GROUP, Operation.READ, Permission.DENY, "10.0.0.9", PatternType.PREFIXED)}
+    [everything] = bindings_to_add(cli_args(topic=["t"], allow_principal=[ALICE]))
+    assert everything.entry.operation == Operation.ALL
+    [remove_all] = filters(cli_args(topic=["t"]))
+    assert (remove_all.name, remove_all.principal, remove_all.operation) == ("t", None, Operation.ANY)
+    [list_all] = filters(cli_args(resource_pattern_type="literal"))
+    assert (list_all.resource_type, list_all.pattern_type) == (ResourceType.ANY, PatternType.ANY)
+    with pytest.raises(UsageError, match="literal or prefixed"):
+        bindings_to_add(cli_args(topic=["t"], allow_principal=[ALICE], resource_pattern_type="match"))

@@ -167,3 +167,50 @@ def test_weir_acls_bindings_as_kafka_acls_makes_them():
     assert (list_all.resource_type, list_all.pattern_type) == (ResourceType.ANY, PatternType.ANY)
     with pytest.raises(UsageError, match="literal or prefixed"):
         bindings_to_add(cli_args(topic=["t"], allow_principal=[ALICE], resource_pattern_type="match"))
+
+
+def test_group_and_transaction_handlers_refuse_with_kafkas_errors():
+    from weir.broker.txn_apis import TransactionApis
+    from weir.broker.txn_markers import TxnMarkerApis
+    from weir.groups.apis import GroupApis
+    from weir.groups.group import GroupState
+
+    a = authz((ResourceType.GROUP, "g", PatternType.LITERAL, Operation.READ),
+              (TOPIC, "t", PatternType.LITERAL, Operation.READ))
+    committed = SimpleNamespace(offset=5, leader_epoch=0, metadata="")
+    group = SimpleNamespace(group_id="g", protocol_type="consumer", state=GroupState.STABLE, partition=0,
+                            is_=lambda state: False, offsets={("t", 0): committed, ("u", 0): committed},
+                            has_pending_offsets=lambda key: False)
+
+    async def find_coordinator(key):
+        return ErrorCode.none, SimpleNamespace(broker_id=1, address=lambda listener: ("127.0.0.1", 9092))
+
+    coordinator = SimpleNamespace(coordinator_error=lambda group_id: None, loading=False, owned={0},
+                                  groups={"g": group, "h": SimpleNamespace(**{**vars(group), "group_id": "h"})},
+                                  group=lambda group_id, create: group, find_coordinator=find_coordinator)
+    groups = GroupApis(coordinator, authz=a)
+
+    def ask(apis, api_key, version, body):
+        answer = apis.handlers[api_key](header(api_key, version=version), build(request_schema(api_key, version), body))
+        return asyncio.run(answer) if asyncio.iscoroutine(answer) else answer
+
+    joined = ask(groups, ApiKey.JOIN_GROUP, 5, {"group_id": "other", "session_timeout": 10000, "member_id": "",
+                                                 "protocol_type": "consumer", "protocols": []})
+    assert joined["error_code"] == ErrorCode.group_authorization_failed
+    fetched = ask(groups, ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "g", "topics": None}]})
+    assert [t["name"] for t in fetched["groups"][0]["topics"]] == ["t"]  # "u" is hidden: no DESCRIBE on it
+    listed = ask(groups, ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+    assert [g["group_id"] for g in listed["groups"]] == ["g"]
+    found = ask(groups, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g", "other"]})
+    assert [c["error_code"] for c in found["coordinators"]] == [ErrorCode.none, ErrorCode.group_authorization_failed]
+
+    txns = TransactionApis(SimpleNamespace(), lambda: 50, a)
+    assert ask(txns, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 1000})[
+        "error_code"] == ErrorCode.cluster_authorization_failed  # idempotent: no IDEMPOTENT_WRITE, no topic WRITE
+    assert ask(txns, ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                         "committed": True})["error_code"] == ErrorCode.transactional_id_authorization_failed
+    markers = TxnMarkerApis(SimpleNamespace(config={"request.timeout.ms": 1000}, on_offsets_marker=None), a)
+    written = ask(markers, ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [
+        {"producer_id": 1, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+         "topics": [{"name": "t", "partition_indexes": [0]}]}]})
+    assert written["markers"][0]["topics"][0]["partitions"][0]["error_code"] == ErrorCode.cluster_authorization_failed

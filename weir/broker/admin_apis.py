@@ -83,16 +83,20 @@ class AdminApis:
         missing = [n for n in names or () if isinstance(n, str) and n not in self.view.topics and _legal(n)]
         refused = frozenset()  # topics the principal may not describe: hidden from a listing, else refused
         if self.authz is not None:
-            by_id = self.view.topics_by_id()
-            wanted = [n if isinstance(n, str) else by_id[n].name for n in names if isinstance(n, str) or n in by_id] \
-                if names is not None else list(self.view.topics)
-            refused = frozenset(denied(self.authz, header, TOPIC, wanted))
+            refused = frozenset(denied(self.authz, header, TOPIC, self._topic_names(names)))
             if missing and auto_create:
                 refused |= denied_creation(self.authz, header, [n for n in missing if n not in refused])
                 missing = [n for n in missing if n not in refused]
         if missing and auto_create:
             return self._metadata_after_create(version, names, missing, header.listener, refused)
         return self._metadata_body(version, names, header.listener, refused)
+
+    def _topic_names(self, keys) -> list[str]:
+        """The names of the topics a request names (by name or id), or of all when it names none."""
+        if keys is None:
+            return list(self.view.topics)
+        by_id = self.view.topics_by_id()
+        return [k if isinstance(k, str) else by_id[k].name for k in keys if isinstance(k, str) or k in by_id]
 
     async def _metadata_after_create(self, version: int, names, missing: list[str], listener: str,
                                      refused: frozenset) -> bytes:

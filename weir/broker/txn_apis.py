@@ -68,10 +68,9 @@ class TransactionApis:
             return None
         return ErrorCode.cluster_authorization_failed
 
-    async def _init_producer_id(self, version: int, request, refusal: ErrorCode | None = None) -> dict:
-        expected = expected_producer(request.producer_id, request.producer_epoch) if version >= 3 else None
-        if refusal is not None:
-            expected = refusal
+    async def _init_producer_id(self, version: int, request, refusal: ErrorCode | None) -> dict:
+        expected = refusal or (expected_producer(request.producer_id, request.producer_epoch) if version >= 3
+                               else None)
         if isinstance(expected, ErrorCode):
             error, producer_id, epoch = expected, -1, -1
         else:

@@ -187,8 +187,9 @@ def run_up(args) -> int:
         control = ControlServer(data_dir / SOCKET_NAME, commands)
         control.start()
         if secure is not None:  # before "weir is up": whoever waits for that line has the password too
-            say(f"secured: SASL_SSL with SCRAM-SHA-512 (and -256); CA certificate {secure.ca_path}; "
-                f"client properties in {write_client_properties(secure)}")
+            say(f"secured: SASL_SSL with SCRAM-SHA-512 (and -256), ACLs on (admin is a super user; `weir acls` "
+                f"grants the others); CA certificate {secure.ca_path}; client properties in "
+                f"{write_client_properties(secure)}")
             print(f"admin password: {secure.admin_password}", flush=True)
         print(f"weir is up: bootstrap {cluster.bootstrap}, ZooKeeper {cluster.zookeeper_connect}. Ctrl-C stops it.",
               flush=True)
@@ -263,7 +264,7 @@ def register(sub) -> None:
     up.add_argument("--no-restart", action="store_true", help="leave a broker that dies down")
     up.add_argument("--secure", action="store_true",
                     help="SASL_SSL listeners (SCRAM), a CA and broker certificates under <data-dir>/tls/, "
-                         "and a super user `admin` whose password is printed")
+                         "ACLs on, and a super user `admin` whose password is printed")
     up.add_argument("--restart-backoff-ms", type=int, default=1000, help="first restart delay (doubles on repeats)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable), e.g. min.insync.replicas=2")

@@ -72,14 +72,16 @@ def bindings_to_add(args) -> list[AclBinding]:
 
 
 def filters(args) -> list[AclFilter]:
-    """--remove and --list: per resource (any when none is named), per principal and operation given."""
+    """--remove and --list: per resource (any when none is named), per principal (and its hosts,
+    default *, as kafka-acls) and operation given."""
     pattern_type = PatternType[args.resource_pattern_type.upper()]
     named = resources(args) or [(ResourceType.ANY, None)]
-    principals = ([(Permission.ALLOW, p) for p in args.allow_principal] + [(Permission.DENY, p) for p in args.deny_principal]
-                  or [(Permission.ANY, args.principal)])
+    principals = ([(Permission.ALLOW, p, h) for p in args.allow_principal for h in args.allow_host or ["*"]]
+                  + [(Permission.DENY, p, h) for p in args.deny_principal for h in args.deny_host or ["*"]]
+                  or [(Permission.ANY, args.principal, None)])
     operations = [parse_operation(o) for o in args.operation] or [Op.ANY]
-    return [AclFilter(resource_type, name, pattern_type if name else PatternType.ANY, principal, None, op, permission)
-            for resource_type, name in named for permission, principal in principals for op in operations]
+    return [AclFilter(resource_type, name, pattern_type if name else PatternType.ANY, principal, host, op, permission)
+            for resource_type, name in named for permission, principal, host in principals for op in operations]
 
 
 def _filter_body(f: AclFilter) -> dict:

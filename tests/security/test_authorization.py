@@ -162,7 +162,11 @@ def test_weir_acls_bindings_as_kafka_acls_makes_them():
     [everything] = bindings_to_add(cli_args(topic=["t"], allow_principal=[ALICE]))
     assert everything.entry.operation == Operation.ALL
     [remove_all] = filters(cli_args(topic=["t"]))
-    assert (remove_all.name, remove_all.principal, remove_all.operation) == ("t", None, Operation.ANY)
+    assert (remove_all.name, remove_all.principal, remove_all.host, remove_all.operation) == ("t", None, None,
+                                                                                              Operation.ANY)
+    [alices] = filters(cli_args(topic=["t"], allow_principal=[ALICE], operation=["write"]))
+    assert (alices.principal, alices.host, alices.permission, alices.operation) == (ALICE, "*", Permission.ALLOW,
+                                                                                    Operation.WRITE)
     [list_all] = filters(cli_args(resource_pattern_type="literal"))
     assert (list_all.resource_type, list_all.pattern_type) == (ResourceType.ANY, PatternType.ANY)
     with pytest.raises(UsageError, match="literal or prefixed"):

@@ -39,7 +39,8 @@ def error_code(err):
 
 def weir_acls(cluster, properties, *args) -> str:
     done = subprocess.run([sys.executable, "-m", "weir.cli", "acls", "--bootstrap-server", cluster.bootstrap,
-                           "--command-config", str(properties), *args], capture_output=True, text=True, timeout=60)
+                           "--command-config", str(properties), *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -77,8 +77,8 @@ def test_implied_operations_and_hosts():
 
 def test_write_on_some_topic_stands_in_for_idempotent_write():
     auth = authorizer((prefixed("app-"), entry(ALICE, Operation.WRITE)))
-    assert auth.may_describe_any(ALICE, "h", TOPIC, Operation.WRITE)
-    assert not auth.may_describe_any(BOB, "h", TOPIC, Operation.WRITE)
+    assert auth.authorize_by_resource_type(ALICE, "h", TOPIC, Operation.WRITE)
+    assert not auth.authorize_by_resource_type(BOB, "h", TOPIC, Operation.WRITE)
 
 
 def test_filters_select_as_describe_and_delete_acls_do():

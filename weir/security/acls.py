@@ -206,7 +206,7 @@ class Authorizer:
         allowing = IMPLIED_BY.get(operation, frozenset({operation})) | {Operation.ALL}
         return any(e.permission == Permission.ALLOW and e.operation in allowing for e in mine)
 
-    def may_describe_any(self, principal: str, host: str, resource_type: ResourceType,
+    def authorize_by_resource_type(self, principal: str, host: str, resource_type: ResourceType,
                          operation: Operation) -> bool:
         """Kafka's authorizeByResourceType: could some resource of this type allow the operation?
         (An idempotent producer without IDEMPOTENT_WRITE on the cluster needs WRITE on some topic.)"""

@@ -107,7 +107,7 @@ class RequestAuthorizer:
     def allows_any(self, header: RequestHeader, resource_type: ResourceType, api_key: ApiKey | None = None) -> bool:
         """Whether some resource of the type allows the API's operation (Kafka's authorizeByResourceType)."""
         operation = REQUIRED[ApiKey(header.api_key if api_key is None else api_key)][resource_type]
-        return self.authorizer.may_describe_any(header.principal, client_host(header), resource_type, operation)
+        return self.authorizer.authorize_by_resource_type(header.principal, client_host(header), resource_type, operation)
 
 
 def denied(authz: RequestAuthorizer | None, header: RequestHeader, resource_type: ResourceType,

@@ -1,10 +1,11 @@
 """ACLs in ZooKeeper between brokers (no broker processes): a change written through one broker's
 AclStore reaches another's authorizer by Kafka's change notices, cached decisions included; a
-broker that starts later reads what is stored."""
+broker that starts later reads what is stored; old notices are deleted."""
 
 import asyncio
 
 from weir.coordination.zk_client import ZkSession
+from weir.security import acl_store
 from weir.security.acl_store import AclStore
 from weir.security.acls import AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern, ResourceType
 from weir.security.authorization import RequestAuthorizer
@@ -20,7 +21,7 @@ async def until(condition, what: str, timeout_s: float = 10) -> None:
         await asyncio.sleep(0.02)
 
 
-def test_changes_reach_every_broker_and_a_new_one_loads_them(zookeeper_connect):
+def test_changes_reach_every_broker_and_a_new_one_loads_them(zookeeper_connect, monkeypatch):
     async def scenario() -> None:
         sessions, stores = [], []
 
@@ -52,6 +53,18 @@ def test_changes_reach_every_broker_and_a_new_one_loads_them(zookeeper_connect):
             assert may_write(third, "orders") and not may_write(third, "pre-x")
             stat = await sessions[0].wait(sessions[0].client.exists_async("/kafka-acl-extended/prefixed/Topic/pre"))
             assert stat is None  # no ACLs left: no znode
+            monkeypatch.setattr(acl_store, "CHANGE_EXPIRY_S", -60)  # every notice is old now
+            await first.update(literal, lambda old: frozenset())
+            await until(lambda: not may_write(second, "orders") and not may_write(third, "orders"),
+                        "the last change to reach every broker")
+            client = sessions[0].client
+            for _ in range(200):
+                notices = [n for root in ("/kafka-acl-changes", "/kafka-acl-extended-changes")
+                           for n in await sessions[0].wait(client.get_children_async(root))]
+                if not notices:
+                    break
+                await asyncio.sleep(0.05)
+            assert notices == []
         finally:
             for store in stores:
                 await store.stop()

@@ -4,7 +4,7 @@ A broker reads every ACL znode at start and after a new session. A change (Creat
 on any broker) compare-and-sets the pattern's znode and then writes a sequential change notice;
 every broker watches the two notice folders and re-reads the patterns named by notices it has not
 seen, so a change counts cluster-wide within a ZooKeeper round trip, without a restart. Notices
-older than CHANGE_EXPIRY_S are deleted by whichever broker reads them first (Kafka: 15 minutes).
+older than CHANGE_EXPIRY_S are deleted by the brokers that saw them (Kafka: 15 minutes).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class AclStore:
         self.client = session.client
         self.authz = authz
         self._seen: dict[str, int] = {}  # notice folder → the last sequence number applied
+        self._notice_times: dict[str, int] = {}  # path of a notice seen → when it was written (ms)
         self._full = True
         self._wake = asyncio.Event()
         self._watch = session.on_loop(lambda event: self._wake.set())
@@ -110,7 +111,11 @@ class AclStore:
         self.authz.acls_changed()
         for root, items in notices.items():
             self._seen[root] = items[-1][0] if items else -1
-            await self._purge(root, [name for _, name in items])
+            for _, name in items:
+                stat = await self.session.wait(self.client.exists_async(f"{root}/{name}"))
+                if stat is not None:
+                    self._notice_times[f"{root}/{name}"] = stat.ctime
+        await self._purge()
         log.info("ACLs loaded: %d bindings on %d resource patterns", sum(len(e) for e in by_pattern.values()),
                  len(by_pattern))
 
@@ -120,21 +125,22 @@ class AclStore:
                 if sequence <= self._seen.get(root, -1):
                     continue
                 try:
-                    data, _ = await self.session.wait(self.client.get_async(f"{root}/{name}"))
+                    data, stat = await self.session.wait(self.client.get_async(f"{root}/{name}"))
                 except NoNodeError:  # purged already: its change was long applied
                     continue
                 pattern = pattern_of_notice(root, data)
                 self._apply(pattern, (await self._read(pattern))[0])
                 self._seen[root] = sequence
+                self._notice_times[f"{root}/{name}"] = stat.ctime
+        await self._purge()
 
-    async def _purge(self, root: str, names: list[str]) -> None:
-        now_ms = time.time() * 1000
-        for name in names:
-            path = f"{root}/{name}"
+    async def _purge(self) -> None:
+        """Delete the notices seen that are older than CHANGE_EXPIRY_S (another broker may have)."""
+        expired = time.time() * 1000 - CHANGE_EXPIRY_S * 1000
+        for path in [p for p, written in self._notice_times.items() if written < expired]:
+            del self._notice_times[path]
             try:
-                stat = await self.session.wait(self.client.exists_async(path))
-                if stat is not None and now_ms - stat.ctime > CHANGE_EXPIRY_S * 1000:
-                    await self.session.wait(self.client.delete_async(path))
+                await self.session.wait(self.client.delete_async(path))
             except (NoNodeError, NotEmptyError):
                 continue
 

@@ -3,22 +3,24 @@ authorizer on, `admin` a super user and the brokers' own user).
 
 Issue 15's "done when": alice, a user without ACLs, gets TOPIC_AUTHORIZATION_FAILED on produce
 and does not see the topic in Metadata; `weir acls --add` of a prefixed ACL lets her in without a
-restart (confluent-kafka and kafka-python agree); deleting it (the AdminClient's delete_acls)
-takes access away again. The super user's acks=all writes to a replicated topic prove that
+restart (confluent-kafka and kafka-python agree); her consumer group is refused
+(GROUP_AUTHORIZATION_FAILED) until the AdminClient's create_acls grants it; deleting the prefixed
+ACL (the AdminClient's delete_acls) takes her writes away again. The super user's acks=all writes to a replicated topic prove that
 followers still fetch (CLUSTER_ACTION as admin)."""
 
 import subprocess
 import sys
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
 from waiting import wait_until
 from weir.local_cluster import LocalCluster, SecureSetup
 
-FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's
+FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200",  # as tests/conftest.py's
+        "group.initial.rebalance.delay.ms": "0"}
 TOPIC = "pre-x"
 
 
@@ -82,6 +84,7 @@ def test_acls_grant_and_take_away_access_without_restarts(tmp_path, zookeeper_co
         assert TOPIC in alice_admin.list_topics(timeout=10).topics
 
         kafka_python_agrees(cluster, secure)
+        alice_reads_once_granted(admin, alice_config)
 
         pattern = AclBindingFilter(ResourceType.TOPIC, "pre", ResourcePatternType.PREFIXED, None, None,
                                    AclOperation.ANY, AclPermissionType.ANY)
@@ -95,6 +98,34 @@ def test_acls_grant_and_take_away_access_without_restarts(tmp_path, zookeeper_co
     finally:
         cluster.kill()
         print(cluster.output())
+
+
+def alice_reads_once_granted(admin: AdminClient, alice_config: dict) -> None:
+    """No READ on her group: GROUP_AUTHORIZATION_FAILED; granted (the AdminClient's create_acls), she reads."""
+    def first_event(consumer):
+        def next_event():
+            message = consumer.poll(0.5)
+            return message if message is not None and (message.error() is None or not message.error().retriable()) \
+                else None
+        try:
+            return wait_until(next_event, "alice's consumer to hear from the cluster", 15)
+        finally:
+            consumer.close()
+
+    def consumer():
+        c = Consumer({**alice_config, "group.id": "alice-g", "auto.offset.reset": "earliest"})
+        c.subscribe([TOPIC])
+        return c
+
+    refused = first_event(consumer())
+    assert refused.error() is not None and refused.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    grants = [AclBinding(ResourceType.GROUP, "alice-g", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW),
+              AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)]
+    for future in admin.create_acls(grants).values():
+        future.result(30)
+    assert first_event(consumer()).error() is None
 
 
 def kafka_python_agrees(cluster, secure) -> None:

@@ -5,8 +5,8 @@ Issue 15's "done when": alice, a user without ACLs, gets TOPIC_AUTHORIZATION_FAI
 and does not see the topic in Metadata; `weir acls --add` of a prefixed ACL lets her in without a
 restart (confluent-kafka and kafka-python agree); her consumer group is refused
 (GROUP_AUTHORIZATION_FAILED) until the AdminClient's create_acls grants it; deleting the prefixed
-ACL (the AdminClient's delete_acls) takes her writes away again. The super user's acks=all writes to a replicated topic prove that
-followers still fetch (CLUSTER_ACTION as admin)."""
+ACL (the AdminClient's delete_acls) takes her writes away again. The super user's acks=all
+writes to a replicated topic prove that followers still fetch (CLUSTER_ACTION as admin)."""
 
 import subprocess
 import sys

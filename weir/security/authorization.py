@@ -104,9 +104,9 @@ class RequestAuthorizer:
         principal, host = header.principal, client_host(header)
         return {n for n in set(names) if not self.allows(principal, host, operation, resource_type, n)}
 
-    def allows_any(self, header: RequestHeader, resource_type: ResourceType, api_key: ApiKey | None = None) -> bool:
+    def allows_any(self, header: RequestHeader, resource_type: ResourceType) -> bool:
         """Whether some resource of the type allows the API's operation (Kafka's authorizeByResourceType)."""
-        operation = REQUIRED[ApiKey(header.api_key if api_key is None else api_key)][resource_type]
+        operation = REQUIRED[ApiKey(header.api_key)][resource_type]
         return self.authorizer.authorize_by_resource_type(header.principal, client_host(header), resource_type, operation)
 
 
@@ -121,9 +121,9 @@ def allowed(authz: RequestAuthorizer | None, header: RequestHeader, resource_typ
     return authz is None or not authz.denied(header, resource_type, (name,), api_key)
 
 
-def cluster_error(authz: RequestAuthorizer | None, header: RequestHeader, api_key: ApiKey | None = None) -> ErrorCode:
+def cluster_error(authz: RequestAuthorizer | None, header: RequestHeader) -> ErrorCode:
     """CLUSTER_AUTHORIZATION_FAILED unless the request may do its API's operation on the cluster; else NONE."""
-    return ErrorCode.none if allowed(authz, header, api_key=api_key) else ErrorCode.cluster_authorization_failed
+    return ErrorCode.none if allowed(authz, header) else ErrorCode.cluster_authorization_failed
 
 
 def denied_creation(authz: RequestAuthorizer | None, header: RequestHeader, names: Iterable[str]) -> set[str]:

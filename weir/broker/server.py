@@ -90,9 +90,10 @@ class Broker:
         await self.zk.start(config["zookeeper.connection.timeout.ms"] / 1000)
         authz = self.acl_store = None
         if config["authorizer.class.name"]:  # ACLs on: read them before serving anyone
-            authz = RequestAuthorizer(Authorizer(
-                [u.strip() for u in config["super.users"].split(";") if u.strip()],
-                config["allow.everyone.if.no.acl.found"]))
+            super_users = [u.strip() for u in config["super.users"].split(";") if u.strip()]
+            log.info("ACLs on (%s); super users: %s (the brokers' own principal must be one of them)",
+                     config["authorizer.class.name"], ", ".join(super_users) or "none")
+            authz = RequestAuthorizer(Authorizer(super_users, config["allow.everyone.if.no.acl.found"]))
             self.acl_store = AclStore(self.zk, authz)
             await self.acl_store.start()
         self.store = ZkMetadataStore(self.zk, on_controller_gone=lambda: self.controller.elect())

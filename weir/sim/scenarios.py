@@ -26,6 +26,12 @@ controller on the fifth; timeouts in Kafka's proportions (replica.lag.time.max.m
 replica.socket.timeout.ms above the session timeout), so that the stale answers are still awaited
 and the stalled leader does not shrink its ISR to itself first.
 
+empty-leadership: the story of stalled-successor with three replicas, but the replica that takes
+over first is the slow one: it is elected while it stalls, so it leads its epoch without writing
+anything, loses ZooKeeper, and then follows the other, which holds more of the previous epoch than
+it does. The leader-epoch answer tells it to truncate at its own log end; its epoch cache must still
+drop the empty epoch, or the previous epoch's records it fetches next fall under it.
+
 reassign: the random faults of the seed on five brokers, with one to three partition
 reassignments (KIP-455) among them, each to three brokers drawn at random, some cancelled: new
 replicas catch up while the faults go on, leadership moves into the target, old replicas delete
@@ -53,7 +59,8 @@ from dataclasses import replace
 from weir.sim.nemesis import Fault, random_schedule
 from weir.sim.settings import SimSettings
 
-SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "bounced-follower", "reassign", "transactions")
+SCENARIOS = ("jepsen-unclean", "jepsen-safe", "stalled-successor", "empty-leadership", "bounced-follower", "reassign",
+             "transactions")
 
 
 def build(name: str, seed: int):
@@ -63,7 +70,9 @@ def build(name: str, seed: int):
     if name == "transactions":
         raise ValueError("the transactions scenario has its own world: weir.sim.txn_world")
     if name == "stalled-successor":
-        return _stalled_successor(random.Random(f"scenario/{seed}"))
+        return _stalled_successor(random.Random(f"scenario/{seed}"), replicas=4, slow="successor:0:2")
+    if name == "empty-leadership":
+        return _stalled_successor(random.Random(f"scenario/{seed}"), replicas=3, slow="successor:0")
     if name == "bounced-follower":
         return _bounced_follower(random.Random(f"scenario/{seed}"))
     if name == "reassign":
@@ -90,15 +99,15 @@ def _staged(brokers: int, replication_factor: int, replica_lag_time_max_ms: int)
                    fetch_timeout_ms=2500, auto_leader_rebalance_enable=False, drop_rate=0.0, duplicate_rate=0.0)
 
 
-def _stalled_successor(rng: random.Random):
-    settings = _staged(brokers=5, replication_factor=4, replica_lag_time_max_ms=2500)
+def _stalled_successor(rng: random.Random, replicas: int, slow: str):
+    settings = _staged(brokers=replicas + 1, replication_factor=replicas, replica_lag_time_max_ms=2500)
     heal = settings.heal_at_ms
     crash = rng.randint(1000, 2000)
     stall = crash + rng.randint(700, 1000)  # before the crashed leader's session expires
     cut = crash + rng.randint(1300, 1800)  # after its successor learned that it leads
     resume = cut + rng.randint(1100, 2300)  # about when the stalled one's session has expired
     schedule = [
-        Fault(200, "slow", "successor:0:2", heal - 200, 400),  # the last to take over lags, and answers late
+        Fault(200, "slow", slow, heal - 200, 400),  # it lags, and answers late
         Fault(crash, "crash", "leader:0", heal - crash),
         Fault(stall, "stall", "successor:0", resume - stall),
         Fault(cut, "partition", "leader:0", heal - cut, "leader-zk"),

@@ -108,6 +108,12 @@ SETTINGS = {s.name: s for s in [
     Setting("zookeeper.connect", str, "127.0.0.1:2181", "ZooKeeper ensemble, host:port[,host:port][/chroot]."),
     Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout."),
     Setting("zookeeper.connection.timeout.ms", int, 18000, "Longest wait for the first ZooKeeper connection."),
+    Setting("zookeeper.set.acl", bool, False,
+            "Create every znode with ZooKeeper ACLs: writable by the brokers' identity only, readable by all "
+            "except /config/users and /config/brokers (needs zookeeper.digest.jaas.config; use a chroot)."),
+    Setting("zookeeper.digest.jaas.config", str, "",
+            'Weir\'s: the ZooKeeper digest login of the brokers, '
+            'org.apache.zookeeper.server.auth.DigestLoginModule required username="..." password="...";'),
     Setting("min.insync.replicas", int, 1, "Replicas that must be in sync for acks=all."),
     Setting("unclean.leader.election.enable", bool, False, "Elect an out-of-sync replica rather than go offline."),
     Setting("transaction.partition.verification.enable", bool, True,

@@ -2,7 +2,9 @@
 
 Every broker listens on its own 127.0.0.1 port and *advertises* its inbound proxy, so clients and
 other brokers reach it only through the network of `network.py`; its `zookeeper.connect` names its
-own ZooKeeper proxy. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
+own ZooKeeper proxy. Secured (`secure`), it is `weir up --secure`'s cluster: SASL_SSL listeners
+(which the proxies carry as bytes), SCRAM between brokers, ACLs, `zookeeper.set.acl` under the
+chroot /weir; the harness's clients are the super user `admin`. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
 reaches the harness alone, which then tears everything down itself), and `teardown()` kills every
 group and is idempotent.
 """
@@ -19,7 +21,8 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from ..coordination.zookeeper_server import ZooKeeperServer, free_port
-from ..local_cluster import BrokerProcess
+from ..client import PLAINTEXT
+from ..local_cluster import BrokerProcess, SecureSetup
 from .network import LOOPBACK, ZOOKEEPER, Network, broker_node
 
 log = logging.getLogger(__name__)
@@ -51,11 +54,12 @@ class IsolatedBroker(BrokerProcess):
 
 
 class Cluster:
-    def __init__(self, run_dir: Path, size: int, settings: dict[str, str]) -> None:
+    def __init__(self, run_dir: Path, size: int, settings: dict[str, str], secure: bool = False) -> None:
         assert size >= 1
         self.run_dir = Path(run_dir)
         self.size = size
-        self.settings = {**DEFAULT_BROKER_SETTINGS, **settings}
+        self.secure = SecureSetup(self.run_dir) if secure else None
+        self.settings = {**DEFAULT_BROKER_SETTINGS, **(self.secure.overrides if secure else {}), **settings}
         self.network = Network()
         self.zookeeper = ZooKeeperServer(self.run_dir / "zookeeper")
         self.brokers: list[IsolatedBroker] = []
@@ -69,6 +73,16 @@ class Cluster:
         return ",".join(f"{LOOPBACK}:{port}" for port in self.proxy_ports.values())
 
     @property
+    def connection(self) -> dict[str, str]:
+        """Kafka client properties (librdkafka's names) for reaching the cluster."""
+        return {"bootstrap.servers": self.bootstrap, **(self.secure.client_config() if self.secure else {})}
+
+    @property
+    def client_security(self):
+        """The same, for weir's own client."""
+        return self.secure.client_security() if self.secure else PLAINTEXT
+
+    @property
     def session_timeout_s(self) -> float:
         return int(self.settings["zookeeper.session.timeout.ms"]) / 1000
 
@@ -78,6 +92,9 @@ class Cluster:
 
     def start(self) -> "Cluster":
         self.zookeeper.start()
+        protocol, chroot = (self.secure.protocol, SecureSetup.CHROOT) if self.secure else ("PLAINTEXT", "")
+        if self.secure:
+            self.secure.create_admin(f"{LOOPBACK}:{self.zookeeper.port}{chroot}")
         for i in range(self.size):
             port = free_port()
             self.proxy_ports[i] = self.network.add_inbound_proxy(broker_node(i), port)
@@ -85,9 +102,9 @@ class Cluster:
                                                                         self.zookeeper.port)
             broker = IsolatedBroker(i, self.run_dir / "data" / f"broker-{i}", "", port, {
                 **self.settings,
-                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.proxy_ports[i]}",
-                "zookeeper.connect": f"{LOOPBACK}:{self.zookeeper_proxy_ports[i]}",
-            })
+                "advertised.listeners": f"{protocol}://{LOOPBACK}:{self.proxy_ports[i]}",
+                "zookeeper.connect": f"{LOOPBACK}:{self.zookeeper_proxy_ports[i]}{chroot}",
+            }, protocol=protocol)
             self.brokers.append(broker)
             self.network.register_process(broker_node(i), broker.pid)
         for broker in self.brokers:
@@ -101,7 +118,7 @@ class Cluster:
 
     def admin(self) -> AdminClient:
         from .workload import rdkafka_log
-        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 3000, "logger": rdkafka_log})
+        return AdminClient({**self.connection, "socket.timeout.ms": 3000, "logger": rdkafka_log})
 
     def metadata(self, topic: str | None = None, timeout_s: float = 5):
         return self.admin().list_topics(topic, timeout=timeout_s)
@@ -129,7 +146,8 @@ class Cluster:
         from ..reassign_partitions_cli import alter_reassignments
 
         async def move() -> None:
-            async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3) as c:
+            async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3,
+                                     security=self.client_security) as c:
                 error, message = (await alter_reassignments(c, {(topic, partition): tuple(replicas)}))[
                     (topic, partition)]
                 if error:

@@ -53,7 +53,7 @@ def register(sub) -> None:
     p.add_argument("--keep-data", action="store_true", help="keep the brokers' data directories")
     p.add_argument("--secure", action="store_true",
                    help="a secured cluster as `weir up --secure` runs it (SASL_SSL, SCRAM-SHA-512, ACLs, "
-                        "zookeeper.set.acl); the clients are its super user admin")
+                        "zookeeper.set.acl); the workload is a user with prefixed ACLs on weir-verify")
     p.add_argument("--matrix", action="store_true",
                    help="every combination of unclean x min ISR x acks x nemesis, one run each")
     p.add_argument("--matrix-unclean", default="on,off")

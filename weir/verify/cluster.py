@@ -4,7 +4,8 @@ Every broker listens on its own 127.0.0.1 port and *advertises* its inbound prox
 other brokers reach it only through the network of `network.py`; its `zookeeper.connect` names its
 own ZooKeeper proxy. Secured (`secure`), it is `weir up --secure`'s cluster: SASL_SSL listeners
 (which the proxies carry as bytes), SCRAM between brokers, ACLs, `zookeeper.set.acl` under the
-chroot /weir; the harness's clients are the super user `admin`. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
+chroot /weir; the harness (topic, metadata, reassignments) is the super user `admin`, the workload
+the user `weir-verify`, allowed only what its producers and consumers need by prefixed ACLs. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
 reaches the harness alone, which then tears everything down itself), and `teardown()` kills every
 group and is idempotent.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import threading
 import time
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                   ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
 from ..coordination.zookeeper_server import ZooKeeperServer, free_port
 from ..client import PLAINTEXT
@@ -35,6 +38,13 @@ DEFAULT_BROKER_SETTINGS = {
     "replica.fetch.wait.max.ms": "200",
     "auto.create.topics.enable": "false",
     "leader.imbalance.check.interval.seconds": "3600",
+}
+
+WORKLOAD_USER = "weir-verify"
+WORKLOAD_GRANTS = {  # prefixed with weir-verify: the topic, the consumers' groups, the transactional ids
+    ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE),
+    ResourceType.GROUP: (AclOperation.READ,),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE),
 }
 
 
@@ -59,6 +69,7 @@ class Cluster:
         self.run_dir = Path(run_dir)
         self.size = size
         self.secure = SecureSetup(self.run_dir) if secure else None
+        self.workload_password = secrets.token_urlsafe(18)
         self.settings = {**DEFAULT_BROKER_SETTINGS, **(self.secure.overrides if secure else {}), **settings}
         self.network = Network()
         self.zookeeper = ZooKeeperServer(self.run_dir / "zookeeper")
@@ -76,6 +87,13 @@ class Cluster:
     def connection(self) -> dict[str, str]:
         """Kafka client properties (librdkafka's names) for reaching the cluster."""
         return {"bootstrap.servers": self.bootstrap, **(self.secure.client_config() if self.secure else {})}
+
+    @property
+    def workload_connection(self) -> dict[str, str]:
+        """The workload's client properties: secured, as WORKLOAD_USER."""
+        if not self.secure:
+            return self.connection
+        return {"bootstrap.servers": self.bootstrap, **self.secure.client_config(WORKLOAD_USER, self.workload_password)}
 
     @property
     def client_security(self):
@@ -112,7 +130,20 @@ class Cluster:
         for broker in self.brokers:
             broker.wait_ready()
         self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
+        if self.secure:
+            self._add_workload_user()
         return self
+
+    def _add_workload_user(self) -> None:
+        admin = self.admin()
+        credential = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            WORKLOAD_USER, credential, self.workload_password.encode())])[WORKLOAD_USER].result(30)
+        for done in admin.create_acls([
+                AclBinding(resource_type, WORKLOAD_USER, ResourcePatternType.PREFIXED, f"User:{WORKLOAD_USER}", "*",
+                           operation, AclPermissionType.ALLOW)
+                for resource_type, operations in WORKLOAD_GRANTS.items() for operation in operations]).values():
+            done.result(30)
 
     # -- looking at it (through the proxies, as a client) -----------------------------------
 

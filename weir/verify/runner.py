@@ -160,10 +160,10 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
                               "so an idempotent producer cannot run against them")
         _create_topic(cluster, opts)
         if opts.transactional:
-            workload = TransactionalWorkload(cluster.connection, history, TOPIC, opts.partitions, rate=opts.rate,
+            workload = TransactionalWorkload(cluster.workload_connection, history, TOPIC, opts.partitions, rate=opts.rate,
                                              producers=opts.producers, consumers=opts.consumers, seed=seed).start()
         else:
-            workload = Workload(cluster.connection, history, TOPIC, opts.partitions, acks=opts.acks, rate=opts.rate,
+            workload = Workload(cluster.workload_connection, history, TOPIC, opts.partitions, acks=opts.acks, rate=opts.rate,
                                 producers=opts.producers, consumers=opts.consumers, retries=opts.retries,
                                 idempotent=opts.idempotent).start()
         nemesis = Nemesis(cluster, history, TOPIC, opts.nemesis, random.Random(seed), opts.quiet_s, opts.fault_s)

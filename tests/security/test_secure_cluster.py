@@ -2,13 +2,14 @@
 SCRAM-SHA-512 between brokers as `admin`, sessions re-authenticated every 3 s (KIP-368). Followers
 fetch, the ISR fills, a killed leader's partitions move, and nothing acknowledged is lost. Its
 znodes (`zookeeper.set.acl`) are the brokers' to change: a client without their ZooKeeper login
-can neither change nor delete them, nor read the SCRAM credentials."""
+can neither change nor delete them, nor read the SCRAM credentials; DescribeConfigs does not show
+the brokers' ZooKeeper password."""
 
 import time
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -62,6 +63,9 @@ def test_replication_and_failover_on_a_secured_cluster(tmp_path, zookeeper_conne
         assert_znodes_protected(cluster, secure)
         config = {"bootstrap.servers": cluster.bootstrap, **secure.client_config()}
         admin = AdminClient(config)
+        broker_0 = ConfigResource(ResourceType.BROKER, "0")
+        login = admin.describe_configs([broker_0])[broker_0].result(30)["zookeeper.digest.jaas.config"]
+        assert login.is_sensitive and login.value is None
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
 
         def isrs() -> dict[int, tuple[int, list[int]]]:

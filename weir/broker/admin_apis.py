@@ -325,11 +325,12 @@ class AdminApis:
                 continue
             wanted = set(r.configuration_keys) if r.configuration_keys else None  # none or empty: all, as Kafka
             dynamic = dynamic_settings()
-            out["configs"] = [{"name": e.name, "value": e.value,
+            out["configs"] = [{"name": e.name, "value": None if e.type == ConfigType.PASSWORD else e.value,
                                "read_only": r.resource_type == RESOURCE_BROKER and e.name not in dynamic,
                                "is_default": e.source == DEFAULT_CONFIG, "config_source": e.source,
-                               "is_sensitive": False,
-                               "synonyms": [s._asdict() for s in e.synonyms] if synonyms_wanted else [],
+                               "is_sensitive": e.type == ConfigType.PASSWORD,
+                               "synonyms": [{**s._asdict(), **({"value": None} if e.type == ConfigType.PASSWORD else {})}
+                                            for s in e.synonyms] if synonyms_wanted else [],
                                "config_type": e.type, "documentation": e.documentation if documentation_wanted else None}
                               for e in entries if wanted is None or e.name in wanted]
             results.append(out)
@@ -362,7 +363,8 @@ class AdminApis:
         value = topic_configs.format_value(self.config[name])
         synonyms = topic_configs.broker_synonyms(name, self.config)
         overridden = topic_configs.BROKER_SYNONYMS.get(name)
-        config_type = overridden.type if overridden else _BROKER_SETTING_TYPES.get(setting.type, 0)  # 0: UNKNOWN
+        config_type = (ConfigType.PASSWORD if setting.sensitive else overridden.type if overridden
+                       else _BROKER_SETTING_TYPES.get(setting.type, 0))  # 0: UNKNOWN
         return topic_configs.ConfigEntry(name, value, synonyms[0].source, synonyms, config_type, setting.doc)
 
     def alter_configs(self, header: RequestHeader, request):

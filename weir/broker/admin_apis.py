@@ -126,7 +126,8 @@ class AdminApis:
 
     def _metadata_dict(self, names, listener: str = "", refused: frozenset = frozenset(),
                        topic_operations=None, cluster_operations: int = NO_OPERATIONS) -> dict:
-        """`topic_operations(name)`: a topic's authorized operations, when asked for; `cluster_operations`: the cluster's."""
+        """`topic_operations(name)`: a topic's authorized operations, when asked for;
+        `cluster_operations`: the cluster's."""
         view = self.view
         by_id = view.topics_by_id()
         keys = names if names is not None else tuple(sorted(t for t in view.topics if t not in refused))

@@ -2,12 +2,15 @@
 
 Every broker listens on its own 127.0.0.1 port and *advertises* its inbound proxy, so clients and
 other brokers reach it only through the network of `network.py`; its `zookeeper.connect` names its
-own ZooKeeper proxy. Secured (`secure`), it is `weir up --secure`'s cluster: SASL_SSL listeners
-(which the proxies carry as bytes), SCRAM between brokers, ACLs, `zookeeper.set.acl` under the
-chroot /weir; the harness (topic, metadata, reassignments) is the super user `admin`, the workload
-the user `weir-verify`, allowed only what its producers and consumers need by prefixed ACLs. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
+own ZooKeeper proxy. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
 reaches the harness alone, which then tears everything down itself), and `teardown()` kills every
 group and is idempotent.
+
+Secured (`secure`), it is `weir up --secure`'s cluster: SASL_SSL listeners (which the proxies
+carry as bytes), SCRAM between brokers, ACLs, `zookeeper.set.acl` under the chroot /weir (its
+settings, which hold passwords, are not among `settings`, which the report shows). The harness
+(topic, metadata, reassignments) is the super user `admin`; the workload is the user
+`weir-verify`, allowed only what its producers and consumers need, by prefixed ACLs.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class Cluster:
         self.size = size
         self.secure = SecureSetup(self.run_dir) if secure else None
         self.workload_password = secrets.token_urlsafe(18)
-        self.settings = {**DEFAULT_BROKER_SETTINGS, **(self.secure.overrides if secure else {}), **settings}
+        self.settings = {**DEFAULT_BROKER_SETTINGS, **settings}
         self.network = Network()
         self.zookeeper = ZooKeeperServer(self.run_dir / "zookeeper")
         self.brokers: list[IsolatedBroker] = []
@@ -119,7 +122,7 @@ class Cluster:
             self.zookeeper_proxy_ports[i] = self.network.add_link_proxy(broker_node(i), ZOOKEEPER,
                                                                         self.zookeeper.port)
             broker = IsolatedBroker(i, self.run_dir / "data" / f"broker-{i}", "", port, {
-                **self.settings,
+                **(self.secure.overrides if self.secure else {}), **self.settings,
                 "advertised.listeners": f"{protocol}://{LOOPBACK}:{self.proxy_ports[i]}",
                 "zookeeper.connect": f"{LOOPBACK}:{self.zookeeper_proxy_ports[i]}{chroot}",
             }, protocol=protocol)

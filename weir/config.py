@@ -32,6 +32,7 @@ class Setting:
     default: object
     doc: str
     choices: tuple = ()  # the legal values of a str setting, if it has a fixed set
+    sensitive: bool = False  # a secret (Kafka's PASSWORD type): DescribeConfigs gives no value
 
 
 SETTINGS = {s.name: s for s in [
@@ -108,6 +109,13 @@ SETTINGS = {s.name: s for s in [
     Setting("zookeeper.connect", str, "127.0.0.1:2181", "ZooKeeper ensemble, host:port[,host:port][/chroot]."),
     Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout."),
     Setting("zookeeper.connection.timeout.ms", int, 18000, "Longest wait for the first ZooKeeper connection."),
+    Setting("zookeeper.set.acl", bool, False,
+            "Create every znode with ZooKeeper ACLs: writable by the brokers' identity only, readable by all "
+            "except /config/users and /config/brokers (needs zookeeper.digest.jaas.config; use a chroot)."),
+    Setting("zookeeper.digest.jaas.config", str, "",
+            'Weir\'s: the ZooKeeper digest login of the brokers, '
+            'org.apache.zookeeper.server.auth.DigestLoginModule required username="..." password="...";',
+            sensitive=True),
     Setting("min.insync.replicas", int, 1, "Replicas that must be in sync for acks=all."),
     Setting("unclean.leader.election.enable", bool, False, "Elect an out-of-sync replica rather than go offline."),
     Setting("transaction.partition.verification.enable", bool, True,
@@ -163,13 +171,13 @@ SETTINGS = {s.name: s for s in [
     Setting("ssl.keystore.type", str, "PEM", "Format of the key store: PEM (PKCS12 if cryptography is installed).",
             ("PEM", "PKCS12")),
     Setting("ssl.keystore.location", str, "", "File with the broker's private key and certificate chain."),
-    Setting("ssl.keystore.password", str, "", "Password of a PKCS12 key store."),
-    Setting("ssl.key.password", str, "", "Password of an encrypted private key."),
+    Setting("ssl.keystore.password", str, "", "Password of a PKCS12 key store.", sensitive=True),
+    Setting("ssl.key.password", str, "", "Password of an encrypted private key.", sensitive=True),
     Setting("ssl.keystore.certificate.chain", str, "", "The certificate chain in PEM, given in the config."),
-    Setting("ssl.keystore.key", str, "", "The private key in PEM, given in the config."),
+    Setting("ssl.keystore.key", str, "", "The private key in PEM, given in the config.", sensitive=True),
     Setting("ssl.truststore.type", str, "PEM", "Format of the trust store.", ("PEM", "PKCS12")),
     Setting("ssl.truststore.location", str, "", "File with the trusted CA certificates."),
-    Setting("ssl.truststore.password", str, "", "Password of a PKCS12 trust store."),
+    Setting("ssl.truststore.password", str, "", "Password of a PKCS12 trust store.", sensitive=True),
     Setting("ssl.truststore.certificates", str, "", "Trusted CA certificates in PEM, given in the config."),
     Setting("ssl.client.auth", str, "none", "Ask TLS clients for a certificate: none, requested or required.",
             ("none", "requested", "required")),

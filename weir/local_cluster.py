@@ -6,7 +6,9 @@ Each broker is a `weir broker` child process; it counts as started when it print
 `SecureSetup` makes a secured cluster (`weir up --secure`, the tests): a CA and a broker
 certificate under `<data-dir>/tls/`, SASL_SSL listeners on the same ports, SCRAM-SHA-512 between
 brokers as the super user `admin`, whose credential is written to ZooKeeper before any broker
-starts (as `kafka-configs --zookeeper` would).
+starts (as `kafka-configs --zookeeper` would), and `zookeeper.set.acl`: the brokers log in to
+ZooKeeper as `weir` (`<data-dir>/tls/zookeeper.properties`, for the tools that write ZooKeeper) and
+their znodes, under the chroot /weir, are theirs alone to change.
 """
 
 import os
@@ -125,7 +127,10 @@ class LocalCluster:
 
     @property
     def zookeeper_connect(self) -> str:
-        return self._zookeeper_connect or self.zookeeper.connect_string
+        if self._zookeeper_connect:
+            return self._zookeeper_connect
+        # a secured cluster lives under a chroot: ZooKeeper's root znode is open to all (zk_security)
+        return self.zookeeper.connect_string + (SecureSetup.CHROOT if self.secure else "")
 
     @property
     def bootstrap(self) -> str:
@@ -189,10 +194,22 @@ class LocalCluster:
         return "\n".join(f"--- broker {b.broker_id} ---\n{b.output()}" for b in self.brokers)
 
 
+def _kept_secret(path: Path, given: str = "") -> str:
+    """`given`, else the one saved at `path`, else a new one; saved there (mode 600) for next time."""
+    if not given:
+        given = path.read_text().strip() if path.exists() else secrets.token_urlsafe(18)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(given + "\n")
+    return given
+
+
 @dataclass
 class SecureSetup:
     """TLS material under `<data_dir>/tls/` (made on first use, kept after: clients keep trusting
-    the same CA across restarts) and the SCRAM super user `admin`."""
+    the same CA across restarts), the SCRAM super user `admin`, and the brokers' ZooKeeper login
+    `weir` with `zookeeper.set.acl` (`zookeeper_properties`: the settings, for the tools)."""
+    CHROOT = "/weir"
     data_dir: Path
     admin_password: str = ""
     protocol: str = "SASL_SSL"
@@ -207,15 +224,19 @@ class SecureSetup:
         if not self.ca_path.exists() or not self.keystore_path.exists():
             ca = CertificateAuthority.create(self.ca_path)
             ca.issue(self.keystore_path, "weir-broker", ["127.0.0.1", "localhost", "::1"])
-        password_file = tls / "admin.password"
-        if not self.admin_password:
-            if password_file.exists():
-                self.admin_password = password_file.read_text().strip()
-            else:
-                self.admin_password = secrets.token_urlsafe(18)
-        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(self.admin_password + "\n")
+        self.admin_password = _kept_secret(tls / "admin.password", self.admin_password)
+        self.zookeeper_settings = {
+            "zookeeper.set.acl": "true",
+            "zookeeper.digest.jaas.config": 'org.apache.zookeeper.server.auth.DigestLoginModule required '
+                                            f'username="weir" password="{_kept_secret(tls / "zookeeper.password")}";'}
+        self.zookeeper_properties = tls / "zookeeper.properties"
+        self.zookeeper_properties.write_text("".join(f"{k}={v}\n" for k, v in self.zookeeper_settings.items()))
+        self.zookeeper_properties.chmod(0o600)
+
+    @property
+    def zookeeper_security(self):
+        from .coordination.zk_security import ZkSecurity
+        return ZkSecurity.from_properties(self.zookeeper_settings)
 
     @property
     def overrides(self) -> dict[str, str]:
@@ -229,23 +250,15 @@ class SecureSetup:
                 f'password="{self.admin_password}";',
             # ACLs on; admin, as whom the brokers reach each other too, may do everything
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+            **self.zookeeper_settings,
         }
 
     def create_admin(self, zookeeper_connect: str) -> None:
-        from kazoo.client import KazooClient
-
+        from .coordination.zk_client import ensure_chroot
         from .protocol.scram import ScramCredential
         from .security.scram_store import write_credential
-        hosts, slash, chroot = zookeeper_connect.partition("/")
-        if chroot:  # the brokers would create it; we come first
-            root = KazooClient(hosts=hosts)
-            root.start(timeout=30)
-            try:
-                root.ensure_path("/" + chroot)
-            finally:
-                root.stop()
-                root.close()
-        client = KazooClient(hosts=zookeeper_connect)
+        ensure_chroot(zookeeper_connect, 30, self.zookeeper_security)  # the brokers would create it; we come first
+        client = self.zookeeper_security.client(zookeeper_connect)
         client.start(timeout=30)
         try:
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):

@@ -8,7 +8,9 @@
 Over the wire with AlterUserScramCredentials / DescribeUserScramCredentials (the password is salted
 here; the broker never sees it). `--zookeeper HOST:PORT[/chroot]` instead writes ZooKeeper
 directly, as `kafka-configs --zookeeper` did: the way to create the first user of a cluster whose
-brokers themselves authenticate with SCRAM.
+brokers themselves authenticate with SCRAM. With `zookeeper.set.acl` on, it logs in as the
+brokers do: `--zk-config-file` names a properties file with their `zookeeper.set.acl` and
+`zookeeper.digest.jaas.config` (`weir up --secure` writes `<data-dir>/tls/zookeeper.properties`).
 """
 
 import os
@@ -76,17 +78,25 @@ async def users_command(client: ClusterClient, args) -> int:
 
 
 def users_in_zookeeper(args) -> int:
-    from kazoo.client import KazooClient
+    from pathlib import Path
 
+    from kazoo.exceptions import NoAuthError
+
+    from .config import read_properties
+    from .coordination.zk_security import ZkSecurity
     from .security.scram_store import write_credential
     if not args.alter or not args.entity_name or not args.add_config:
         raise UsageError("--zookeeper takes --alter --entity-name NAME --add-config ...")
-    client = KazooClient(hosts=args.zookeeper)
+    props = read_properties(Path(args.zk_config_file).read_text()) if args.zk_config_file else {}
+    client = ZkSecurity.from_properties(props).client(args.zookeeper)
     client.start(timeout=30)
     try:
         for mechanism, (password, iterations) in parse_add_config(args.add_config).items():
             write_credential(client, args.entity_name, mechanism,
                              ScramCredential.from_password(mechanism, password, os.urandom(32), iterations))
+    except NoAuthError:
+        raise UsageError("ZooKeeper refused: the cluster's znodes are protected (zookeeper.set.acl); "
+                         "--zk-config-file names the brokers' ZooKeeper login") from None
     finally:
         client.stop()
         client.close()
@@ -100,7 +110,7 @@ def run(args) -> int:
             return users_in_zookeeper(args)
         from .admin_cli import run_command
         return run_command(users_command, args)
-    except (UsageError, ValueError, KafkaError, ClientError) as e:
+    except (UsageError, ValueError, KafkaError, ClientError, OSError) as e:
         print(f"Error: {error_text(e)}", file=sys.stderr)
         return 1
 
@@ -117,4 +127,7 @@ def register(sub) -> None:
     command.add_argument("--delete-config", metavar="SCRAM-SHA-512[,SCRAM-SHA-256]", help="credentials to remove")
     command.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", default=None,
                          help="write ZooKeeper directly (the first user of a SCRAM cluster)")
+    command.add_argument("--zk-config-file", metavar="FILE", default=None,
+                         help="with --zookeeper: zookeeper.set.acl and zookeeper.digest.jaas.config, as the brokers "
+                              "have them (weir up --secure: <data-dir>/tls/zookeeper.properties)")
     command.set_defaults(func=run)

@@ -6,12 +6,14 @@ and does not see the topic in Metadata; `weir acls --add` of a prefixed ACL lets
 restart (confluent-kafka and kafka-python agree); her consumer group is refused
 (GROUP_AUTHORIZATION_FAILED) until the AdminClient's create_acls grants it; deleting the prefixed
 ACL (the AdminClient's delete_acls) takes her writes away again. The super user's acks=all
-writes to a replicated topic prove that followers still fetch (CLUSTER_ACTION as admin)."""
+writes to a replicated topic prove that followers still fetch (CLUSTER_ACTION as admin). Asked
+for (include_authorized_operations), Metadata, DescribeCluster and DescribeGroups list the
+operations she may do."""
 
 import subprocess
 import sys
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
@@ -85,6 +87,7 @@ def test_acls_grant_and_take_away_access_without_restarts(tmp_path, zookeeper_co
 
         kafka_python_agrees(cluster, secure)
         alice_reads_once_granted(admin, alice_config)
+        authorized_operations_are_hers(admin, alice_admin)
 
         pattern = AclBindingFilter(ResourceType.TOPIC, "pre", ResourcePatternType.PREFIXED, None, None,
                                    AclOperation.ANY, AclPermissionType.ANY)
@@ -126,6 +129,21 @@ def alice_reads_once_granted(admin: AdminClient, alice_config: dict) -> None:
     for future in admin.create_acls(grants).values():
         future.result(30)
     assert first_event(consumer()).error() is None
+
+
+def authorized_operations_are_hers(admin: AdminClient, alice_admin: AdminClient) -> None:
+    """Write and Describe by the prefixed ACL, Read by the literal one; Read (implying Describe) on
+    her group; nothing on the cluster, which she may not describe; all seven cluster operations for admin."""
+    def topic_operations(client):
+        return set(client.describe_topics(TopicCollection([TOPIC]), include_authorized_operations=True)[TOPIC]
+                   .result(30).authorized_operations)
+    assert topic_operations(alice_admin) == {AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE}
+    assert len(topic_operations(admin)) == 8
+    group = alice_admin.describe_consumer_groups(["alice-g"], include_authorized_operations=True)["alice-g"]
+    assert set(group.result(30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert not alice_admin.describe_cluster(include_authorized_operations=True).result(30).authorized_operations
+    assert AclOperation.CLUSTER_ACTION in admin.describe_cluster(include_authorized_operations=True).result(30)\
+        .authorized_operations
 
 
 def kafka_python_agrees(cluster, secure) -> None:

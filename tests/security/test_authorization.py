@@ -15,8 +15,8 @@ from weir.protocol.header import RequestHeader
 from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from weir.security.acls import (AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern,
                                 ResourceType)
-from weir.security.authorization import (REQUIRED, UNCHECKED, RequestAuthorizer, allowed, cluster_error, denied,
-                                         denied_creation)
+from weir.security.authorization import (REQUIRED, UNCHECKED, RequestAuthorizer, allowed, authorized_operations,
+                                         cluster_error, denied, denied_creation)
 
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 ALICE = "User:alice"
@@ -218,3 +218,19 @@ def test_group_and_transaction_handlers_refuse_with_kafkas_errors():
         {"producer_id": 1, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
          "topics": [{"name": "t", "partition_indexes": [0]}]}]})
     assert written["markers"][0]["topics"][0]["partitions"][0]["error_code"] == ErrorCode.cluster_authorization_failed
+
+
+def test_authorized_operations_bit_fields():
+    """Kafka's: 1 << operation for each the principal may do; every one without an authorizer; the
+    cluster's none unless DESCRIBE is among them."""
+    h = header(ApiKey.METADATA)
+    assert authorized_operations(None, h, TOPIC, "t") == 0b1101_1111_1000  # READ (3) .. ALTER_CONFIGS (11) but 9
+    assert authorized_operations(None, h, ResourceType.GROUP, "g") == (1 << 3) | (1 << 6) | (1 << 8)
+    writer = authz((TOPIC, "t", PatternType.PREFIXED, Operation.WRITE))
+    assert authorized_operations(writer, h, TOPIC, "tx") == (1 << Operation.WRITE) | (1 << Operation.DESCRIBE)
+    assert authorized_operations(writer, h, TOPIC, "other") == 0
+    creator = authz((CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CREATE))
+    assert authorized_operations(creator, h, CLUSTER) == 0  # no DESCRIBE on the cluster
+    operator = authz((CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CREATE),
+                     (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.DESCRIBE))
+    assert authorized_operations(operator, h, CLUSTER) == (1 << Operation.CREATE) | (1 << Operation.DESCRIBE)

@@ -1,11 +1,18 @@
 """Replication on a secured three-broker cluster (`weir up --secure`'s setup): SASL_SSL listeners,
 SCRAM-SHA-512 between brokers as `admin`, sessions re-authenticated every 3 s (KIP-368). Followers
-fetch, the ISR fills, a killed leader's partitions move, and nothing acknowledged is lost."""
+fetch, the ISR fills, a killed leader's partitions move, and nothing acknowledged is lost. Its
+znodes (`zookeeper.set.acl`) are the brokers' to change: a client without their ZooKeeper login
+can neither change nor delete them, nor read the SCRAM credentials; DescribeConfigs does not show
+the brokers' ZooKeeper password."""
 
 import time
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from waiting import wait_until
 from weir.local_cluster import LocalCluster, SecureSetup
@@ -15,6 +22,30 @@ PARTITIONS = 3
 COUNT = 300
 
 FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's
+
+
+def assert_znodes_protected(cluster: LocalCluster, secure: SecureSetup) -> None:
+    stranger = KazooClient(hosts=cluster.zookeeper_connect)
+    stranger.start(timeout=10)
+    try:
+        broker, _ = stranger.get("/brokers/ids/0")  # world-readable, as Kafka's
+        assert b"SASL_SSL" in broker
+        for change in (lambda: stranger.set("/brokers/ids/0", b"{}"), lambda: stranger.delete("/brokers/ids/0"),
+                       lambda: stranger.set("/controller", b"{}"), lambda: stranger.delete("/controller"),
+                       lambda: stranger.create("/brokers/ids/7", b"{}"), lambda: stranger.get("/config/users/admin"),
+                       lambda: stranger.create("/config/users/mallory", b"{}")):
+            with pytest.raises(NoAuthError):
+                change()
+    finally:
+        stranger.stop()
+        stranger.close()
+    brokers_login = secure.zookeeper_security.client(cluster.zookeeper_connect)
+    brokers_login.start(timeout=10)
+    try:
+        assert b"SCRAM-SHA-512" in brokers_login.get("/config/users/admin")[0]
+    finally:
+        brokers_login.stop()
+        brokers_login.close()
 
 
 def stop_all(started: list) -> None:
@@ -29,8 +60,12 @@ def test_replication_and_failover_on_a_secured_cluster(tmp_path, zookeeper_conne
                            overrides={**FAST, "replica.lag.time.max.ms": "3000", "connections.max.reauth.ms": "3000"})
     try:
         cluster.start()
+        assert_znodes_protected(cluster, secure)
         config = {"bootstrap.servers": cluster.bootstrap, **secure.client_config()}
         admin = AdminClient(config)
+        broker_0 = ConfigResource(ResourceType.BROKER, "0")
+        login = admin.describe_configs([broker_0])[broker_0].result(30)["zookeeper.digest.jaas.config"]
+        assert login.is_sensitive and login.value is None
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
 
         def isrs() -> dict[int, tuple[int, list[int]]]:

@@ -1,7 +1,8 @@
 """`weir up --secure` as a user runs it: SASL_SSL on the usual ports, the CA under
 <data-dir>/tls/ca.pem, the admin password printed on its own line; `weir users` adds a user with
 the admin's client properties and `weir acls --producer` lets it write; it produces, admin
-consumes; a wrong password is refused."""
+consumes; a wrong password is refused. ZooKeeper's znodes are the brokers' (`zookeeper.set.acl`):
+`weir users --zookeeper` writes them only with the brokers' login (`tls/zookeeper.properties`)."""
 
 import re
 import subprocess
@@ -32,6 +33,15 @@ def test_weir_up_secure(tmp_path):
                                    capture_output=True, text=True, timeout=60)
         assert "user-principal 'alice' are SCRAM-SHA-512-iterations=8192" in described.stdout
         assert "user-principal 'admin'" in described.stdout
+        zookeeper = next(m.group(1) for line in up.lines if (m := re.search(r"ZooKeeper (\S+)\. Ctrl-C", line)))
+        assert zookeeper.endswith("/weir")
+        in_zookeeper = [sys.executable, "-m", "weir.cli", "users", "--zookeeper", zookeeper, "--alter",
+                        "--entity-name", "bob", "--add-config", "SCRAM-SHA-512=[password=bob-secret]"]
+        refused = subprocess.run(in_zookeeper, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1 and "zookeeper.set.acl" in refused.stderr, refused.stderr
+        written = subprocess.run(in_zookeeper + ["--zk-config-file", str(tmp_path / "data" / "tls" / "zookeeper.properties")],
+                                 capture_output=True, text=True, timeout=60)
+        assert written.returncode == 0, written.stderr
         granted = subprocess.run([sys.executable, "-m", "weir.cli", "acls", "--bootstrap-server", up.bootstrap,
                                   "--command-config", str(properties), "--add", "--allow-principal", "User:alice",
                                   "--producer", "--topic", "secure-up"], capture_output=True, text=True, timeout=60)

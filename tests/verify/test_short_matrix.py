@@ -6,7 +6,9 @@
   of kills, pauses, partitions, isolation and ZooKeeper restarts, and while partitions move between
   four brokers (KIP-455 reassignments) as leaders are killed.
 
-A transactional run under kills reads only whole committed transactions.
+A transactional run under kills reads only whole committed transactions. An idempotent one under
+kills, on a secured cluster (`--secure`: SASL_SSL, SCRAM, ACLs, zookeeper.set.acl), writes nothing
+twice and loses nothing.
 
 Each run takes about half a minute (one fault cycle). CI runs the mixed schedule of the safe side;
 WEIR_VERIFY_FULL=1 adds the Jepsen schedule and the reassignments.
@@ -76,10 +78,12 @@ def test_unclean_off_min_isr_2_acks_all_loses_nothing(tmp_path, nemesis, time_s,
     assert expectation_failures([results]) == []
 
 
-def test_idempotent_run_counts_duplicates_as_violations(tmp_path, capsys):
+def test_idempotent_run_on_a_secured_cluster_counts_duplicates_as_violations(tmp_path, capsys):
     """With InitProducerId in the brokers: an idempotent run under kills loses nothing and writes
-    nothing twice. Without it, the option is refused with the reason (exit status 2), not a crash."""
-    status = main(["verify", "--idempotent", "--nemesis", "kill", "--time", "12", "--quiet", "3", "--fault", "5",
+    nothing twice, on a secured cluster whose workload user has only its prefixed ACLs (KIP-679:
+    WRITE on the topic is enough to be idempotent). Without InitProducerId, the option is refused
+    with the reason (exit status 2), not a crash."""
+    status = main(["verify", "--secure", "--idempotent", "--nemesis", "kill", "--time", "12", "--quiet", "3", "--fault", "5",
                    "--recovery", "4", "--seed", "7", "--out", str(tmp_path), "--name", "idem"])
     assert processes_mentioning(tmp_path) == []
     if status == 2:
@@ -87,6 +91,7 @@ def test_idempotent_run_counts_duplicates_as_violations(tmp_path, capsys):
         pytest.skip("the brokers do not implement InitProducerId")
     results = json.loads((tmp_path / "idem" / "results.json").read_text())
     assert results["result"]["idempotent"] is True
+    assert results["options"]["secure"] and "ACLs on" in (tmp_path / "idem" / "broker-0.log").read_text()
     assert results["options"]["retries"] > 0
     assert results["result"]["counts"]["duplicate"] == 0, describe(results)
     assert results["result"]["counts"]["lost-write"] == 0, describe(results)

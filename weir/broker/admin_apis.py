@@ -23,8 +23,8 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
 from ..security.acls import CLUSTER_NAME
-from ..security.authorization import (CLUSTER, DENIED_ERROR, TOPIC, RequestAuthorizer, allowed, cluster_error, denied,
-                                      denied_creation)
+from ..security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
+                                      authorized_operations, cluster_error, denied, denied_creation)
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _BROKER_SETTING_TYPES = {bool: ConfigType.BOOLEAN, str: ConfigType.STRING, float: ConfigType.DOUBLE}
-NO_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 METADATA_WAIT_S = 10
 
@@ -87,9 +86,14 @@ class AdminApis:
             if missing and auto_create:
                 refused |= denied_creation(self.authz, header, [n for n in missing if n not in refused])
                 missing = [n for n in missing if n not in refused]
+        asked = {}  # the principal's own operations, when the client asks (v8+; the cluster's up to v10)
+        if getattr(request, "include_topic_authorized_operations", False):
+            asked["topic_operations"] = lambda name: authorized_operations(self.authz, header, TOPIC, name)
+        if getattr(request, "include_cluster_authorized_operations", False):
+            asked["cluster_operations"] = authorized_operations(self.authz, header, CLUSTER)
         if missing and auto_create:
-            return self._metadata_after_create(version, names, missing, header.listener, refused)
-        return self._metadata_body(version, names, header.listener, refused)
+            return self._metadata_after_create(version, names, missing, header.listener, refused, asked)
+        return self._metadata_body(version, names, header.listener, refused, asked)
 
     def _topic_names(self, keys) -> list[str]:
         """The names of the topics a request names (by name or id), or of all when it names none."""
@@ -99,16 +103,20 @@ class AdminApis:
         return [k if isinstance(k, str) else by_id[k].name for k in keys if isinstance(k, str) or k in by_id]
 
     async def _metadata_after_create(self, version: int, names, missing: list[str], listener: str,
-                                     refused: frozenset) -> bytes:
+                                     refused: frozenset, asked: dict) -> bytes:
         for name in missing:
             try:
                 await self.create_topic(name, self.config["num.partitions"],
                                          self.config["default.replication.factor"], None, {})
             except KafkaError as e:
                 log.info("auto-creating topic %s failed: %s", name, e)
-        return self._metadata_body(version, names, listener, refused)
+        return self._metadata_body(version, names, listener, refused, asked)
 
-    def _metadata_body(self, version: int, names, listener: str = "", refused: frozenset = frozenset()) -> bytes:
+    def _metadata_body(self, version: int, names, listener: str = "", refused: frozenset = frozenset(),
+                       asked: dict | None = None) -> bytes:
+        """Encoded, and cached unless it holds a principal's operations (`asked`: _metadata_dict's)."""
+        if asked:
+            return _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener, refused, **asked))
         key = (version, names, listener, refused)
         body = self._metadata_cache.get(key)
         if body is None:
@@ -116,7 +124,10 @@ class AdminApis:
             self._metadata_cache[key] = body
         return body
 
-    def _metadata_dict(self, names, listener: str = "", refused: frozenset = frozenset()) -> dict:
+    def _metadata_dict(self, names, listener: str = "", refused: frozenset = frozenset(),
+                       topic_operations=None, cluster_operations: int = NO_OPERATIONS) -> dict:
+        """`topic_operations(name)`: a topic's authorized operations, when asked for;
+        `cluster_operations`: the cluster's."""
         view = self.view
         by_id = view.topics_by_id()
         keys = names if names is not None else tuple(sorted(t for t in view.topics if t not in refused))
@@ -138,11 +149,13 @@ class AdminApis:
                                "is_internal": False, "partitions": []})
                 continue
             topics.append({"error_code": 0, "name": assignment.name, "topic_id": assignment.topic_id,
-                           "is_internal": assignment.name in INTERNAL_TOPICS, "topic_authorized_operations": NO_OPERATIONS,
+                           "is_internal": assignment.name in INTERNAL_TOPICS,
+                           "topic_authorized_operations": topic_operations(assignment.name) if topic_operations
+                           else NO_OPERATIONS,
                            "partitions": [self._partition_metadata(assignment, p) for p in sorted(assignment.replicas)]})
         return {"throttle_time": 0, "brokers": self._broker_entries("node_id", listener),
                 "cluster_id": self.config["cluster.id"], "controller_id": view.controller_id,
-                "topics": topics, "cluster_authorized_operations": NO_OPERATIONS, "error_code": 0}
+                "topics": topics, "cluster_authorized_operations": cluster_operations, "error_code": 0}
 
     def _partition_metadata(self, assignment: TopicAssignment, index: int) -> dict:
         replicas = list(assignment.replicas[index])
@@ -325,11 +338,12 @@ class AdminApis:
                 continue
             wanted = set(r.configuration_keys) if r.configuration_keys else None  # none or empty: all, as Kafka
             dynamic = dynamic_settings()
-            out["configs"] = [{"name": e.name, "value": e.value,
+            out["configs"] = [{"name": e.name, "value": None if e.type == ConfigType.PASSWORD else e.value,
                                "read_only": r.resource_type == RESOURCE_BROKER and e.name not in dynamic,
                                "is_default": e.source == DEFAULT_CONFIG, "config_source": e.source,
-                               "is_sensitive": False,
-                               "synonyms": [s._asdict() for s in e.synonyms] if synonyms_wanted else [],
+                               "is_sensitive": e.type == ConfigType.PASSWORD,
+                               "synonyms": [{**s._asdict(), **({"value": None} if e.type == ConfigType.PASSWORD else {})}
+                                            for s in e.synonyms] if synonyms_wanted else [],
                                "config_type": e.type, "documentation": e.documentation if documentation_wanted else None}
                               for e in entries if wanted is None or e.name in wanted]
             results.append(out)
@@ -362,7 +376,8 @@ class AdminApis:
         value = topic_configs.format_value(self.config[name])
         synonyms = topic_configs.broker_synonyms(name, self.config)
         overridden = topic_configs.BROKER_SYNONYMS.get(name)
-        config_type = overridden.type if overridden else _BROKER_SETTING_TYPES.get(setting.type, 0)  # 0: UNKNOWN
+        config_type = (ConfigType.PASSWORD if setting.sensitive else overridden.type if overridden
+                       else _BROKER_SETTING_TYPES.get(setting.type, 0))  # 0: UNKNOWN
         return topic_configs.ConfigEntry(name, value, synonyms[0].source, synonyms, config_type, setting.doc)
 
     def alter_configs(self, header: RequestHeader, request):
@@ -456,7 +471,8 @@ class AdminApis:
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
                 "cluster_id": self.config["cluster.id"], "controller_id": self.view.controller_id,
                 "brokers": self._broker_entries("broker_id", header.listener),
-                "cluster_authorized_operations": NO_OPERATIONS}
+                "cluster_authorized_operations": authorized_operations(self.authz, header, CLUSTER)
+                if request.include_cluster_authorized_operations else NO_OPERATIONS}
 
     def elect_leaders(self, header: RequestHeader, request):
         if cluster_error(self.authz, header):

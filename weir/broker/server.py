@@ -13,6 +13,7 @@ import time
 from ..client import BrokerConnection
 from ..config import DEFAULT_ENTITY, BrokerConfig
 from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
+from ..coordination.zk_security import ZkSecurity
 from ..coordination.producer_ids import ProducerIdAllocator
 from ..coordination.zk_metadata import ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
@@ -72,6 +73,7 @@ class Broker:
         # what each listener asks of its clients, and how we reach our peers (ConfigError if unusable)
         self.listener_security = {l.name: listener_security(config, l) for l in config.listeners}
         self.peer_security = inter_broker_security(config)
+        self.zk_security = ZkSecurity.from_settings(config.__getitem__)
         self._tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
         self._peers: dict[int, BrokerConnection] = {}
@@ -86,7 +88,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.replicas = ReplicaManager(config, _now_ms())
         self.zk = ZkSession(config["zookeeper.connect"], session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000,
-                            on_state=self._on_zk_state)
+                            on_state=self._on_zk_state, security=self.zk_security)
         await self.zk.start(config["zookeeper.connection.timeout.ms"] / 1000)
         authz = self.acl_store = None
         if config["authorizer.class.name"]:  # ACLs on: read them before serving anyone

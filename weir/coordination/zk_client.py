@@ -25,8 +25,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from .zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +51,16 @@ def split_chroot(connect_string: str) -> tuple[str, str | None]:
     return hosts, chroot or None
 
 
-def ensure_chroot(connect_string: str, timeout_s: float = 10.0) -> None:
-    """Create the chroot path of `connect_string` (if it has one) as persistent znodes.
+def ensure_chroot(connect_string: str, timeout_s: float = 10.0, security: ZkSecurity = ZkSecurity()) -> None:
+    """Create the chroot path of `connect_string` (if it has one) as persistent znodes (with
+    `security`'s ACLs).
 
     Blocking: from asyncio, run it with `asyncio.to_thread` (ZkSession.start does).
     """
     hosts, chroot = split_chroot(connect_string)
     if chroot is None:
         return
-    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    client = security.client(hosts, timeout=timeout_s)
     client.start(timeout=timeout_s)
     try:
         client.ensure_path(chroot)
@@ -98,23 +101,24 @@ class ZkSession:
     `connect_string` may carry a chroot ('127.0.0.1:2181/weir'); with `create_chroot` (default)
     `start()` creates it first. `on_state(state)` runs on the loop for every KazooState change;
     it may be a coroutine function. `client_id=(session_id, password)` resumes an existing
-    session (the test trick for forcing another client's session to expire).
+    session (the test trick for forcing another client's session to expire). `security`: the
+    digest login and znode ACLs (`zookeeper.set.acl`).
     """
 
     def __init__(self, connect_string: str, *, session_timeout_s: float = 6.0,
                  on_state: StateHandler | None = None, create_chroot: bool = True,
-                 client_id: tuple[int, bytes] | None = None) -> None:
+                 client_id: tuple[int, bytes] | None = None, security: ZkSecurity = ZkSecurity()) -> None:
         self.connect_string = connect_string
         self.session_timeout_s = session_timeout_s
         self.create_chroot = create_chroot
+        self.security = security
         self.state: str = KazooState.LOST  # as last delivered on the loop; kazoo starts at LOST
         self.closing = False
         self._on_state = on_state
         self._state_listeners: list[StateHandler] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
-        self.client = KazooClient(hosts=connect_string, timeout=session_timeout_s,
-                                  client_id=client_id)
+        self.client = security.client(connect_string, timeout=session_timeout_s, client_id=client_id)
         self.client.add_listener(self._listener)
 
     @property
@@ -126,7 +130,7 @@ class ZkSession:
         """Connect; returns once CONNECTED (which the handler will already have been given)."""
         self._loop = asyncio.get_running_loop()
         if self.create_chroot:
-            await asyncio.to_thread(ensure_chroot, self.connect_string, timeout_s)
+            await asyncio.to_thread(ensure_chroot, self.connect_string, timeout_s, self.security)
         await asyncio.to_thread(self.client.start, timeout_s)
         return self
 

@@ -17,14 +17,14 @@ from datetime import timedelta
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
-from ..security.authorization import CLUSTER, DENIED_ERROR, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, denied
+from ..security.authorization import (CLUSTER, DENIED_ERROR, GROUP, NO_OPERATIONS, TOPIC, TXN, RequestAuthorizer,
+                                      allowed, authorized_operations, denied)
 from .coordinator import GroupCoordinator, now_ms
 from .group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult, SyncResult
 from .records import OffsetValue
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-NO_OPERATIONS = -2147483648
 _MS = timedelta(milliseconds=1)
 
 
@@ -397,7 +397,9 @@ class GroupApis:
                 entry = {"error_code": error or ErrorCode.none, "group_id": group_id,
                          "group_state": GroupState.DEAD.value if error is None else "",
                          "protocol_type": "", "protocol_data": "", "members": []}
-            entry["authorized_operations"] = NO_OPERATIONS
+            entry["authorized_operations"] = (authorized_operations(self.authz, header, GROUP, group_id)
+                                              if getattr(request, "include_authorized_operations", False)
+                                              and entry["error_code"] == ErrorCode.none else NO_OPERATIONS)
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 

@@ -9,6 +9,9 @@ hot paths (Produce, Fetch) test for None themselves before calling anything.
 
 With an authorizer, decisions are cached per (principal, host, operation, resource) until the
 ACLs change (`RequestAuthorizer.acls_changed`).
+
+`authorized_operations` answers the `*_authorized_operations` fields (Metadata, DescribeCluster,
+DescribeGroups) a client asks for: Kafka's bit field of the operations the principal may do.
 """
 
 from __future__ import annotations
@@ -72,6 +75,15 @@ DENIED_ERROR = {TOPIC: ErrorCode.topic_authorization_failed, GROUP: ErrorCode.gr
 # the APIs every client may call (before it knows anything) and those that check nothing more
 UNCHECKED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_CLUSTER})
 CACHE_MAX = 100_000
+NO_OPERATIONS = -2147483648  # the schemas' default: not asked for
+# the operations each resource type has (Kafka's AclEntry.supportedOperations), in authorized_operations
+SUPPORTED_OPERATIONS = {
+    TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+    CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
+              Op.DESCRIBE),
+    TXN: (Op.DESCRIBE, Op.WRITE),
+}
 
 
 def client_host(header: RequestHeader) -> str:
@@ -132,3 +144,16 @@ def denied_creation(authz: RequestAuthorizer | None, header: RequestHeader, name
     if allowed(authz, header, CLUSTER, api_key=ApiKey.CREATE_TOPICS):
         return set()
     return authz.denied(header, TOPIC, names, ApiKey.CREATE_TOPICS)
+
+
+def authorized_operations(authz: RequestAuthorizer | None, header: RequestHeader, resource_type: ResourceType,
+                          name: str = CLUSTER_NAME) -> int:
+    """Bit `1 << operation` set for each operation of the resource's type the principal may do on it
+    (every one without an authorizer). The cluster's are all withheld (0) unless the principal may
+    DESCRIBE it, as Kafka's Metadata and DescribeCluster do."""
+    operations = SUPPORTED_OPERATIONS[resource_type]
+    if authz is not None:
+        principal, host = header.principal, client_host(header)
+        operations = [op for op in operations if authz.allows(principal, host, op, resource_type, name)]
+    bits = sum(1 << op for op in operations)
+    return 0 if resource_type == CLUSTER and not bits & 1 << Op.DESCRIBE else bits

@@ -51,6 +51,9 @@ def register(sub) -> None:
     p.add_argument("--name", help="run (or matrix) directory name")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker setting")
     p.add_argument("--keep-data", action="store_true", help="keep the brokers' data directories")
+    p.add_argument("--secure", action="store_true",
+                   help="a secured cluster as `weir up --secure` runs it (SASL_SSL, SCRAM-SHA-512, ACLs, "
+                        "zookeeper.set.acl); the workload is a user with prefixed ACLs on weir-verify")
     p.add_argument("--matrix", action="store_true",
                    help="every combination of unclean x min ISR x acks x nemesis, one run each")
     p.add_argument("--matrix-unclean", default="on,off")
@@ -81,7 +84,7 @@ def run_command(args) -> int:
                       retries=args.retries, idempotent=args.idempotent,
                       transactional=args.transactional, seed=args.seed, quiet_s=args.quiet,
                       fault_s=args.fault, recovery_s=args.recovery, out=Path(args.out), name=args.name,
-                      overrides=overrides, keep_data=args.keep_data)
+                      overrides=overrides, keep_data=args.keep_data, secure=args.secure)
     # Ctrl-C and SIGTERM unwind into the teardown (even where the shell started us ignoring SIGINT).
     signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)

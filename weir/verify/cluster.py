@@ -5,21 +5,30 @@ other brokers reach it only through the network of `network.py`; its `zookeeper.
 own ZooKeeper proxy. Each broker runs in a process group of its own (so a Ctrl-C in the terminal
 reaches the harness alone, which then tears everything down itself), and `teardown()` kills every
 group and is idempotent.
+
+Secured (`secure`), it is `weir up --secure`'s cluster: SASL_SSL listeners (which the proxies
+carry as bytes), SCRAM between brokers, ACLs, `zookeeper.set.acl` under the chroot /weir (its
+settings, which hold passwords, are not among `settings`, which the report shows). The harness
+(topic, metadata, reassignments) is the super user `admin`; the workload is the user
+`weir-verify`, allowed only what its producers and consumers need, by prefixed ACLs.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import threading
 import time
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                   ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
 from ..coordination.zookeeper_server import ZooKeeperServer, free_port
-from ..local_cluster import BrokerProcess
+from ..client import PLAINTEXT
+from ..local_cluster import BrokerProcess, SecureSetup
 from .network import LOOPBACK, ZOOKEEPER, Network, broker_node
 
 log = logging.getLogger(__name__)
@@ -32,6 +41,13 @@ DEFAULT_BROKER_SETTINGS = {
     "replica.fetch.wait.max.ms": "200",
     "auto.create.topics.enable": "false",
     "leader.imbalance.check.interval.seconds": "3600",
+}
+
+WORKLOAD_USER = "weir-verify"
+WORKLOAD_GRANTS = {  # prefixed with weir-verify: the topic, the consumers' groups, the transactional ids
+    ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE),
+    ResourceType.GROUP: (AclOperation.READ,),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE),
 }
 
 
@@ -51,10 +67,12 @@ class IsolatedBroker(BrokerProcess):
 
 
 class Cluster:
-    def __init__(self, run_dir: Path, size: int, settings: dict[str, str]) -> None:
+    def __init__(self, run_dir: Path, size: int, settings: dict[str, str], secure: bool = False) -> None:
         assert size >= 1
         self.run_dir = Path(run_dir)
         self.size = size
+        self.secure = SecureSetup(self.run_dir) if secure else None
+        self.workload_password = secrets.token_urlsafe(18)
         self.settings = {**DEFAULT_BROKER_SETTINGS, **settings}
         self.network = Network()
         self.zookeeper = ZooKeeperServer(self.run_dir / "zookeeper")
@@ -69,6 +87,23 @@ class Cluster:
         return ",".join(f"{LOOPBACK}:{port}" for port in self.proxy_ports.values())
 
     @property
+    def connection(self) -> dict[str, str]:
+        """Kafka client properties (librdkafka's names) for reaching the cluster."""
+        return {"bootstrap.servers": self.bootstrap, **(self.secure.client_config() if self.secure else {})}
+
+    @property
+    def workload_connection(self) -> dict[str, str]:
+        """The workload's client properties: secured, as WORKLOAD_USER."""
+        if not self.secure:
+            return self.connection
+        return {"bootstrap.servers": self.bootstrap, **self.secure.client_config(WORKLOAD_USER, self.workload_password)}
+
+    @property
+    def client_security(self):
+        """The same, for weir's own client."""
+        return self.secure.client_security() if self.secure else PLAINTEXT
+
+    @property
     def session_timeout_s(self) -> float:
         return int(self.settings["zookeeper.session.timeout.ms"]) / 1000
 
@@ -78,16 +113,19 @@ class Cluster:
 
     def start(self) -> "Cluster":
         self.zookeeper.start()
+        protocol, chroot = (self.secure.protocol, SecureSetup.CHROOT) if self.secure else ("PLAINTEXT", "")
+        if self.secure:
+            self.secure.create_admin(f"{LOOPBACK}:{self.zookeeper.port}{chroot}")
         for i in range(self.size):
             port = free_port()
             self.proxy_ports[i] = self.network.add_inbound_proxy(broker_node(i), port)
             self.zookeeper_proxy_ports[i] = self.network.add_link_proxy(broker_node(i), ZOOKEEPER,
                                                                         self.zookeeper.port)
             broker = IsolatedBroker(i, self.run_dir / "data" / f"broker-{i}", "", port, {
-                **self.settings,
-                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.proxy_ports[i]}",
-                "zookeeper.connect": f"{LOOPBACK}:{self.zookeeper_proxy_ports[i]}",
-            })
+                **(self.secure.overrides if self.secure else {}), **self.settings,
+                "advertised.listeners": f"{protocol}://{LOOPBACK}:{self.proxy_ports[i]}",
+                "zookeeper.connect": f"{LOOPBACK}:{self.zookeeper_proxy_ports[i]}{chroot}",
+            }, protocol=protocol)
             self.brokers.append(broker)
             self.network.register_process(broker_node(i), broker.pid)
         for broker in self.brokers:
@@ -95,13 +133,26 @@ class Cluster:
         for broker in self.brokers:
             broker.wait_ready()
         self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
+        if self.secure:
+            self._add_workload_user()
         return self
+
+    def _add_workload_user(self) -> None:
+        admin = self.admin()
+        credential = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            WORKLOAD_USER, credential, self.workload_password.encode())])[WORKLOAD_USER].result(30)
+        for done in admin.create_acls([
+                AclBinding(resource_type, WORKLOAD_USER, ResourcePatternType.PREFIXED, f"User:{WORKLOAD_USER}", "*",
+                           operation, AclPermissionType.ALLOW)
+                for resource_type, operations in WORKLOAD_GRANTS.items() for operation in operations]).values():
+            done.result(30)
 
     # -- looking at it (through the proxies, as a client) -----------------------------------
 
     def admin(self) -> AdminClient:
         from .workload import rdkafka_log
-        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 3000, "logger": rdkafka_log})
+        return AdminClient({**self.connection, "socket.timeout.ms": 3000, "logger": rdkafka_log})
 
     def metadata(self, topic: str | None = None, timeout_s: float = 5):
         return self.admin().list_topics(topic, timeout=timeout_s)
@@ -129,7 +180,8 @@ class Cluster:
         from ..reassign_partitions_cli import alter_reassignments
 
         async def move() -> None:
-            async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3) as c:
+            async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3,
+                                     security=self.client_security) as c:
                 error, message = (await alter_reassignments(c, {(topic, partition): tuple(replicas)}))[
                     (topic, partition)]
                 if error:

@@ -74,22 +74,23 @@ class RunOptions:
     name: str | None = None
     overrides: dict[str, str] = field(default_factory=dict)
     keep_data: bool = False
+    secure: bool = False
 
     def cell(self) -> dict:
         return {"unclean": self.unclean, "min_isr": self.min_isr, "acks": self.acks, "nemesis": self.nemesis}
 
     def default_name(self) -> str:
         return (f"{time.strftime('%Y%m%dT%H%M%S')}-{self.nemesis}-unclean-{'on' if self.unclean else 'off'}"
-                f"-minisr{self.min_isr}-acks{self.acks}")
+                f"-minisr{self.min_isr}-acks{self.acks}{'-secure' if self.secure else ''}")
 
 
-def _broker_supports(bootstrap: str, api_key: int) -> bool:
+def _broker_supports(cluster: Cluster, api_key: int) -> bool:
     from ..client import BrokerConnection
 
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
 
     async def ask() -> bool:
-        async with await BrokerConnection.open(host, int(port), timeout_s=10) as conn:
+        async with await BrokerConnection.open(host, int(port), timeout_s=10, security=cluster.client_security) as conn:
             await conn.api_versions()
             return conn.supports(api_key)
     return asyncio.run(ask())
@@ -143,7 +144,7 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
                     "transaction.state.log.min.isr": str(min(opts.min_isr, opts.replication))}
                    if opts.transactional else {}),
                 **opts.overrides}
-    cluster = Cluster(run_dir, opts.brokers, settings)
+    cluster = Cluster(run_dir, opts.brokers, settings, opts.secure)
     workload = nemesis = None
     timings: dict[str, float] = {}
     recovered = False
@@ -154,15 +155,15 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
         except (RuntimeError, TimeoutError, OSError) as e:  # ZooKeeper missing, a broker that would not start
             raise VerifyError(f"the cluster did not start: {e} (logs in {run_dir})") from e
         timings["cluster_started"] = history.now()
-        if opts.idempotent and not _broker_supports(cluster.bootstrap, INIT_PRODUCER_ID):
+        if opts.idempotent and not _broker_supports(cluster, INIT_PRODUCER_ID):
             raise VerifyError("--idempotent: the brokers do not implement InitProducerId (api key 22) yet, "
                               "so an idempotent producer cannot run against them")
         _create_topic(cluster, opts)
         if opts.transactional:
-            workload = TransactionalWorkload(cluster.bootstrap, history, TOPIC, opts.partitions, rate=opts.rate,
+            workload = TransactionalWorkload(cluster.workload_connection, history, TOPIC, opts.partitions, rate=opts.rate,
                                              producers=opts.producers, consumers=opts.consumers, seed=seed).start()
         else:
-            workload = Workload(cluster.bootstrap, history, TOPIC, opts.partitions, acks=opts.acks, rate=opts.rate,
+            workload = Workload(cluster.workload_connection, history, TOPIC, opts.partitions, acks=opts.acks, rate=opts.rate,
                                 producers=opts.producers, consumers=opts.consumers, retries=opts.retries,
                                 idempotent=opts.idempotent).start()
         nemesis = Nemesis(cluster, history, TOPIC, opts.nemesis, random.Random(seed), opts.quiet_s, opts.fault_s)

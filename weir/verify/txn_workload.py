@@ -43,7 +43,7 @@ class TransactionalWorkload(Workload):
     def _transactional_producer(self, process: str) -> Producer | None:
         """A producer whose InitProducerId succeeded (None once told to stop)."""
         while not self._stop_producing.is_set():
-            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"weir-verify-{process}",
+            producer = Producer({**self.connection, "transactional.id": f"weir-verify-{process}",
                                  "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "linger.ms": 2,
                                  "message.timeout.ms": self.message_timeout_ms,
                                  "socket.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000,

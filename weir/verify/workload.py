@@ -59,10 +59,10 @@ def send_fate(error_name: str, retries: int) -> str:
 
 
 class Workload:
-    def __init__(self, bootstrap: str, history: History, topic: str, partitions: int, *, acks: str = "all",
+    def __init__(self, connection: dict, history: History, topic: str, partitions: int, *, acks: str = "all",
                  rate: float = 200, producers: int = 2, consumers: int = 2, retries: int = 0,
                  idempotent: bool = False, message_timeout_ms: int = 10000) -> None:
-        self.bootstrap = bootstrap
+        self.connection = connection  # bootstrap.servers and the security properties
         self.history = history
         self.topic = topic
         self.partitions = partitions
@@ -81,7 +81,7 @@ class Workload:
     # -- clients -----------------------------------------------------------------------------
 
     def _producer_config(self) -> dict:
-        return {"bootstrap.servers": self.bootstrap, "acks": self.acks, "linger.ms": 2,
+        return {**self.connection, "acks": self.acks, "linger.ms": 2,
                 "retries": self.retries, "retry.backoff.ms": 100,
                 "enable.idempotence": self.idempotent,
                 "message.timeout.ms": self.message_timeout_ms,
@@ -90,7 +90,7 @@ class Workload:
                 "metadata.max.age.ms": 3000, "reconnect.backoff.max.ms": 1000, "logger": rdkafka_log}
 
     def _consumer_config(self, name: str) -> dict:
-        return {"bootstrap.servers": self.bootstrap, "group.id": f"weir-verify-{name}",
+        return {**self.connection, "group.id": f"weir-verify-{name}",
                 "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": False,
                 "fetch.wait.max.ms": 100, "socket.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000,
                 "metadata.max.age.ms": 3000, "reconnect.backoff.max.ms": 1000, "logger": rdkafka_log}

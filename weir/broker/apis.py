@@ -204,7 +204,7 @@ class DataApis:
             keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
             if not keys:
                 break
-            await self.replicas.waiters.wait(keys, remaining)
+            await self.replicas.waiters.wait(keys, remaining, follower=replica_id >= 0)
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
                                      read_committed=read_committed)
         return encode_fetch_response(header.api_version, 0, results)

@@ -41,7 +41,8 @@ class CloseConnection(Exception):
 
 class InOrder:
     """An answer that is decided later but must not hold back the requests behind it (acks=all
-    Produce: the append is done; only the answer waits for the ISR)."""
+    Produce: the append is done; only the answer waits for the ISR). `awaitable`: a coroutine
+    or a future."""
 
     def __init__(self, awaitable) -> None:
         self.awaitable = awaitable
@@ -165,10 +166,24 @@ class DataApis:
         self._settle(waiting)
         return encode_produce_response(version, topics_out)
 
-    async def _produce_replicated(self, version: int, topics_out, waiting) -> bytes:
-        await asyncio.gather(*(f for _, f in waiting))
-        self._settle(waiting)
-        return encode_produce_response(version, topics_out)
+    def _produce_replicated(self, version: int, topics_out, waiting) -> asyncio.Future:
+        """A future answered with the response once every partition's acks=all wait is over:
+        callbacks on the partitions' futures, not a task gathering them (this is per request)."""
+        answer = asyncio.get_running_loop().create_future()
+        pending = [f for _, f in waiting if not f.done()]
+
+        def one_done(_) -> None:
+            pending.pop()
+            if not pending and not answer.done():
+                try:
+                    self._settle(waiting)
+                    answer.set_result(encode_produce_response(version, topics_out))
+                except Exception as e:
+                    answer.set_exception(e)
+
+        for future in pending:
+            future.add_done_callback(one_done)
+        return answer
 
     @staticmethod
     def _settle(waiting) -> None:

@@ -79,16 +79,20 @@ class RecentBatches:
     KEEP = 64
 
     def __init__(self) -> None:
-        self._batches: list[BatchInfo] = []  # positions in the segment file
+        # Per batch: as appended (its position relative to its append's buffer), and that
+        # append's position in the file; made absolute only when found (appends outnumber finds).
+        self._batches: list[BatchInfo] = []
+        self._append_positions: list[int] = []
         self._last_offsets: list[int] = []
 
     def add(self, batches: list[BatchInfo], position: int) -> None:
         """`batches`, just written at `position` (their positions are relative to it)."""
         for batch in batches:
-            self._batches.append(batch._replace(position=position + batch.position))
+            self._batches.append(batch)
+            self._append_positions.append(position)
             self._last_offsets.append(batch.last_offset)
         if len(self._batches) > 2 * self.KEEP:
-            del self._batches[:-self.KEEP], self._last_offsets[:-self.KEEP]
+            del self._batches[:-self.KEEP], self._append_positions[:-self.KEEP], self._last_offsets[:-self.KEEP]
 
     def find(self, offset: int) -> BatchInfo | None:
         """The first batch whose last offset >= `offset`, if the recent batches reach back to it
@@ -96,10 +100,14 @@ class RecentBatches:
         if not self._batches or offset < self._batches[0].base_offset:
             return None
         i = bisect_left(self._last_offsets, offset)
-        return self._batches[i] if i < len(self._batches) else None
+        if i == len(self._batches):
+            return None
+        batch = self._batches[i]
+        return batch._replace(position=self._append_positions[i] + batch.position)
 
     def clear(self) -> None:
         self._batches.clear()
+        self._append_positions.clear()
         self._last_offsets.clear()
 
 

@@ -141,15 +141,17 @@ class _Reader:
         value, self.pos = read_uvarint(self.buf, self.pos)
         return value
 
-    def _length(self, wide: struct.Struct) -> int:
-        """A length (-1: null), checked against the bytes left."""
+    def _length(self, wide: struct.Struct, units: str) -> int:
+        """A length or count of `units` (-1: null), checked against the bytes left (an array's
+        every element takes at least one)."""
         n = self.uvarint() - 1 if self.flexible else self.unpack(wide)[0]
         if n < -1 or n > len(self.buf) - self.pos:
-            raise Malformed(f"length {n} at byte {self.pos} runs past the end of the request")
+            raise Malformed(f"a field at byte {self.pos} claims {n} {units} but only {len(self.buf) - self.pos} "
+                            "bytes are left")
         return n
 
     def array_len(self) -> int:
-        n = self._length(_I32)
+        n = self._length(_I32, "elements")
         if n < 0:
             raise Malformed("an array that cannot be null is null")
         return n
@@ -160,7 +162,7 @@ class _Reader:
         return self.buf[start:self.pos]
 
     def nullable_string(self) -> str | None:
-        n = self._length(_I16)
+        n = self._length(_I16, "bytes")
         return None if n < 0 else self.raw(n).decode()
 
     def string(self) -> str:
@@ -170,7 +172,7 @@ class _Reader:
         return s
 
     def nullable_bytes(self) -> bytes | None:
-        n = self._length(_I32)
+        n = self._length(_I32, "bytes")
         return None if n < 0 else self.raw(n)
 
     def uuid(self) -> uuid.UUID | None:

@@ -199,7 +199,10 @@ class DataApis:
 
     # -- Fetch -------------------------------------------------------------
 
-    async def fetch(self, header: RequestHeader, request) -> list:
+    def fetch(self, header: RequestHeader, request):
+        """The answer at once when the first read settles it (enough data, an error, no wait
+        asked); else a coroutine that long-polls. Most fetches are answered at once, and so
+        cost the connection no task."""
         by_id = header.api_version >= 13
         if header.api_version >= 15:
             replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
@@ -214,15 +217,19 @@ class DataApis:
         results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
                                  read_committed=read_committed)
         deadline = time.monotonic() + request.max_wait.total_seconds()
-        while (_bytes(results) < request.min_bytes and not _has_error(results)
-               and (remaining := deadline - time.monotonic()) > 0):
-            keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
-            if not keys:
-                break
-            await self.replicas.waiters.wait(keys, remaining, follower=replica_id >= 0)
+        if _keeps_waiting(results, request.min_bytes, deadline):
+            return self._fetch_later(header.api_version, request, wanted, results, deadline, replica_id,
+                                     replica_epoch, by_id, read_committed)
+        return encode_fetch_response(header.api_version, 0, results)
+
+    async def _fetch_later(self, version: int, request, wanted, results, deadline: float, replica_id: int,
+                           replica_epoch: int, by_id: bool, read_committed: bool) -> list:
+        keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
+        while keys and _keeps_waiting(results, request.min_bytes, deadline):
+            await self.replicas.waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0)
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
                                      read_committed=read_committed)
-        return encode_fetch_response(header.api_version, 0, results)
+        return encode_fetch_response(version, 0, results)
 
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
                   read_committed: bool = False) -> list:
@@ -428,3 +435,8 @@ def _bytes(results) -> int:
 
 def _has_error(results) -> bool:
     return any(p.error_code for _, _, parts in results for p in parts)
+
+
+def _keeps_waiting(results, min_bytes: int, deadline: float) -> bool:
+    """A fetch waits on while it has less than min_bytes, no error, and time left."""
+    return _bytes(results) < min_bytes and not _has_error(results) and deadline > time.monotonic()

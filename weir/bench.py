@@ -3,7 +3,8 @@
 - produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
   connection code whose Produce handler stores nothing - so the ratio says what the log costs.
 - consume: the consume rate against the produce rate.
-- replication: three brokers; RF=3 acks=all against RF=1 acks=1; acks=all latency at a steady
+- replication: three brokers; RF=3 acks=all against RF=1 acks=1, with the brokers' CPU-seconds per
+  million records; acks=all latency at a steady
   1,000 msg/s; and the time from kill -9 of a broker leading 1,000 partitions until every one of
   them takes writes again.
 - loops: three brokers, RF=3 acks=all, under the standard asyncio loop and under uvloop
@@ -215,12 +216,15 @@ def _bench_replication(cluster, args) -> None:
     _create_topic(bootstrap, "rf3", 1, 3, **{"min.insync.replicas": "2"})
     rf3_runs, rf1_runs = [], []
     for _ in range(args.rounds):
-        rf3_runs.append(_produce(bootstrap, args.records, args.record_size, "rf3", "all"))
-        rf1_runs.append(_produce(bootstrap, args.records, args.record_size, "rf1", "1"))
+        rf3_runs.append(_with_cpu(cluster, args.records, lambda: _produce(bootstrap, args.records, args.record_size,
+                                                                          "rf3", "all")))
+        rf1_runs.append(_with_cpu(cluster, args.records, lambda: _produce(bootstrap, args.records, args.record_size,
+                                                                          "rf1", "1")))
     rf3, rf1 = _median(rf3_runs), _median(rf1_runs)
     print(_row("RF=3 acks=all", rf3))
     print(_row("RF=1 acks=1", rf1))
-    print(f"ratio RF=3 acks=all / RF=1 acks=1 records/s: {rf3['records/s'] / rf1['records/s']:.2f} (target >= 0.5)")
+    print(f"ratio RF=3 acks=all / RF=1 acks=1 records/s: {rf3['records/s'] / rf1['records/s']:.2f} (target >= 0.5), "
+          f"CPU-seconds per million records: {rf3['CPU s/M'] / rf1['CPU s/M']:.2f}")
     steady = _produce(bootstrap, 10_000, args.record_size, "rf3", "all", rate=1000)
     print(_row("RF=3 acks=all @1000/s", steady) + "  (target p99 < 5 ms)")
     print(f"failover: {_failover_seconds(cluster, args):.2f} s from kill -9 of the leader of 1,000 partitions until "
@@ -264,6 +268,14 @@ def _cpu_seconds(cluster) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _with_cpu(cluster, records: int, run) -> dict:
+    """`run()`'s figures plus the CPU-seconds all the cluster's brokers spent per million records."""
+    before = _cpu_seconds(cluster)
+    figures = run()
+    figures["CPU s/M"] = (_cpu_seconds(cluster) - before) / records * 1e6
+    return figures
+
+
 def _bench_loops(args) -> None:
     from .local_cluster import LocalCluster
     runs: dict[str, list] = {"asyncio": [], "uvloop": []}
@@ -276,10 +288,8 @@ def _bench_loops(args) -> None:
                 try:
                     cluster.start()
                     _create_topic(cluster.bootstrap, "rf3", 1, 3, **{"min.insync.replicas": "2"})
-                    before = _cpu_seconds(cluster)
-                    result = _produce(cluster.bootstrap, args.records, args.record_size, "rf3", "all")
-                    result["CPU s/M"] = (_cpu_seconds(cluster) - before) / args.records * 1e6
-                    figures.append(result)
+                    figures.append(_with_cpu(cluster, args.records, lambda: _produce(
+                        cluster.bootstrap, args.records, args.record_size, "rf3", "all")))
                 finally:
                     cluster.kill()
     finally:

@@ -152,7 +152,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     schema = _request_schema(api_key, version)
     if isinstance(body, dict):
         body = build(schema, body)
-    elif not isinstance(body, schema):
+    elif not isinstance(body, (schema, bytes)):
         raise TypeError(f"body for api {api_key} v{version} must be a dict or {schema.__qualname__}, "
                         f"not {type(body).__qualname__}")
     out = io.BytesIO()
@@ -165,7 +165,10 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
         out.write(raw)
     if schema.__flexible__:
         out.write(b"\x00")  # request header v2: empty tagged fields
-    _writer(api_key, version)(out, body)
+    if isinstance(body, bytes):  # encoded by hand (weir.protocol.hot_requests)
+        out.write(body)
+    else:
+        _writer(api_key, version)(out, body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)
@@ -344,7 +347,7 @@ class BrokerConnection:
     async def request(self, api_key: int, version: int, body, *, timeout_s: float | None = ...):
         """Send one request and return the decoded response entity.
 
-        `body` is a kio request entity of this api/version or a plain dict.
+        `body` is a kio request entity of this api/version, a plain dict, or the encoded body.
         RequestTimedOut after `timeout_s` (default: the connection's), and
         ConnectionClosed if the connection dies first.
         """

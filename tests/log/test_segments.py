@@ -82,3 +82,27 @@ def test_reopen_rebuilds_nothing_after_clean_close_and_indexes_still_work(open_l
     assert log.active_segment.max_timestamp == NOW
     for offset in (0, 17, 49):
         assert batch_headers(log.read(offset, 1, 50).read_bytes())[0][0] == offset
+
+
+def test_the_recent_batches_find_what_a_scan_of_the_file_finds(open_log):
+    """A segment answers reads at its tail from the batches it last appended; through appends of
+    several batches at once, a truncation and further appends, each answer is the file's."""
+    log = open_log(LogConfig(segment_bytes=1 << 20))
+    segment = log.active_segment
+    segment.recent.KEEP = 4  # trimmed often
+    fill(log, 5)
+    log.append(make_batch([b"a"]) + make_batch([b"b", b"c"]) + make_batch([b"d"]), 0, NOW)
+    fill(log, 9)
+    log.truncate_to(12)
+    fill(log, 3)
+
+    def scanned(offset):
+        recent, segment.recent = segment.recent, type(segment.recent)()
+        try:
+            return segment.find_batch(offset)
+        finally:
+            segment.recent = recent
+
+    assert segment.recent.find(log.log_end_offset - 1) is not None
+    for offset in range(log.log_end_offset + 1):
+        assert segment.find_batch(offset) == scanned(offset), offset

@@ -42,7 +42,8 @@ class CloseConnection(Exception):
 
 class InOrder:
     """An answer that is decided later but must not hold back the requests behind it (acks=all
-    Produce: the append is done; only the answer waits for the ISR)."""
+    Produce: the append is done; only the answer waits for the ISR). `awaitable`: a coroutine
+    or a future."""
 
     def __init__(self, awaitable) -> None:
         self.awaitable = awaitable
@@ -180,10 +181,24 @@ class DataApis:
         self._settle(waiting)
         return encode_produce_response(version, topics_out)
 
-    async def _produce_replicated(self, version: int, topics_out, waiting) -> bytes:
-        await asyncio.gather(*(f for _, f in waiting))
-        self._settle(waiting)
-        return encode_produce_response(version, topics_out)
+    def _produce_replicated(self, version: int, topics_out, waiting) -> asyncio.Future:
+        """A future answered with the response once every partition's acks=all wait is over:
+        callbacks on the partitions' futures, not a task gathering them (this is per request)."""
+        answer = asyncio.get_running_loop().create_future()
+        pending = [f for _, f in waiting if not f.done()]
+
+        def one_done(_) -> None:
+            pending.pop()
+            if not pending and not answer.done():
+                try:
+                    self._settle(waiting)
+                    answer.set_result(encode_produce_response(version, topics_out))
+                except Exception as e:
+                    answer.set_exception(e)
+
+        for future in pending:
+            future.add_done_callback(one_done)
+        return answer
 
     @staticmethod
     def _settle(waiting) -> None:
@@ -199,7 +214,10 @@ class DataApis:
 
     # -- Fetch -------------------------------------------------------------
 
-    async def fetch(self, header: RequestHeader, request) -> list:
+    def fetch(self, header: RequestHeader, request):
+        """The answer at once when the first read settles it (enough data, an error, no wait
+        asked); else a coroutine that long-polls. Most fetches are answered at once, and so
+        cost the connection no task."""
         by_id = header.api_version >= 13
         if header.api_version >= 15:
             replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
@@ -221,15 +239,19 @@ class DataApis:
         results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
                                  read_committed=read_committed, refused=refused)
         deadline = time.monotonic() + request.max_wait.total_seconds()
-        while (_bytes(results) < request.min_bytes and not _has_error(results)
-               and (remaining := deadline - time.monotonic()) > 0):
-            keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
-            if not keys:
-                break
-            await self.replicas.waiters.wait(keys, remaining)
+        if _keeps_waiting(results, request.min_bytes, deadline):
+            return self._fetch_later(header.api_version, request, wanted, results, deadline, replica_id,
+                                     replica_epoch, by_id, read_committed, refused)
+        return encode_fetch_response(header.api_version, 0, results)
+
+    async def _fetch_later(self, version: int, request, wanted, results, deadline: float, replica_id: int,
+                           replica_epoch: int, by_id: bool, read_committed: bool, refused: set[str] | None) -> list:
+        keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
+        while keys and _keeps_waiting(results, request.min_bytes, deadline):
+            await self.replicas.waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0)
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
                                      read_committed=read_committed, refused=refused)
-        return encode_fetch_response(header.api_version, 0, results)
+        return encode_fetch_response(version, 0, results)
 
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
                   read_committed: bool = False, refused: set[str] | None = None) -> list:
@@ -462,3 +484,8 @@ def _bytes(results) -> int:
 
 def _has_error(results) -> bool:
     return any(p.error_code for _, _, parts in results for p in parts)
+
+
+def _keeps_waiting(results, min_bytes: int, deadline: float) -> bool:
+    """A fetch waits on while it has less than min_bytes, no error, and time left."""
+    return _bytes(results) < min_bytes and not _has_error(results) and deadline > time.monotonic()

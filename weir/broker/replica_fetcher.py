@@ -11,6 +11,7 @@ import time
 
 from ..client import BrokerConnection, ClientError
 from ..protocol.errors import ErrorCode
+from ..protocol.hot_requests import encode_follower_fetch_request
 from ..protocol.record_batch import batch_headers
 from ..protocol.versions import ApiKey
 from ..replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch
@@ -127,21 +128,16 @@ class ReplicaFetcher:
         topics: dict[str, list] = {}
         for p in partitions:
             ask = asks[p.key]
-            topics.setdefault(p.topic, []).append({
-                "partition": p.index, "current_leader_epoch": ask.current_leader_epoch,
-                "fetch_offset": ask.fetch_offset, "last_fetched_epoch": -1,
-                "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": config["replica.fetch.max.bytes"]})
+            topics.setdefault(p.topic, []).append((p.index, ask.current_leader_epoch, ask.fetch_offset,
+                                                   p.log.log_start_offset, config["replica.fetch.max.bytes"]))
         ids = {name: view.topics[name].topic_id for name in topics if name in view.topics}
         names = {topic_id: name for name, topic_id in ids.items()}
         wait_ms = config["replica.fetch.wait.max.ms"]
-        response = await conn.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_state": {"replica_id": self.manager.broker_id, "replica_epoch": replicas.own_broker_epoch()},
-            "max_wait": wait_ms,
-            "min_bytes": config["replica.fetch.min.bytes"], "max_bytes": config["replica.fetch.response.max.bytes"],
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic_id": ids[t], "partitions": parts} for t, parts in topics.items() if t in ids],
-            "forgotten_topics_data": [], "rack_id": ""}, timeout_s=wait_ms / 1000 + 30)
+        body = encode_follower_fetch_request(
+            FETCH_VERSION, self.manager.broker_id, replicas.own_broker_epoch(), wait_ms,
+            config["replica.fetch.min.bytes"], config["replica.fetch.response.max.bytes"],
+            [(ids[t], parts) for t, parts in topics.items() if t in ids])
+        response = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30)
         now_ms = _now_ms()
         for topic in response.responses:
             name = names.get(topic.topic_id)  # ids tell a re-created topic of the same name apart

@@ -207,7 +207,7 @@ class ReplicaManager:
             log.debug("%s-%d: proposing ISR %s", *partition.key, sorted(effects.isr_proposal.new_isr))
             self.send_isr_change(partition, effects.isr_proposal)
         if effects.data_changed:
-            self.waiters.notify(partition.key)
+            self.waiters.notify(partition.key, followers=effects.new_records)
 
     def _host(self, assignment: TopicAssignment, index: int, now_ms: int) -> Partition:
         config = self.log_config(assignment.name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_left
 from pathlib import Path
 from typing import Callable
 
@@ -70,6 +71,46 @@ class SegmentFile(int):
             pass
 
 
+class RecentBatches:
+    """Where the last batches appended to a segment are, so that a read at the tail - where
+    followers and caught-up consumers read, several times per append - finds its batch without
+    reading the file. Always a suffix of the segment's batches (emptied when the file is cut)."""
+
+    KEEP = 64
+
+    def __init__(self) -> None:
+        # Per batch: as appended (its position relative to its append's buffer), and that
+        # append's position in the file; made absolute only when found (appends outnumber finds).
+        self._batches: list[BatchInfo] = []
+        self._append_positions: list[int] = []
+        self._last_offsets: list[int] = []
+
+    def add(self, batches: list[BatchInfo], position: int) -> None:
+        """`batches`, just written at `position` (their positions are relative to it)."""
+        for batch in batches:
+            self._batches.append(batch)
+            self._append_positions.append(position)
+            self._last_offsets.append(batch.last_offset)
+        if len(self._batches) > 2 * self.KEEP:
+            del self._batches[:-self.KEEP], self._append_positions[:-self.KEEP], self._last_offsets[:-self.KEEP]
+
+    def find(self, offset: int) -> BatchInfo | None:
+        """The first batch whose last offset >= `offset`, if the recent batches reach back to it
+        (else None: ask the file)."""
+        if not self._batches or offset < self._batches[0].base_offset:
+            return None
+        i = bisect_left(self._last_offsets, offset)
+        if i == len(self._batches):
+            return None
+        batch = self._batches[i]
+        return batch._replace(position=self._append_positions[i] + batch.position)
+
+    def clear(self) -> None:
+        self._batches.clear()
+        self._append_positions.clear()
+        self._last_offsets.clear()
+
+
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
                  index_max_bytes: int, now_ms: int):
@@ -92,6 +133,7 @@ class LogSegment:
         self.first_batch_timestamp = -1
         self.bytes_since_index_entry = 0
         self.dirty = False  # written since its last fsync
+        self.recent = RecentBatches()
 
     # ----- opening an existing segment
 
@@ -145,6 +187,7 @@ class LogSegment:
         may carry -1). `on_batch` sees each good batch. True if the whole file was valid."""
         file_size = self.size
         self.size = 0
+        self.recent.clear()
         self.next_offset = self.base_offset
         self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
         self.bytes_since_index_entry = 0
@@ -216,6 +259,7 @@ class LogSegment:
             raise
         self.size = position + len(buf)
         self.next_offset = batches[-1].last_offset + 1
+        self.recent.add(batches, position)
 
     def seal(self) -> None:
         """Called when the segment stops being active: record its largest timestamp in the time
@@ -245,6 +289,9 @@ class LogSegment:
         """The batch holding `offset` (the first whose last offset >= offset), if any."""
         if offset >= self.next_offset:
             return None
+        recent = self.recent.find(offset)
+        if recent is not None:
+            return recent
         start = self.offset_index.position_at_or_before_offset(offset)
         for batch in self._scan(start, self.size):
             if batch.last_offset >= offset:
@@ -280,6 +327,7 @@ class LogSegment:
             return
         os.ftruncate(self.fd, batch.position)
         self.size = batch.position
+        self.recent.clear()
         self.offset_index.truncate_to_position(batch.position)
         self.time_index.truncate_to_offset(batch.base_offset)
         self.dirty = True

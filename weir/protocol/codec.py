@@ -1,4 +1,5 @@
-"""Request decoding with kio's compiled readers; generic response encoding.
+"""Request decoding with kio's compiled readers (Produce and Fetch by hand: `hot_requests`);
+generic response encoding.
 
 Readers and writers are cached per (api key, version): building one costs far
 more than using it. Responses of the cold APIs are built from plain dicts by
@@ -22,11 +23,16 @@ from . import legacy_schemas
 from .errors import ErrorCode
 from .schema_overrides import RESPONSE_SCHEMAS
 from .header import RequestHeader, response_header, skip_tagged_fields
+from .hot_requests import decode_fetch_request, decode_produce_request
 from .tagged_fields import check_framing, strip_unknown_tagged_fields
 
 
 class MalformedRequest(ValueError):
     pass
+
+
+# The hot requests, decoded by hand (hot_requests): (version, frame, body offset) -> request
+_HAND_DECODED = {0: decode_produce_request, 1: decode_fetch_request}
 
 
 @cache
@@ -61,6 +67,9 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
         offset = header.body_offset
         if is_flexible(api_key, version):
             offset = skip_tagged_fields(frame, offset)
+        hand_decoded = _HAND_DECODED.get(api_key)
+        if hand_decoded is not None:
+            return hand_decoded(version, frame, offset)
         check_framing(request_schema(api_key, version), frame, offset)  # before kio's reader: see there
         try:
             entity, _ = _reader(api_key, version)(frame, offset)

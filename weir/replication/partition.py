@@ -94,6 +94,7 @@ class Effects:
     isr_proposal: AlterPartitionProposal | None = None  # send it to the controller
     role_changed: bool = False  # forget proposals queued for the old role; fetchers follow
     data_changed: bool = False  # new records or a new HW: wake readers waiting on this partition
+    new_records: bool = False  # appended as leader: wake follower fetches too (data_changed alone does not)
     fenced: bool = False  # a state naming us leader, written before our registration: not acted on
 
 
@@ -257,7 +258,7 @@ class Partition:
         self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
                               info.first_offset, info.last_offset, header.max_timestamp)
         self.txns.complete(txn)
-        effects = Effects(data_changed=True)
+        effects = Effects(data_changed=True, new_records=True)
         if leader.on_leader_append(self.log.log_end_offset):
             effects.completions = self._poll(now_ms)
         return Produced(info.first_offset, info.last_offset, effects)
@@ -285,7 +286,7 @@ class Partition:
         info = self.log.append(batch, leader.leader_epoch, now_ms)
         self.producers.record_marker(producer_id, producer_epoch, now_ms)
         self.txns.complete(txn)
-        effects = Effects(data_changed=True)
+        effects = Effects(data_changed=True, new_records=True)
         if leader.on_leader_append(self.log.log_end_offset):
             effects.completions = self._poll(now_ms)
         return Produced(info.first_offset, info.last_offset, effects)

@@ -28,7 +28,6 @@ a socket itself: what it needs of the log is the ReplicaLog protocol's transacti
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Iterable
 
 from weir.protocol.errors import KafkaError
@@ -76,7 +75,7 @@ class TransactionalAppends:
         not see it."""
         if not self.concerns(header):
             return None
-        placed = replace(header, base_offset=base_offset)
+        placed = header._replace(base_offset=base_offset)
         return self.check([AppendedBatch(placed)], origin, high_watermark, verification_guard)
 
     def complete(self, append: TxnAppend | None) -> AppendOutcome:

@@ -6,7 +6,7 @@ import pytest
 import snappy
 from crc32c import crc32c
 
-from log.batches import COMPRESS, encode_record, make_batch
+from log.batches import COMPRESS, encode_record, make_batch, raw_batch
 
 from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, CorruptBatch, decode, to_arrow
 
@@ -92,3 +92,12 @@ def test_records_running_past_their_batch_are_corrupt(cut):
     struct.pack_into(">i", data, 8, len(data) - 12 - cut)  # the batch ends before its records do
     with pytest.raises(CorruptBatch, match="batch at offset 0"):
         decode(bytes(data[:len(data) - cut]))
+
+
+def test_a_compacted_batch_keeps_its_offsets_and_gaps():
+    records = b"".join(encode_record(delta, delta, b"k%d" % delta, b"v%d" % delta) for delta in (0, 2, 5))
+    cols = decode(raw_batch(records, 3, last_offset_delta=5), start=1, end=6)
+    assert cols.offsets.to_pylist() == [2, 5]
+    assert cols.values.to_pylist() == [b"v2", b"v5"]
+    assert cols.timestamps.cast("int64").to_pylist() == [1002, 1005]
+    assert cols.next_offset == 6

@@ -6,9 +6,9 @@ import pytest
 import snappy
 from crc32c import crc32c
 
-from log.batches import COMPRESS, encode_record, make_batch
+from log.batches import COMPRESS, encode_record, make_batch, raw_batch
 
-from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, decode, to_arrow
+from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, CorruptBatch, decode, to_arrow
 
 
 
@@ -37,11 +37,12 @@ def test_every_codec_decodes(codec):
     else:
         data = batch(values, attributes=codec, compress=COMPRESS.get(codec))
     cols = decode(data)
-    assert cols.values == values
-    assert cols.keys == [f"k{i}".encode() for i in range(300)]
-    assert cols.offsets == list(range(300))
-    assert cols.timestamps == [1000 + i for i in range(300)]
-    assert cols.timestamp_types == [0] * 300
+    assert cols.values.to_pylist() == values
+    assert cols.keys.to_pylist() == [f"k{i}".encode() for i in range(300)]
+    assert cols.offsets.to_pylist() == list(range(300))
+    assert cols.timestamps.cast("int64").to_pylist() == [1000 + i for i in range(300)]
+    assert cols.timestamp_types.to_pylist() == [0] * 300
+    assert cols.next_offset == 300
 
 
 def test_ranges_control_batches_and_log_append_time():
@@ -49,19 +50,22 @@ def test_ranges_control_batches_and_log_append_time():
             + batch([b"commit-marker"], base_offset=13, attributes=CONTROL_BIT)
             + batch([b"d", b"e"], base_offset=14, attributes=TIMESTAMP_TYPE_BIT, timestamp=5000))
     cols = decode(data, start=11, end=15)
-    assert cols.values == [b"b", b"c", b"d"]
-    assert cols.offsets == [11, 12, 14]
-    assert cols.timestamp_types == [0, 0, 1]
-    assert cols.timestamps[2] == 5099  # LogAppendTime: the batch's max timestamp
+    assert cols.values.to_pylist() == [b"b", b"c", b"d"]
+    assert cols.offsets.to_pylist() == [11, 12, 14]
+    assert cols.timestamp_types.to_pylist() == [0, 0, 1]
+    assert cols.timestamps.cast("int64").to_pylist()[2] == 5099  # LogAppendTime: the batch's max timestamp
+    assert cols.next_offset == 16
     # a torn tail (a fetch cut by its size limit) is ignored
-    assert decode(data + make_batch([b"x"], base_offset=16)[:30]).offsets == [10, 11, 12, 14, 15]
+    torn = decode(data + make_batch([b"x"], base_offset=16)[:30])
+    assert torn.offsets.to_pylist() == [10, 11, 12, 14, 15] and torn.next_offset == 16
+    assert decode(data[:30]).next_offset is None
 
 
 def test_headers_and_arrow_schema_match_spark():
     from weir.spark.source import arrow_schema, kafka_schema
     data = batch([b"v0", b"v1"], headers=[("h1", b"x"), ("h2", None)])
     cols = decode(data, with_headers=True)
-    assert cols.headers[0] == [{"key": "h1", "value": b"x"}, {"key": "h2", "value": None}]
+    assert cols.headers.to_pylist()[0] == [{"key": "h1", "value": b"x"}, {"key": "h2", "value": None}]
     schema = arrow_schema(kafka_schema(include_headers=True))
     rb = to_arrow(cols, "t", 3, schema)
     assert rb.schema.equals(schema)
@@ -69,3 +73,31 @@ def test_headers_and_arrow_schema_match_spark():
     assert rb.column("topic").to_pylist() == ["t", "t"]
     assert rb.column("timestamp").cast("int64").to_pylist() == [1_000_000, 1_001_000]  # microseconds
     assert rb.column("headers").to_pylist()[1] == [{"key": "h1", "value": b"x"}, {"key": "h2", "value": None}]
+
+
+def test_headers_of_records_outside_the_range_are_dropped_with_them():
+    from weir.spark.source import arrow_schema, kafka_schema
+    data = batch([b"v0", b"v1", b"v2"], headers=[("h", b"x")]) + batch([None], base_offset=3)
+    cols = decode(data, start=1, end=4, with_headers=True)
+    rb = to_arrow(cols, "t", 0, arrow_schema(kafka_schema(include_headers=True)))
+    rb.validate(full=True)
+    assert rb.column("headers").to_pylist() == [[{"key": "h", "value": b"x"}]] * 2 + [[]]
+    assert rb.column("value").to_pylist() == [b"v1", b"v2", None]
+    assert rb.column("key").null_count == 0
+
+
+@pytest.mark.parametrize("cut", [1, 5, 20])
+def test_records_running_past_their_batch_are_corrupt(cut):
+    data = bytearray(batch([b"value"] * 3))
+    struct.pack_into(">i", data, 8, len(data) - 12 - cut)  # the batch ends before its records do
+    with pytest.raises(CorruptBatch, match="batch at offset 0"):
+        decode(bytes(data[:len(data) - cut]))
+
+
+def test_a_compacted_batch_keeps_its_offsets_and_gaps():
+    records = b"".join(encode_record(delta, delta, b"k%d" % delta, b"v%d" % delta) for delta in (0, 2, 5))
+    cols = decode(raw_batch(records, 3, last_offset_delta=5), start=1, end=6)
+    assert cols.offsets.to_pylist() == [2, 5]
+    assert cols.values.to_pylist() == [b"v2", b"v5"]
+    assert cols.timestamps.cast("int64").to_pylist() == [1002, 1005]
+    assert cols.next_offset == 6

@@ -88,17 +88,15 @@ def test_a_fetch_past_an_aborted_transaction_does_not_list_it():
 
 
 def test_the_spark_source_keeps_what_a_read_committed_consumer_keeps():
-    from weir.spark.records import Columns, decode_into
+    from weir.spark.records import decode
     from weir.transactions.read_committed import AbortedTransactionFilter
     log = interleaved_log()
     log.append(end_marker(R, 0, commit=False), origin=COORDINATOR)  # 9: C aborted too
     log.advance_high_watermark()
     for start in (0, 3, 6):
         batches, aborted = fetch(log, start)
-        columns = Columns(False)
-        next_offset = decode_into(columns, b"".join(batches), start, log.last_stable_offset,
-                                  AbortedTransactionFilter(aborted).keep)
+        columns = decode(b"".join(batches), start, log.last_stable_offset, AbortedTransactionFilter(aborted).keep)
         expected = consume_read_committed(batches, aborted, start)
-        assert list(zip(columns.offsets, columns.values)) == values(expected)
-        assert next_offset == log.last_stable_offset
+        assert list(zip(columns.offsets.to_pylist(), columns.values.to_pylist())) == values(expected)
+        assert columns.next_offset == log.last_stable_offset
     assert values(consume_read_committed(*fetch(log, 0))) == [(0, b"x0"), (1, b"a1"), (3, b"a2"), (7, b"x1")]

@@ -17,6 +17,18 @@
  * (index, timestamp) of records whose timestamp is not -1 and lies outside [earliest, latest], and
  * the (offset delta, timestamp) of the first record whose timestamp is >= target, or None
  * (ListOffsets by timestamp). A malformed section raises ValueError saying what is wrong.
+ *
+ * columns(batches, start, end, with_headers)
+ *     -> (rows, offsets, timestamps, timestamp_types, keys, values, headers)
+ *
+ * The readers' walk (weir/spark/records.py): the records of `batches`, a list of
+ * (records, count, base_offset, base_timestamp, max_timestamp, log_append_time), whose offsets lie
+ * in [start, end), as Arrow buffers (bytes, native byte order) that pyarrow wraps without a copy:
+ * offsets and timestamps (milliseconds; LogAppendTime: the batch's max timestamp) int64,
+ * timestamp types int32 (0 CreateTime, 1 LogAppendTime), keys and values binary columns - each
+ * (validity bitmap or None, int32 offsets, data, null count) - and, with_headers, the headers
+ * list column as (int32 list offsets, header keys, header values), else None. Records are checked
+ * as the validator checks them, minus the offset deltas, and a malformed one raises ValueError.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -70,6 +82,14 @@ static int skip(cursor *c, int32_t length) {
 static PyObject *malformed(Py_ssize_t index, const char *what) {
     PyErr_Format(PyExc_ValueError, "record %zd: %s", index, what);
     return NULL;
+}
+
+/* One field of a record read from `record`: its length (-1: null) and where its bytes start. */
+static int read_bytes(cursor *record, int32_t *length, const uint8_t **bytes) {
+    if (read_varint(record, length) < 0 || *length < -1)
+        return -1;
+    *bytes = record->p;
+    return *length > 0 ? skip(record, *length) : 0;
 }
 
 static PyObject *walk(PyObject *self, PyObject *args) {
@@ -187,8 +207,219 @@ done:
     return result;
 }
 
+/* An Arrow binary column under construction, in bytes objects sized for the worst case and cut
+ * to size by binary_finish. */
+typedef struct {
+    PyObject *validity, *offsets, *data;
+    Py_ssize_t n, size, nulls;
+} binary_column;
+
+static int binary_init(binary_column *b, Py_ssize_t max_items, Py_ssize_t max_bytes) {
+    b->n = b->size = b->nulls = 0;
+    b->validity = PyBytes_FromStringAndSize(NULL, (max_items + 7) / 8);
+    b->offsets = PyBytes_FromStringAndSize(NULL, (max_items + 1) * (Py_ssize_t)sizeof(int32_t));
+    b->data = PyBytes_FromStringAndSize(NULL, max_bytes);
+    if (b->validity == NULL || b->offsets == NULL || b->data == NULL)
+        return -1;
+    memset(PyBytes_AS_STRING(b->validity), 0, PyBytes_GET_SIZE(b->validity));
+    ((int32_t *)PyBytes_AS_STRING(b->offsets))[0] = 0;
+    return 0;
+}
+
+static void binary_clear(binary_column *b) {
+    Py_CLEAR(b->validity);
+    Py_CLEAR(b->offsets);
+    Py_CLEAR(b->data);
+}
+
+/* Append `length` bytes (-1: a null). */
+static int binary_append(binary_column *b, const uint8_t *bytes, int32_t length) {
+    if (length < 0) {
+        b->nulls++;
+    } else {
+        if (b->size + length > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "more than 2 GiB of keys, values or headers in one read");
+            return -1;
+        }
+        memcpy(PyBytes_AS_STRING(b->data) + b->size, bytes, length);
+        b->size += length;
+        ((uint8_t *)PyBytes_AS_STRING(b->validity))[b->n / 8] |= (uint8_t)(1 << (b->n % 8));
+    }
+    b->n++;
+    ((int32_t *)PyBytes_AS_STRING(b->offsets))[b->n] = (int32_t)b->size;
+    return 0;
+}
+
+/* (validity or None, offsets, data, null count); the column's references pass to the tuple. */
+static PyObject *binary_finish(binary_column *b) {
+    if (_PyBytes_Resize(&b->offsets, (b->n + 1) * (Py_ssize_t)sizeof(int32_t)) < 0
+            || _PyBytes_Resize(&b->data, b->size) < 0)
+        return NULL;
+    if (b->nulls == 0)
+        Py_SETREF(b->validity, Py_NewRef(Py_None));
+    else if (_PyBytes_Resize(&b->validity, (b->n + 7) / 8) < 0)
+        return NULL;
+    PyObject *out = Py_BuildValue("(NNNn)", b->validity, b->offsets, b->data, b->nulls);
+    b->validity = b->offsets = b->data = NULL;
+    return out;
+}
+
+/* A fixed-width column of `count` items of `size` bytes, cut to `n` items by fixed_finish. */
+static PyObject *fixed_new(Py_ssize_t count, Py_ssize_t size) {
+    return PyBytes_FromStringAndSize(NULL, count * size);
+}
+
+static int fixed_finish(PyObject **column, Py_ssize_t n, Py_ssize_t size) {
+    return _PyBytes_Resize(column, n * size);
+}
+
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_ts, max_ts;
+    int log_append;
+} batch_arg;
+
+static PyObject *columns(PyObject *self, PyObject *args) {
+    PyObject *batch_list;
+    long long start, end;
+    int with_headers;
+    if (!PyArg_ParseTuple(args, "O!LLp", &PyList_Type, &batch_list, &start, &end, &with_headers))
+        return NULL;
+    Py_ssize_t n_batches = PyList_GET_SIZE(batch_list);
+    batch_arg *batches = PyMem_Calloc(n_batches ? n_batches : 1, sizeof(batch_arg));
+    if (batches == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t parsed = 0, max_rows = 0, max_bytes = 0;
+    PyObject *offsets = NULL, *timestamps = NULL, *types = NULL, *header_offsets = NULL, *result = NULL;
+    binary_column keys = {0}, values = {0}, header_keys = {0}, header_values = {0};
+    for (; parsed < n_batches; parsed++) {
+        batch_arg *b = &batches[parsed];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(batch_list, parsed), "y*nLLLp;a batch is (records, count, "
+                              "base_offset, base_timestamp, max_timestamp, log_append_time)", &b->view,
+                              &b->count, &b->base_offset, &b->base_ts, &b->max_ts, &b->log_append))
+            goto done;
+        /* a record takes 7 bytes at least: a count beyond that is a lie the walk will find */
+        max_rows += b->count < b->view.len / 7 ? b->count : b->view.len / 7;
+        max_bytes += b->view.len;
+    }
+    offsets = fixed_new(max_rows, sizeof(int64_t));
+    timestamps = fixed_new(max_rows, sizeof(int64_t));
+    types = fixed_new(max_rows, sizeof(int32_t));
+    if (offsets == NULL || timestamps == NULL || types == NULL || binary_init(&keys, max_rows, max_bytes) < 0
+            || binary_init(&values, max_rows, max_bytes) < 0)
+        goto done;
+    if (with_headers) {  /* a header takes 2 bytes at least */
+        header_offsets = fixed_new(max_rows + 1, sizeof(int32_t));
+        if (header_offsets == NULL || binary_init(&header_keys, max_bytes / 2, max_bytes) < 0
+                || binary_init(&header_values, max_bytes / 2, max_bytes) < 0)
+            goto done;
+        ((int32_t *)PyBytes_AS_STRING(header_offsets))[0] = 0;
+    }
+    int64_t *offset_out = (int64_t *)PyBytes_AS_STRING(offsets);
+    int64_t *timestamp_out = (int64_t *)PyBytes_AS_STRING(timestamps);
+    int32_t *type_out = (int32_t *)PyBytes_AS_STRING(types);
+    Py_ssize_t rows = 0;
+    for (Py_ssize_t k = 0; k < n_batches; k++) {
+        batch_arg *b = &batches[k];
+        cursor c = {(const uint8_t *)b->view.buf, (const uint8_t *)b->view.buf + b->view.len};
+        for (Py_ssize_t i = 0; i < b->count; i++) {
+            int32_t length, offset_delta, key_length, value_length, header_count;
+            int64_t ts_delta, offset;
+            const uint8_t *key, *value;
+            if (read_varint(&c, &length) < 0 || length < 6 || length > c.end - c.p) {
+                PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: bad length, or records "
+                             "run past the end of the batch", b->base_offset, i);
+                goto done;
+            }
+            cursor record = {c.p + 1, c.p + length};  /* after the attributes: unused in v2 */
+            c.p += length;
+            if (read_varlong(&record, &ts_delta) < 0 || read_varint(&record, &offset_delta) < 0
+                    || read_bytes(&record, &key_length, &key) < 0
+                    || read_bytes(&record, &value_length, &value) < 0
+                    || read_varint(&record, &header_count) < 0 || header_count < 0) {
+                PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: malformed", b->base_offset, i);
+                goto done;
+            }
+            offset = b->base_offset + offset_delta;
+            int kept = start <= offset && offset < end;
+            for (int32_t h = 0; h < header_count; h++) {
+                int32_t header_key_length, header_value_length;
+                const uint8_t *header_key, *header_value;
+                if (read_bytes(&record, &header_key_length, &header_key) < 0 || header_key_length < 0
+                        || read_bytes(&record, &header_value_length, &header_value) < 0) {
+                    PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: malformed header",
+                                 b->base_offset, i);
+                    goto done;
+                }
+                if (kept && with_headers && (binary_append(&header_keys, header_key, header_key_length) < 0
+                        || binary_append(&header_values, header_value, header_value_length) < 0))
+                    goto done;
+            }
+            if (record.p != record.end) {
+                PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: fields do not end where "
+                             "its length says", b->base_offset, i);
+                goto done;
+            }
+            if (!kept)
+                continue;
+            if (binary_append(&keys, key, key_length) < 0 || binary_append(&values, value, value_length) < 0)
+                goto done;
+            offset_out[rows] = offset;
+            if (b->log_append) {
+                timestamp_out[rows] = b->max_ts;
+            } else if (__builtin_add_overflow((int64_t)b->base_ts, ts_delta, &timestamp_out[rows])) {
+                PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: timestamp overflows",
+                             b->base_offset, i);
+                goto done;
+            }
+            type_out[rows] = b->log_append;
+            rows++;
+            if (with_headers)
+                ((int32_t *)PyBytes_AS_STRING(header_offsets))[rows] = (int32_t)header_keys.n;
+        }
+    }
+    if (fixed_finish(&offsets, rows, sizeof(int64_t)) < 0 || fixed_finish(&timestamps, rows, sizeof(int64_t)) < 0
+            || fixed_finish(&types, rows, sizeof(int32_t)) < 0)
+        goto done;
+    PyObject *headers;
+    if (with_headers) {
+        if (fixed_finish(&header_offsets, rows + 1, sizeof(int32_t)) < 0)
+            goto done;
+        PyObject *hk = binary_finish(&header_keys), *hv = hk ? binary_finish(&header_values) : NULL;
+        headers = hv ? Py_BuildValue("(ONN)", header_offsets, hk, hv) : NULL;
+        if (headers == NULL) {
+            Py_XDECREF(hk);
+            goto done;
+        }
+    } else {
+        headers = Py_NewRef(Py_None);
+    }
+    PyObject *k = binary_finish(&keys), *v = k ? binary_finish(&values) : NULL;
+    if (v == NULL) {
+        Py_XDECREF(k);
+        Py_DECREF(headers);
+        goto done;
+    }
+    result = Py_BuildValue("(nOOONNN)", rows, offsets, timestamps, types, k, v, headers);
+done:
+    for (Py_ssize_t k = 0; k < parsed; k++)
+        PyBuffer_Release(&batches[k].view);
+    PyMem_Free(batches);
+    Py_XDECREF(offsets);
+    Py_XDECREF(timestamps);
+    Py_XDECREF(types);
+    Py_XDECREF(header_offsets);
+    binary_clear(&keys);
+    binary_clear(&values);
+    binary_clear(&header_keys);
+    binary_clear(&header_values);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Check the records section of a batch; see the module source."},
+    {"columns", columns, METH_VARARGS, "The records of batches as Arrow buffers; see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,7 @@ from ..client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, Kafk
 from ..protocol.versions import ApiKey
 from ..transactions.read_committed import AbortedTransactionFilter
 from .options import EARLIEST, LATEST, ReadOptions
-from .records import Columns, decode_into
+from .records import Columns, decode
 
 log = logging.getLogger("weir.spark")
 
@@ -257,14 +257,13 @@ class RangeReader:
                 if hw < pos:  # a new leader whose high watermark is catching up: wait for it
                     time.sleep(0.1)
                 continue  # the broker already waited FETCH_MAX_WAIT_MS for data
-            columns = Columns(opts.include_headers)
             keep = AbortedTransactionFilter(aborted).keep if opts.read_committed else None
-            next_offset = decode_into(columns, records, pos, end, keep)
-            if next_offset is None or next_offset <= pos:
+            columns = decode(records, pos, end, keep, opts.include_headers)
+            if columns.next_offset is None or columns.next_offset <= pos:
                 continue
-            pos = next_offset
+            pos = columns.next_offset
             deadline = time.monotonic() + timeout_s
-            if columns.offsets:
+            if len(columns):
                 yield columns
 
     async def _fetch(self, client: ClusterClient, pos: int):

@@ -1,4 +1,4 @@
-"""Decode Kafka magic-v2 record batches into columns, in bulk, for Spark.
+"""Decode Kafka magic-v2 record batches into Arrow columns, in bulk, for Spark.
 
 A Fetch answer is a run of whole record batches (see `weir.protocol.record_batch` for the header
 layout). Each batch may be compressed (gzip, snappy, lz4, zstd: attributes bits 0-2), may be a
@@ -6,258 +6,127 @@ control batch (bit 5: transaction markers, never user data), and carries the tim
 3 (0 = CreateTime, 1 = LogAppendTime: every record then takes the batch's max timestamp).
 
 A batch may start before the offset a reader asked for (the broker answers whole batches) and the
-last one may be cut short by the fetch size limit: `decode_into` keeps only the records inside
-[start, end) and stops at a truncated tail, returning the next offset to ask for.
+last one may be cut short by the fetch size limit: `decode` keeps only the records inside
+[start, end) and stops at a truncated tail, telling the next offset to ask for.
 
-The columns are plain Python lists, appended to in one tight loop per batch; `to_arrow` turns them
-into one `pyarrow.RecordBatch` whose schema is exactly the one Spark expects.
+Python looks at batch headers only (and decompresses whole batches); the records of all the kept
+batches are walked once in C (`columns` in weir/log/_record_walk.c), which writes the Arrow
+buffers of each column, and pyarrow wraps those without a copy. `to_arrow` adds the topic and
+partition columns and gives one `pyarrow.RecordBatch` whose schema is exactly the one Spark expects.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..protocol.compression import DecompressionError, decompress
-from ..protocol.record_batch import CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_TYPE_BIT, read_batch_header
+import pyarrow as pa
+
+from ..log._record_walk import columns
+from ..protocol.compression import DecompressionError
+from ..protocol.record_batch import (CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_TYPE_BIT, read_batch_header,
+                                    records_section)
+
+MAX_OFFSET = 2**63 - 1
+HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 
 
 class CorruptBatch(ValueError):
     """A batch whose bytes do not decode (bad codec, bad varints, records past its end)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Columns:
-    """The decoded records of one read, column by column (the Kafka source's schema)."""
+    """The records of one Fetch answer inside [start, end), column by column (the Kafka source's)."""
 
-    with_headers: bool = False
-    keys: list = field(default_factory=list)
-    values: list = field(default_factory=list)
-    offsets: list = field(default_factory=list)
-    timestamps: list = field(default_factory=list)  # milliseconds since the epoch
-    timestamp_types: list = field(default_factory=list)
-    headers: list = field(default_factory=list)
+    next_offset: int | None  # just past the last whole batch seen; None if there was none
+    keys: pa.Array  # binary
+    values: pa.Array  # binary
+    offsets: pa.Array  # int64
+    timestamps: pa.Array  # timestamp[ms, UTC]
+    timestamp_types: pa.Array  # int32: 0 CreateTime, 1 LogAppendTime
+    headers: pa.Array | None  # list<struct<key: string, value: binary>>, if asked for
 
     def __len__(self) -> int:
         return len(self.offsets)
 
 
-def decode_into(out: Columns, buf: bytes, start: int, end: int, keep_batch=None) -> int | None:
-    """Append the records of every batch in `buf` whose offsets lie in [start, end).
+def decode(buf, start: int = 0, end: int = MAX_OFFSET, keep_batch=None, with_headers: bool = False) -> Columns:
+    """The records of every whole batch in `buf` whose offsets lie in [start, end).
 
-    Returns the offset just past the last whole batch seen (the next fetch position), or None if
-    `buf` held no whole batch. Control batches are skipped but still move the position, as do the
-    batches `keep_batch(header, batch)` says no to (read_committed: aborted transactions).
+    Control batches are skipped but still move `next_offset`, as do the batches
+    `keep_batch(header, batch)` says no to (read_committed: aborted transactions).
     """
     pos, size = 0, len(buf)
     view = memoryview(buf)
     next_offset = None
-    with_headers = out.with_headers
-    keys, values, offsets = out.keys, out.values, out.offsets
-    timestamps, timestamp_types, headers = out.timestamps, out.timestamp_types, out.headers
+    kept = []
     while pos + HEADER_SIZE <= size:
         h = read_batch_header(buf, pos)
         if h.length < HEADER_SIZE or pos + h.length > size:
             break  # a partial batch at the end of a size-limited fetch
         if h.magic != MAGIC:
             raise CorruptBatch(f"batch at offset {h.base_offset} has magic {h.magic}; only v2 is supported")
-        batch_end = pos + h.length
+        batch = view[pos:pos + h.length]
+        pos += h.length
         next_offset = h.last_offset + 1
-        kept = keep_batch is None or keep_batch(h, view[pos:batch_end])  # sees every batch, in order
-        if not kept or h.attributes & CONTROL_BIT or h.last_offset < start or h.base_offset >= end:
-            pos = batch_end
+        if keep_batch is not None and not keep_batch(h, batch):  # sees every batch, in order
             continue
-        codec = h.attributes & 0x07
-        records = buf[pos + HEADER_SIZE:batch_end]
-        if codec:
-            try:
-                records = decompress(codec, records)
-            except DecompressionError as e:
-                raise CorruptBatch(f"batch at offset {h.base_offset}: {e}") from e
-        log_append = h.attributes & TIMESTAMP_TYPE_BIT
-        ts_type = 1 if log_append else 0
-        base_offset, base_ts, max_ts = h.base_offset, h.base_timestamp, h.max_timestamp
+        if h.attributes & CONTROL_BIT or h.last_offset < start or h.base_offset >= end:
+            continue
         try:
-            _decode_records(records, h.record_count, base_offset, base_ts, max_ts if log_append else None,
-                            ts_type, start, end, keys, values, offsets, timestamps, timestamp_types,
-                            headers if with_headers else None)
-        except IndexError as e:
-            raise CorruptBatch(f"batch at offset {base_offset}: records run past the batch end") from e
-        pos = batch_end
-    return next_offset
+            records = records_section(batch)
+        except DecompressionError as e:
+            raise CorruptBatch(f"batch at offset {h.base_offset}: {e}") from e
+        kept.append((records, h.record_count, h.base_offset, h.base_timestamp, h.max_timestamp,
+                     bool(h.attributes & TIMESTAMP_TYPE_BIT)))
+    try:
+        rows, offsets, timestamps, types, keys, values, headers = columns(kept, start, end, with_headers)
+    except ValueError as e:
+        raise CorruptBatch(str(e)) from None
+    return Columns(next_offset, _binary(pa.binary(), rows, keys), _binary(pa.binary(), rows, values),
+                   _fixed(pa.int64(), rows, offsets), _fixed(pa.timestamp("ms", tz="UTC"), rows, timestamps),
+                   _fixed(pa.int32(), rows, types), None if headers is None else _headers(rows, *headers))
 
 
-def _decode_records(r: bytes, count: int, base_offset: int, base_ts: int, append_ts, ts_type: int,
-                    start: int, end: int, keys, values, offsets, timestamps, timestamp_types, headers) -> None:
-    """The hot loop: one record at a time, varints decoded inline (one byte is the common case)."""
-    p = 0
-    for _ in range(count):
-        # record length (we walk the fields instead), then attributes (unused in v2)
-        b = r[p]
-        p += 1
-        while b & 0x80:
-            b = r[p]
-            p += 1
-        p += 1
-        # timestamp delta
-        b = r[p]
-        p += 1
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-        else:
-            n, shift = b & 0x7F, 7
-            while True:
-                b = r[p]
-                p += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-            ts_delta = (n >> 1) ^ -(n & 1)
-        # offset delta
-        b = r[p]
-        p += 1
-        if b < 0x80:
-            off_delta = (b >> 1) ^ -(b & 1)
-        else:
-            n, shift = b & 0x7F, 7
-            while True:
-                b = r[p]
-                p += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-            off_delta = (n >> 1) ^ -(n & 1)
-        # key
-        b = r[p]
-        p += 1
-        if b < 0x80:
-            klen = (b >> 1) ^ -(b & 1)
-        else:
-            n, shift = b & 0x7F, 7
-            while True:
-                b = r[p]
-                p += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-            klen = (n >> 1) ^ -(n & 1)
-        if klen < 0:
-            key = None
-        else:
-            key = r[p:p + klen]
-            p += klen
-        # value
-        b = r[p]
-        p += 1
-        if b < 0x80:
-            vlen = (b >> 1) ^ -(b & 1)
-        else:
-            n, shift = b & 0x7F, 7
-            while True:
-                b = r[p]
-                p += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-            vlen = (n >> 1) ^ -(n & 1)
-        if vlen < 0:
-            value = None
-        else:
-            value = r[p:p + vlen]
-            p += vlen
-        # headers
-        b = r[p]
-        p += 1
-        if b < 0x80:
-            hcount = (b >> 1) ^ -(b & 1)
-        else:
-            hcount, p = _varint_rest(r, p, b)
-        record_headers = [] if headers is not None else None
-        for _h in range(hcount):
-            hklen, p = _varint(r, p)
-            hkey = r[p:p + hklen].decode("utf-8", "replace")
-            p += hklen
-            hvlen, p = _varint(r, p)
-            if hvlen < 0:
-                hvalue = None
-            else:
-                hvalue = r[p:p + hvlen]
-                p += hvlen
-            if record_headers is not None:
-                record_headers.append({"key": hkey, "value": hvalue})
-        if p > len(r):
-            raise IndexError("record past the end")
-        offset = base_offset + off_delta
-        if offset < start or offset >= end:
-            continue
-        keys.append(key)
-        values.append(value)
-        offsets.append(offset)
-        timestamps.append(base_ts + ts_delta if append_ts is None else append_ts)
-        timestamp_types.append(ts_type)
-        if headers is not None:
-            headers.append(record_headers)
+def _fixed(type_: pa.DataType, rows: int, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(type_, rows, [None, pa.py_buffer(data)])
 
 
-def _varint(r: bytes, p: int) -> tuple[int, int]:
-    b = r[p]
-    p += 1
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p
-    return _varint_rest(r, p, b)
+def _binary(type_: pa.DataType, rows: int, column: tuple) -> pa.Array:
+    validity, offsets, data, nulls = column
+    return pa.Array.from_buffers(type_, rows, [validity and pa.py_buffer(validity), pa.py_buffer(offsets),
+                                               pa.py_buffer(data)], null_count=nulls)
 
 
-def _varint_rest(r: bytes, p: int, b: int) -> tuple[int, int]:
-    n, shift = b & 0x7F, 7
-    while True:
-        b = r[p]
-        p += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (n >> 1) ^ -(n & 1), p
-        shift += 7
+def _headers(rows: int, list_offsets: bytes, keys: tuple, values: tuple) -> pa.Array:
+    count = len(keys[1]) // 4 - 1
+    names = _binary(pa.binary(), count, keys)
+    try:
+        names = names.cast(pa.string())  # checks the UTF-8
+    except pa.ArrowInvalid:
+        names = pa.array([k.decode("utf-8", "replace") for k in names.to_pylist()], pa.string())
+    pairs = pa.StructArray.from_arrays([names, _binary(pa.binary(), count, values)], fields=list(HEADER_TYPE))
+    return pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows, [None, pa.py_buffer(list_offsets)], children=[pairs])
 
 
-def decode(buf: bytes, start: int = 0, end: int = 2**63 - 1, with_headers: bool = False) -> Columns:
-    """All records of the whole batches in `buf` with offsets in [start, end)."""
-    out = Columns(with_headers)
-    decode_into(out, buf, start, end)
-    return out
-
-
-# -- Arrow ---------------------------------------------------------------------------------------
-
-def to_arrow(columns: Columns, topic: str, partition: int, arrow_schema):
+def to_arrow(columns: Columns, topic: str, partition: int, arrow_schema: pa.Schema) -> pa.RecordBatch:
     """One pyarrow.RecordBatch of `columns`, with the (exact) schema Spark gave the reader.
 
     `arrow_schema` holds a subset of the Kafka source's columns, in Spark's order.
     """
-    import pyarrow as pa
     n = len(columns)
+    by_name = {"key": columns.keys, "value": columns.values, "offset": columns.offsets,
+               "timestamp": columns.timestamps, "timestampType": columns.timestamp_types,
+               "headers": columns.headers}
     arrays = []
     for f in arrow_schema:
-        name = f.name
-        if name == "key":
-            arrays.append(pa.array(columns.keys, type=f.type))
-        elif name == "value":
-            arrays.append(pa.array(columns.values, type=f.type))
-        elif name == "topic":
-            arrays.append(pa.array([topic] * n, type=f.type))
-        elif name == "partition":
-            arrays.append(pa.array([partition] * n, type=f.type))
-        elif name == "offset":
-            arrays.append(pa.array(columns.offsets, type=f.type))
-        elif name == "timestamp":
-            millis = pa.array(columns.timestamps, type=pa.timestamp("ms", tz=f.type.tz))
-            arrays.append(millis.cast(f.type))
-        elif name == "timestampType":
-            arrays.append(pa.array(columns.timestamp_types, type=f.type))
-        elif name == "headers":
-            arrays.append(pa.array(columns.headers if columns.with_headers else [None] * n, type=f.type))
+        if f.name == "topic":
+            array = pa.repeat(pa.scalar(topic, f.type), n)
+        elif f.name == "partition":
+            array = pa.repeat(pa.scalar(partition, f.type), n)
+        elif f.name in by_name:
+            array = by_name[f.name]
         else:
-            raise ValueError(f"unknown column {name!r}")
+            raise ValueError(f"unknown column {f.name!r}")
+        arrays.append(array if array.type == f.type else array.cast(f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-

@@ -1,4 +1,10 @@
-"""`weir bench produce|consume|replication`: confluent-kafka against real Weir clusters.
+"""`weir bench [all|produce|consume|replication|loops|spark]`: confluent-kafka against real Weir clusters.
+
+- all (the default): issue 16's table in one run, every figure beside what it is measured
+  against: the no-op sink (no delivery callback: the client's ceiling), one broker RF=1 acks=1,
+  three brokers RF=3 min ISR 2 acks=all (6 partitions each, linger.ms 5, no callback; rounds
+  alternated), the brokers' CPU-seconds per million records, a consumer, acks=all RF=3 latency at
+  1,000 records/s, and Spark count/group-by over Weir against Parquet.
 
 - produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
   connection code whose Produce handler stores nothing - so the ratio says what the log costs.
@@ -10,6 +16,7 @@
 - loops: three brokers, RF=3 acks=all, under the standard asyncio loop and under uvloop
   (WEIR_EVENT_LOOP=uvloop; needs `pip install uvloop`), clusters alternated round by round:
   records/s and the brokers' CPU-seconds per million records.
+- spark: Spark over Weir against Parquet (weir/spark/bench.py).
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
@@ -32,10 +39,11 @@ SINK_TOPIC_ID = uuid.UUID(int=1)
 class SinkApis:
     """Answers ApiVersions, Metadata and Produce; Produce stores nothing."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, partitions: int) -> None:
         from .broker.apis import DataApis
         from .broker.metrics import BrokerMetrics
         self.port = port
+        self.partitions = partitions
         self.api_versions_body = DataApis.api_versions_body
         self.metrics = BrokerMetrics()  # the broker's request loop times every request; so does the sink's
         self.next_offset = 0
@@ -46,12 +54,12 @@ class SinkApis:
         }
 
     def metadata(self, header, request) -> dict:
-        partition = {"error_code": 0, "partition_index": 0, "leader_id": 0, "leader_epoch": 0,
-                     "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []}
+        partitions = [{"error_code": 0, "partition_index": p, "leader_id": 0, "leader_epoch": 0,
+                       "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []} for p in range(self.partitions)]
         return {"throttle_time": 0, "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port}],
                 "cluster_id": "sink", "controller_id": 0, "error_code": 0,
                 "topics": [{"error_code": 0, "name": BENCH_TOPIC, "topic_id": SINK_TOPIC_ID,
-                            "partitions": [partition]}]}
+                            "partitions": partitions}]}
 
     def produce(self, header, request):
         out = []
@@ -64,14 +72,14 @@ class SinkApis:
         return None if request.acks == 0 else encode_produce_response(header.api_version, out)
 
 
-def serve_sink(port: int) -> None:
+def serve_sink(port: int, partitions: int) -> None:
     import asyncio
 
     from .broker.connection import Connection
 
     async def main():
         loop = asyncio.get_running_loop()
-        apis = SinkApis(port)
+        apis = SinkApis(port, partitions)
         await loop.create_server(lambda: Connection(apis, 104857600), "127.0.0.1", port)
         print(f"sink ready on 127.0.0.1:{port}", flush=True)
         await asyncio.Event().wait()
@@ -79,8 +87,9 @@ def serve_sink(port: int) -> None:
     asyncio.run(main())
 
 
-def _start_sink(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port)], stdout=subprocess.PIPE,
+def _start_sink(port: int, partitions: int = 1) -> subprocess.Popen:
+    """The no-op sink in a process of its own, serving topic `bench` with `partitions` partitions."""
+    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port), str(partitions)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     for line in proc.stdout:
         if "ready on" in line:
@@ -89,8 +98,10 @@ def _start_sink(port: int) -> subprocess.Popen:
 
 
 def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, acks: str = "all",
-             partitions: int = 1, rate: float | None = None) -> dict:
-    """Produce `records` records as fast as possible, or at `rate` per second for latency."""
+             partitions: int = 1, rate: float | None = None, callbacks: bool = True) -> dict:
+    """Produce `records` records as fast as possible, or at `rate` per second for latency. Without
+    `callbacks`, librdkafka reports only failed deliveries (the client's ceiling: no Python call
+    per record), and there are no latencies."""
     from confluent_kafka import Producer
     latencies = []
     errors = []
@@ -101,8 +112,12 @@ def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, 
         else:
             latencies.append(msg.latency())
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0 if rate else 5,
-                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    settings = {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0 if rate else 5,
+                "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
+    if not callbacks:
+        settings.update({"delivery.report.only.error": True, "on_delivery": delivered})
+    producer = Producer(settings)
+    each = {"on_delivery": delivered} if callbacks else {}
     payload = os.urandom(size)
     for p in range(partitions):  # metadata and connection warm-up
         producer.produce(topic, payload, partition=p)
@@ -116,7 +131,7 @@ def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, 
                 producer.poll(delay)
         while True:
             try:
-                producer.produce(topic, payload, partition=i % partitions, on_delivery=delivered)
+                producer.produce(topic, payload, partition=i % partitions, **each)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -125,19 +140,22 @@ def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, 
     elapsed = time.perf_counter() - start
     if errors:
         raise RuntimeError(f"{len(errors)} produce errors, first: {errors[0]}")
-    latencies.sort()
-    return {"records/s": records / elapsed, "MB/s": records * size / elapsed / 1e6,
-            "p50 ms": latencies[len(latencies) // 2] * 1000, "p99 ms": latencies[int(len(latencies) * 0.99)] * 1000}
+    figures = {"records/s": records / elapsed, "MB/s": records * size / elapsed / 1e6}
+    if latencies:
+        latencies.sort()
+        figures.update({"p50 ms": latencies[len(latencies) // 2] * 1000,
+                        "p99 ms": latencies[int(len(latencies) * 0.99)] * 1000})
+    return figures
 
 
-def _consume(bootstrap: str, records: int, record_size: int, skip: int) -> dict:
-    """Read `records` records starting at offset `skip` (earlier rounds' records)."""
+def _consume(bootstrap: str, records: int, record_size: int, skip: int = 0, partitions: int = 1) -> dict:
+    """Read `records` records of topic `bench`'s partitions, each from offset `skip` (earlier rounds' records)."""
     from confluent_kafka import Consumer, TopicPartition
     # A deep prefetch queue, as a throughput consumer is configured: with librdkafka's default
     # (100k messages) the Python loop drains it faster than it refills (260k/s vs 1.6M/s here).
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                          "queued.min.messages": 1_000_000})
-    consumer.assign([TopicPartition(BENCH_TOPIC, 0, skip)])
+    consumer.assign([TopicPartition(BENCH_TOPIC, p, skip) for p in range(partitions)])
     seen = 0
     start = time.perf_counter()
     while seen < records:
@@ -232,6 +250,11 @@ def _bench_replication(cluster, args) -> None:
           f"target <= session timeout + 1 s)")
 
 
+def _bench_spark(bootstrap: str, args) -> None:
+    from .spark.bench import report, spark_vs_parquet
+    report(args.records, spark_vs_parquet(bootstrap, args.records, args.record_size, 4, args.rounds))
+
+
 def _failover_seconds(cluster, args) -> float:
     """kill -9 the broker leading 1,000 partitions; seconds until every partition has a new
     leader (polled through Metadata) and has taken an acks=all write there."""
@@ -301,8 +324,59 @@ def _bench_loops(args) -> None:
           f"broker CPU-seconds per million records {uv['CPU s/M'] / standard['CPU s/M']:.2f}")
 
 
+def _bench_all(args) -> None:
+    from .local_cluster import LocalCluster
+    from .spark.bench import report, spark_vs_parquet
+    partitions = 6
+    settings = {"zookeeper.session.timeout.ms": "6000"}
+    sink_port = free_port()
+    sink = _start_sink(sink_port, partitions)
+    one = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 1, overrides=settings)
+    three = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3, overrides=settings)
+    try:
+        one.start()
+        three.start()
+        _create_topic(one.bootstrap, BENCH_TOPIC, partitions, 1)
+        _create_topic(three.bootstrap, BENCH_TOPIC, partitions, 3, **{"min.insync.replicas": "2"})
+        _create_topic(three.bootstrap, "latency", 1, 3, **{"min.insync.replicas": "2"})
+        runs: dict[str, list] = {"sink": [], "one": [], "three": []}
+
+        def produce(bootstrap: str, acks: str) -> dict:
+            return _produce(bootstrap, args.records, args.record_size, acks=acks, partitions=partitions,
+                            callbacks=False)
+        for _ in range(args.rounds):  # alternated, so all three see the same machine
+            runs["sink"].append(produce(f"127.0.0.1:{sink_port}", "1"))
+            runs["one"].append(_with_cpu(one, args.records, lambda: produce(one.bootstrap, "1")))
+            runs["three"].append(_with_cpu(three, args.records, lambda: produce(three.bootstrap, "all")))
+        sink_figures, one_figures, three_figures = (_median(runs[k]) for k in ("sink", "one", "three"))
+        consumed = _median([_consume(one.bootstrap, args.records, args.record_size, partitions=partitions)
+                            for _ in range(args.rounds)])
+        steady = _produce(three.bootstrap, 10_000, args.record_size, "latency", "all", rate=1000)
+        spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
+    finally:
+        sink.terminate()
+        sink.wait(30)
+        one.kill()
+        three.kill()
+    ceiling = sink_figures["records/s"]
+    print(f"{'target':<44}{'records/s':>12}{'x sink':>8}{'broker CPU-s per M':>20}")
+    for name, figures in (("no-op sink (no callback: the client's ceiling)", sink_figures),
+                          ("one broker, RF=1, acks=1", one_figures),
+                          ("three brokers, RF=3, min ISR 2, acks=all", three_figures)):
+        cpu = f"{figures['CPU s/M']:.2f}" if "CPU s/M" in figures else "-"
+        print(f"{name:<44}{figures['records/s']:>12,.0f}{figures['records/s'] / ceiling:>8.2f}{cpu:>20}")
+    print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s")
+    print(f"RF=3 acks=all at 1,000 records/s: p50 {steady['p50 ms']:.2f} ms, p99 {steady['p99 ms']:.2f} ms")
+    report(args.records, spark)
+
+
 def run_bench(args) -> int:
     from .local_cluster import LocalCluster
+    if args.workload == "all":
+        print(f"{args.records:,} records of {args.record_size} bytes per run, confluent-kafka, median of "
+              f"{args.rounds} rounds, brokers on 127.0.0.1")
+        _bench_all(args)
+        return 0
     if args.workload == "loops":
         try:
             import uvloop  # noqa: F401
@@ -322,11 +396,12 @@ def run_bench(args) -> int:
         cluster.start()
         {"produce": lambda: _bench_produce(cluster.bootstrap, args),
          "consume": lambda: _bench_consume(cluster.bootstrap, args),
-         "replication": lambda: _bench_replication(cluster, args)}[args.workload]()
+         "replication": lambda: _bench_replication(cluster, args),
+         "spark": lambda: _bench_spark(cluster.bootstrap, args)}[args.workload]()
     finally:
         cluster.kill()
     return 0
 
 
 if __name__ == "__main__":
-    serve_sink(int(sys.argv[1]))
+    serve_sink(int(sys.argv[1]), int(sys.argv[2]))

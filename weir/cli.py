@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     console.register(sub)
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
-    bench.add_argument("workload", choices=["produce", "consume", "replication", "loops"])
+    bench.add_argument("workload", nargs="?", default="all",
+                       choices=["all", "produce", "consume", "replication", "loops", "spark"])
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)

@@ -1,7 +1,6 @@
-"""`python -m weir.spark.bench`: Spark reading N 100-byte records from Weir, against Parquet.
+"""`weir bench spark`: Spark reading N 100-byte records from Weir, against Parquet.
 
-Starts one broker, produces N records of `--record-size` bytes into a topic of `--partitions`
-partitions, then times, in a local SparkSession:
+Produces N records into a topic of a broker, then times, in a local SparkSession:
 
 - weir count:    spark.read.format("weir")...load().count()
 - weir group-by: the same, grouped by the first byte of the value, counted
@@ -10,15 +9,13 @@ partitions, then times, in a local SparkSession:
                  Arrow batch of the same columns, as many rows in as many partitions: the most any
                  Python data source gets out of Spark (the JVM turns every Arrow row into a row)
 
-and prints rows/s and the ratios to Parquet (the best of `--rounds`), and the rate at which the
+and prints rows/s and the ratios to Parquet (the best of the rounds), and the rate at which the
 source's own `read` decodes the topic in this process, without Spark. Parquet's count() reads only
 file footers, so the group-by is the fairer comparison. Results are printed, never asserted.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import tempfile
 import time
 from pathlib import Path
@@ -102,66 +99,50 @@ def best_of(rounds: int, action) -> float:
     return min(times)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--record-size", type=int, default=100)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-
+def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions: int, rounds: int) -> dict:
+    """Creates the topic on the cluster at `bootstrap`, produces `records` records, and times the
+    queries: {(source, query): best seconds} for sources weir, parquet, replay and queries count,
+    group-by; and "decode rows/s", the source's own read without Spark."""
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import functions as F
 
-    from ..local_cluster import LocalCluster
     from . import local_session
 
-    data_dir = Path(tempfile.mkdtemp(prefix="weir-spark-bench-"))
-    cluster = LocalCluster(data_dir / "cluster", 1).start()
-    spark = None
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
+    produce(bootstrap, records, record_size, partitions)
+    spark = local_session("weir-spark-bench", **{"spark.ui.showConsoleProgress": "false"})
     try:
-        bootstrap = cluster.bootstrap
-        admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
-        admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
-        began = time.perf_counter()
-        produce(bootstrap, args.records, args.record_size, args.partitions)
-        print(f"produced {args.records:,} records of {args.record_size} bytes in {time.perf_counter() - began:.1f} s")
-        spark = local_session("weir-spark-bench", **{"spark.ui.showConsoleProgress": "false"})
         weir = (spark.read.format("weir").option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC)
-                .option("maxRecordsPerPartition", str(max(1, args.records // 8))).load())
-        parquet_path = str(data_dir / "rows.parquet")
+                .option("maxRecordsPerPartition", str(max(1, records // 8))).load())
+        parquet_path = str(Path(tempfile.mkdtemp(prefix="weir-spark-bench-")) / "rows.parquet")
         weir.select("key", "value", "topic", "partition", "offset", "timestamp", "timestampType") \
             .write.parquet(parquet_path)
         parquet = spark.read.parquet(parquet_path)
         spark.dataSource.register(ReplaySource)
-        replay = (spark.read.format("weir-bench-replay").option("rows", str(args.records))
+        replay = (spark.read.format("weir-bench-replay").option("rows", str(records))
                   .option("partitions", str(weir.rdd.getNumPartitions())).load())
 
         def group_by(df):
             return lambda: df.groupBy(F.substring("value", 1, 1)).count().collect()
 
         dfs = {"weir": weir, "parquet": parquet, "replay": replay}
-        results = {}
+        results: dict = {}
         for name, df in dfs.items():
-            assert df.count() == args.records
-        for _ in range(args.rounds):  # the sources take turns, so a busy moment hits them alike
+            assert df.count() == records
+        for _ in range(rounds):  # the sources take turns, so a busy moment hits them alike
             for name, df in dfs.items():
                 for query, action in (("count", df.count), ("group-by", group_by(df))):
                     results[(name, query)] = min(results.get((name, query), float("inf")), best_of(1, action))
-        for query in ("count", "group-by"):
-            w, p, r = (results[(name, query)] for name in dfs)
-            print(f"{query:>8}: weir {args.records / w:>12,.0f} rows/s   parquet {args.records / p:>12,.0f} rows/s"
-                  f"   replay {args.records / r:>12,.0f} rows/s   weir/parquet {p / w:.2f}"
-                  f"   replay/parquet {p / r:.2f}")
-        decoded = decode_rate(bootstrap, args.records, args.rounds)
-        print(f"  decode: the source's read in this process, no Spark: {decoded:,.0f} rows/s")
-        return 0
     finally:
-        if spark is not None:
-            spark.stop()
-        cluster.kill()
+        spark.stop()
+    results["decode rows/s"] = decode_rate(bootstrap, records, rounds)
+    return results
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def report(records: int, results: dict) -> None:
+    for query in ("count", "group-by"):
+        w, p, r = (results[(name, query)] for name in ("weir", "parquet", "replay"))
+        print(f"Spark {query:>8}: weir {records / w:>12,.0f} rows/s   parquet {records / p:>12,.0f} rows/s"
+              f"   replay {records / r:>12,.0f} rows/s   weir/parquet {p / w:.2f}   replay/parquet {p / r:.2f}")
+    print(f"Spark source's read in this process, no Spark: {results['decode rows/s']:,.0f} rows/s")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from weir.acls_cli import bindings_to_add, filters
+from weir.acls_cli import bindings_to_add, confirmed, filters, list_filters
 from weir.admin_cli import UsageError
 from weir.broker.acl_apis import AclApis
 from weir.protocol.codec import build, request_schema
@@ -139,6 +139,25 @@ def test_create_describe_and_delete_acls_as_kafka_answers_them():
     assert call(AclApis(None, None), ApiKey.DESCRIBE_ACLS, acl_filter())["error_code"] == ErrorCode.security_disabled
 
 
+class FailingStore(FakeStore):
+    async def update(self, pattern, change):
+        if pattern.name == "broken":
+            raise ValueError("the store failed")
+        return await super().update(pattern, change)
+
+
+def test_create_acls_answers_per_binding_what_cannot_be_stored():
+    a = authz(super_users=["User:admin"])
+    created = call(AclApis(a, FailingStore(a)), ApiKey.CREATE_ACLS, {"creations": [
+        creation("team/x", resource_type=ResourceType.GROUP, operation=Operation.READ),
+        creation("..", resource_type=ResourceType.TRANSACTIONAL_ID), creation("broken"), creation("fine")]})
+    errors = [(r["error_code"], r["error_message"]) for r in created["results"]]
+    assert [code for code, _ in errors] == [ErrorCode.invalid_request, ErrorCode.invalid_request,
+                                            ErrorCode.unknown_server_error, ErrorCode.none]
+    assert "'/'" in errors[0][1]
+    assert [b.pattern.name for b in a.authorizer.bindings()] == ["fine"]
+
+
 def cli_args(**given):
     defaults = dict(topic=[], group=[], transactional_id=[], cluster=False, producer=False, consumer=False,
                     idempotent=False, operation=[], allow_principal=[], deny_principal=[], allow_host=[], deny_host=[],
@@ -167,10 +186,35 @@ def test_weir_acls_bindings_as_kafka_acls_makes_them():
     [alices] = filters(cli_args(topic=["t"], allow_principal=[ALICE], operation=["write"]))
     assert (alices.principal, alices.host, alices.permission, alices.operation) == (ALICE, "*", Permission.ALLOW,
                                                                                     Operation.WRITE)
-    [list_all] = filters(cli_args(resource_pattern_type="literal"))
+    [list_all] = list_filters(cli_args(resource_pattern_type="literal"))
     assert (list_all.resource_type, list_all.pattern_type) == (ResourceType.ANY, PatternType.ANY)
     with pytest.raises(UsageError, match="literal or prefixed"):
         bindings_to_add(cli_args(topic=["t"], allow_principal=[ALICE], resource_pattern_type="match"))
+
+
+def test_weir_acls_remove_as_kafka_acls():
+    with pytest.raises(UsageError, match="at least one resource"):
+        filters(cli_args(allow_principal=[ALICE]))
+    # a principal without --operation: its All entries only (kafka-acls' default), not every operation
+    [alices] = filters(cli_args(topic=["t"], allow_principal=[ALICE]))
+    assert (alices.principal, alices.operation, alices.permission) == (ALICE, Operation.ALL, Permission.ALLOW)
+    producer = filters(cli_args(producer=True, topic=["t"], group=["g"], allow_principal=[ALICE]))
+    assert {(f.resource_type, f.operation) for f in producer} == {
+        (TOPIC, Operation.WRITE), (TOPIC, Operation.DESCRIBE), (TOPIC, Operation.CREATE)}
+    consumer = filters(cli_args(consumer=True, topic=["t"], group=["g"], allow_principal=[ALICE], operation=["alter"]))
+    assert {(f.resource_type, f.operation) for f in consumer} == {
+        (TOPIC, Operation.READ), (TOPIC, Operation.DESCRIBE), (ResourceType.GROUP, Operation.READ)}
+
+
+def test_weir_acls_remove_without_a_terminal_needs_force(monkeypatch):
+    wanted = filters(cli_args(topic=["t"]))
+    monkeypatch.setattr("sys.stdin", SimpleNamespace(isatty=lambda: False))
+    with pytest.raises(UsageError, match="--force"):
+        confirmed(SimpleNamespace(force=False), wanted)
+    assert confirmed(SimpleNamespace(force=True), wanted)
+    monkeypatch.setattr("sys.stdin", SimpleNamespace(isatty=lambda: True))
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    assert not confirmed(SimpleNamespace(force=False), wanted)
 
 
 def test_group_and_transaction_handlers_refuse_with_kafkas_errors():

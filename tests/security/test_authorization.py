@@ -278,3 +278,46 @@ def test_authorized_operations_bit_fields():
     operator = authz((CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CREATE),
                      (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.DESCRIBE))
     assert authorized_operations(operator, h, CLUSTER) == (1 << Operation.CREATE) | (1 << Operation.DESCRIBE)
+
+
+def test_admin_handlers_refuse_as_kafka():
+    """DeleteTopics by id, CreateTopics' configs, ElectLeaders v0 (KafkaApis)."""
+    import uuid
+
+    from weir.broker.admin_apis import ZERO_UUID, AdminApis
+    from weir.config import BrokerConfig
+    from weir.coordination.model import TopicAssignment
+
+    hidden_id, seen_id, unknown_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    topics = {"hidden": TopicAssignment("hidden", hidden_id, {0: (1,)}),
+              "seen": TopicAssignment("seen", seen_id, {0: (1,)})}
+    view = SimpleNamespace(topics=topics, topics_by_id=lambda: {a.topic_id: a for a in topics.values()})
+    a = authz((TOPIC, "seen", PatternType.LITERAL, Operation.DESCRIBE),
+              (TOPIC, "new", PatternType.LITERAL, Operation.CREATE))
+    apis = AdminApis(SimpleNamespace(config=BrokerConfig(), view=view), None, None, a)
+
+    async def create_topic(name, partitions, factor, manual, configs, validate_only=False):
+        return TopicAssignment(name, uuid.uuid4(), {0: (1,)})
+
+    apis.create_topic = create_topic
+
+    def ask(api_key, version, body):
+        answer = apis.handlers[api_key](header(api_key, version=version), build(request_schema(api_key, version), body))
+        return asyncio.run(answer) if asyncio.iscoroutine(answer) else answer
+
+    deleted = ask(ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
+        {"name": None, "topic_id": i} for i in (hidden_id, seen_id, unknown_id)]})
+    assert [(r["name"], r["error_code"]) for r in deleted["responses"]] == [
+        (None, ErrorCode.topic_authorization_failed), ("seen", ErrorCode.topic_authorization_failed),
+        (None, ErrorCode.unknown_topic_id)]
+    assert deleted["responses"][0]["topic_id"] == hidden_id != ZERO_UUID
+    created = ask(ApiKey.CREATE_TOPICS, 5, {"topics": [
+        {"name": "new", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 1000, "validate_only": True})["topics"][0]
+    assert (created["error_code"], created["topic_config_error_code"], created["configs"]) == (
+        0, ErrorCode.topic_authorization_failed, [])
+    elected = ask(ApiKey.ELECT_LEADERS, 0, {"topic_partitions": [{"topic": "seen", "partitions": [0, 1]}],
+                                            "timeout_ms": 1000})
+    assert [(r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
+            for r in elected["replica_election_results"]] == [
+        ("seen", [(0, ErrorCode.cluster_authorization_failed), (1, ErrorCode.cluster_authorization_failed)])]

@@ -321,3 +321,45 @@ def test_admin_handlers_refuse_as_kafka():
     assert [(r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
             for r in elected["replica_election_results"]] == [
         ("seen", [(0, ErrorCode.cluster_authorization_failed), (1, ErrorCode.cluster_authorization_failed)])]
+
+
+def test_transaction_handlers_check_as_kafka():
+    """AddPartitionsToTxn: v4+ (from brokers) CLUSTER_ACTION alone; refused and unknown topics each
+    with their error. DescribeTransactions: only the topics the principal may describe."""
+    from weir.broker.txn_apis import TransactionApis
+
+    a = authz((ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL, Operation.ALL),
+              (TOPIC, "t", PatternType.LITERAL, Operation.WRITE), (TOPIC, "gone", PatternType.LITERAL, Operation.WRITE),
+              (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CLUSTER_ACTION, "User:broker"))
+    meta = SimpleNamespace(partitions={("t", 0), ("secret", 0)}, state=SimpleNamespace(kafka_name="Ongoing"),
+                           txn_timeout_ms=1000, txn_start_timestamp=1, producer_id=7, producer_epoch=0)
+
+    async def add_partitions(transactional_id, producer_id, producer_epoch, wanted):
+        return SimpleNamespace(error=ErrorCode.none)
+
+    view = SimpleNamespace(topics={n: SimpleNamespace(replicas={0: (1,)}) for n in ("t", "secret")})
+    coordinator = SimpleNamespace(replicas=SimpleNamespace(view=view), add_partitions=add_partitions,
+                                  core=SimpleNamespace(describe_transaction=lambda transactional_id: meta))
+    txns = TransactionApis(coordinator, lambda: 50, a)
+
+    def ask(api_key, version, body, principal=ALICE):
+        answer = txns.handlers[api_key](header(api_key, principal, version=version),
+                                        build(request_schema(api_key, version), body))
+        return asyncio.run(answer) if asyncio.iscoroutine(answer) else answer
+
+    def errors(topic_results):
+        return {(t["name"], p["partition_index"]): p["partition_error_code"]
+                for t in topic_results for p in t["results_by_partition"]}
+
+    topics = [{"name": n, "partitions": [0]} for n in ("t", "gone", "secret")]
+    added = ask(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 7,
+                                                  "v3_and_below_producer_epoch": 0, "v3_and_below_topics": topics})
+    assert errors(added["results_by_topic_v3_and_below"]) == {
+        ("t", 0): ErrorCode.operation_not_attempted, ("gone", 0): ErrorCode.unknown_topic_or_partition,
+        ("secret", 0): ErrorCode.topic_authorization_failed}
+    by_broker = ask(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+        {"transactional_id": "other", "producer_id": 7, "producer_epoch": 0, "verify_only": False,
+         "topics": [{"name": "secret", "partitions": [0]}]}]}, principal="User:broker")
+    assert errors(by_broker["results_by_transaction"][0]["topic_results"]) == {("secret", 0): ErrorCode.none}
+    described = ask(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]})
+    assert [t["topic"] for t in described["transaction_states"][0]["topics"]] == ["t"]

@@ -363,3 +363,24 @@ def test_transaction_handlers_check_as_kafka():
     assert errors(by_broker["results_by_transaction"][0]["topic_results"]) == {("secret", 0): ErrorCode.none}
     described = ask(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]})
     assert [t["topic"] for t in described["transaction_states"][0]["topics"]] == ["t"]
+
+
+def test_offset_for_leader_epoch_allows_cluster_action_or_topic_describe():
+    """Kafka: whatever the replica id, CLUSTER_ACTION allows every topic, else each needs DESCRIBE;
+    a refusal is TOPIC_AUTHORIZATION_FAILED."""
+    from weir.broker.apis import DataApis
+
+    a = authz((TOPIC, "t", PatternType.LITERAL, Operation.DESCRIBE),
+              (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CLUSTER_ACTION, "User:broker"))
+    apis = DataApis(SimpleNamespace(partitions={}), authz=a)
+
+    def errors(principal, replica_id):
+        body = {"replica_id": replica_id, "topics": [{"topic": n, "partitions": [
+            {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]} for n in ("t", "u")]}
+        answer = apis.handlers[ApiKey.OFFSET_FOR_LEADER_EPOCH](header(ApiKey.OFFSET_FOR_LEADER_EPOCH, principal),
+                                                               build(request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3), body))
+        return [t["partitions"][0]["error_code"] for t in answer["topics"]]
+
+    for replica_id in (-1, 2):
+        assert errors(ALICE, replica_id) == [ErrorCode.unknown_topic_or_partition, ErrorCode.topic_authorization_failed]
+        assert errors("User:broker", replica_id) == [ErrorCode.unknown_topic_or_partition] * 2

@@ -9,7 +9,8 @@ import pytest
 from weir.coordination.zk_client import ZkSession
 from weir.security import acl_store
 from weir.security.acl_store import AclStore
-from weir.security.acls import AclEntry, Authorizer, encode_entries, Operation, PatternType, Permission, ResourcePattern, ResourceType
+from weir.security.acls import (AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern, ResourceType,
+                                encode_entries)
 from weir.security.authorization import RequestAuthorizer
 
 ALICE = "User:alice"

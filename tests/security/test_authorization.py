@@ -377,8 +377,8 @@ def test_offset_for_leader_epoch_allows_cluster_action_or_topic_describe():
     def errors(principal, replica_id):
         body = {"replica_id": replica_id, "topics": [{"topic": n, "partitions": [
             {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]} for n in ("t", "u")]}
-        answer = apis.handlers[ApiKey.OFFSET_FOR_LEADER_EPOCH](header(ApiKey.OFFSET_FOR_LEADER_EPOCH, principal),
-                                                               build(request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3), body))
+        api_key = ApiKey.OFFSET_FOR_LEADER_EPOCH
+        answer = apis.handlers[api_key](header(api_key, principal), build(request_schema(api_key, 3), body))
         return [t["partitions"][0]["error_code"] for t in answer["topics"]]
 
     for replica_id in (-1, 2):

@@ -24,7 +24,7 @@ from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
 from ..security.acls import CLUSTER_NAME
 from ..security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
-                                      authorized_operations, cluster_error, denied, denied_creation)
+                                      authorized_operations, cluster_error, denied, denied_creation, refusal)
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
@@ -261,8 +261,11 @@ class AdminApis:
         """As Kafka: a topic id names its topic, else UNKNOWN_TOPIC_ID; a topic named by id that the
         principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name."""
         by_id = self.view.topics_by_id()
-        wanted = ([(s.name if s.topic_id == ZERO_UUID else getattr(by_id.get(s.topic_id), "name", None), s.topic_id)
-                   for s in request.topics] if header.api_version >= 6 else [(n, ZERO_UUID) for n in request.topic_names])
+        if header.api_version >= 6:
+            wanted = [(t.name if t.topic_id == ZERO_UUID else getattr(by_id.get(t.topic_id), "name", None), t.topic_id)
+                      for t in request.topics]
+        else:
+            wanted = [(n, ZERO_UUID) for n in request.topic_names]
         names = [name for name, _ in wanted if name is not None]
         refused = denied(self.authz, header, TOPIC, names)
         hidden = denied(self.authz, header, TOPIC, names, ApiKey.METADATA)  # Metadata's check: DESCRIBE
@@ -489,8 +492,8 @@ class AdminApis:
     def elect_leaders(self, header: RequestHeader, request):
         error = cluster_error(self.authz, header)
         if error:  # each partition named carries it too (v0 has no top-level error)
-            return {"throttle_time": 0, "error_code": error, "replica_election_results": _election_results(
-                {(t.topic, p): error for t in request.topic_partitions or () for p in t.partitions})}
+            return refusal(error, replica_election_results=_election_results(
+                {(t.topic, p): error for t in request.topic_partitions or () for p in t.partitions}))
         return self._elect_leaders(header.api_version, request)
 
     async def _elect_leaders(self, version: int, request) -> dict:
@@ -505,7 +508,7 @@ class AdminApis:
 
     def alter_partition(self, header: RequestHeader, request):
         if cluster_error(self.authz, header):
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "topics": []}
+            return refusal(ErrorCode.cluster_authorization_failed, topics=[])
         return self._alter_partition(request)
 
     async def _alter_partition(self, request) -> dict:

@@ -16,8 +16,8 @@ from datetime import timedelta
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
-from ..security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error,
-                                      denied)
+from ..security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error, denied,
+                                      refusal)
 from ..transactions.coordinator import error_for_version, expected_producer
 from ..transactions.state_log import TransactionState
 from .txn_coordinator import TransactionCoordinatorShell, now_ms
@@ -86,8 +86,7 @@ class TransactionApis:
 
     def add_partitions_to_txn(self, header: RequestHeader, request):
         if header.api_version >= 4 and cluster_error(self.authz, header):  # v4+: from brokers only (KIP-890)
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                    "results_by_transaction": []}
+            return refusal(ErrorCode.cluster_authorization_failed, results_by_transaction=[])
         return self._add_partitions_to_txn(header, request)
 
     async def _add_partitions_to_txn(self, header: RequestHeader, request) -> dict:
@@ -134,9 +133,9 @@ class TransactionApis:
 
     def add_offsets_to_txn(self, header: RequestHeader, request):
         if not allowed(self.authz, header, TXN, request.transactional_id):
-            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+            return refusal(ErrorCode.transactional_id_authorization_failed)
         if not allowed(self.authz, header, GROUP, request.group_id):
-            return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+            return refusal(ErrorCode.group_authorization_failed)
         return self._add_offsets_to_txn(header.api_version, request)
 
     async def _add_offsets_to_txn(self, version: int, request) -> dict:
@@ -147,7 +146,7 @@ class TransactionApis:
 
     def end_txn(self, header: RequestHeader, request):
         if not allowed(self.authz, header, TXN, request.transactional_id):
-            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+            return refusal(ErrorCode.transactional_id_authorization_failed)
         return self._end_txn(header.api_version, request)
 
     async def _end_txn(self, version: int, request) -> dict:

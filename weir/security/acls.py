@@ -261,17 +261,17 @@ class Authorizer:
         allows: set[ResourcePattern] = set()
         denies: set[ResourcePattern] = set()
         for pattern, entries in self._by_pattern.items():
+            if pattern.resource_type != resource_type:
+                continue
             for e in entries:
-                if (pattern.resource_type == resource_type and e.principal in (principal, WILDCARD_PRINCIPAL)
-                        and e.host in (host, WILDCARD) and e.operation in (operation, Operation.ALL)):
+                if (e.principal in (principal, WILDCARD_PRINCIPAL) and e.host in (host, WILDCARD)
+                        and e.operation in (operation, Operation.ALL)):
                     (denies if e.permission == Permission.DENY else allows).add(pattern)
-        if ResourcePattern(resource_type, WILDCARD) in denies:
-            return False
-        if ResourcePattern(resource_type, WILDCARD) in allows:
-            return True
-        denied_prefixes = {p.name for p in denies if p.pattern_type == PatternType.PREFIXED}
-        return any(not (p in denies or any(p.name[:n] in denied_prefixes for n in range(1, len(p.name) + 1)))
-                   for p in allows)
+        wildcard = ResourcePattern(resource_type, WILDCARD)
+        if wildcard in denies or wildcard in allows:
+            return wildcard not in denies
+        denied_prefixes = [p.name for p in denies if p.pattern_type == PatternType.PREFIXED]
+        return any(p not in denies and not any(p.name.startswith(d) for d in denied_prefixes) for p in allows)
 
 
 # -- ZooKeeper storage, Kafka's layout ------------------------------------------------------------

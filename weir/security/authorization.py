@@ -138,6 +138,11 @@ def cluster_error(authz: RequestAuthorizer | None, header: RequestHeader) -> Err
     return ErrorCode.none if allowed(authz, header) else ErrorCode.cluster_authorization_failed
 
 
+def refusal(error: ErrorCode, **empty) -> dict:
+    """The answer to a request refused whole: its error and the answer's other fields, empty."""
+    return {"throttle_time": 0, "error_code": error, **empty}
+
+
 def denied_creation(authz: RequestAuthorizer | None, header: RequestHeader, names: Iterable[str]) -> set[str]:
     """The topics the request may not create (CreateTopics, or Metadata's auto-creation): CREATE on
     the cluster allows every topic, else each needs CREATE on itself."""

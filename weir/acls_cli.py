@@ -9,8 +9,9 @@
 
 With CreateAcls, DeleteAcls and DescribeAcls. --producer grants WRITE, DESCRIBE and CREATE on the
 topics (WRITE and DESCRIBE on --transactional-id, IDEMPOTENT_WRITE on the cluster with
---idempotent); --consumer READ and DESCRIBE on the topics and READ on the groups. --remove asks
-first unless --force, or unless stdin is not a terminal.
+--idempotent); --consumer READ and DESCRIBE on the topics and READ on the groups; either replaces
+--operation, whose default is All. --remove needs a resource and asks first: without a terminal to
+ask on it needs --force.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .client import ClusterClient, KafkaError
 from .protocol.errors import ErrorCode
 from .protocol.versions import ApiKey
 from .security.acls import (CLUSTER_NAME, ZK_OPERATION_NAMES, AclBinding, AclEntry, AclFilter, Operation, PatternType,
-                            Permission, ResourcePattern, ResourceType)
+                            Permission, ResourcePattern, ResourceType, binding_fields, binding_of, filter_fields)
 
 Op = Operation
 PRODUCER = {ResourceType.TOPIC: (Op.WRITE, Op.DESCRIBE, Op.CREATE), ResourceType.TRANSACTIONAL_ID: (Op.WRITE, Op.DESCRIBE),
@@ -47,47 +48,69 @@ def resources(args) -> list[tuple[ResourceType, str]]:
     return out
 
 
+def operations_for(args, resource_type: ResourceType) -> list[Operation]:
+    """--producer and --consumer's operation sets for the resource type (none: it is left alone),
+    else --operation, by default All (kafka-acls)."""
+    if not (args.producer or args.consumer):
+        return list(dict.fromkeys(parse_operation(o) for o in args.operation)) or [Op.ALL]
+    return list(dict.fromkeys(PRODUCER.get(resource_type, ()) * args.producer
+                              + CONSUMER.get(resource_type, ()) * args.consumer))
+
+
+def principals(args) -> list[tuple[Permission, str, str]]:
+    """(ALLOW or DENY, principal, host) for each principal given and its hosts (default *)."""
+    return ([(Permission.ALLOW, p, h) for p in args.allow_principal for h in args.allow_host or ["*"]]
+            + [(Permission.DENY, p, h) for p in args.deny_principal for h in args.deny_host or ["*"]])
+
+
+def named_resources(args, action: str) -> list[tuple[ResourceType, str]]:
+    named = resources(args)
+    if not named:
+        raise UsageError(f"{action} needs at least one resource: --topic, --group, --transactional-id or --cluster")
+    return named
+
+
 def bindings_to_add(args) -> list[AclBinding]:
     pattern_type = PatternType[args.resource_pattern_type.upper()]
     if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise UsageError("--add takes --resource-pattern-type literal or prefixed")
     if not args.allow_principal and not args.deny_principal:
         raise UsageError("--add needs --allow-principal or --deny-principal")
-    out = []
-    for resource_type, name in resources(args):
-        operations = [parse_operation(o) for o in args.operation]
-        if args.producer:
-            operations += PRODUCER.get(resource_type, ())
-        if args.consumer:
-            operations += CONSUMER.get(resource_type, ())
-        if not operations and not (args.producer or args.consumer):
-            operations = [Op.ALL]  # kafka-acls' default
-        for permission, principals, hosts in ((Permission.ALLOW, args.allow_principal, args.allow_host),
-                                              (Permission.DENY, args.deny_principal, args.deny_host)):
-            out += [AclBinding(ResourcePattern(resource_type, name, pattern_type), AclEntry(p, h, op, permission))
-                    for p in principals for h in hosts or ["*"] for op in dict.fromkeys(operations)]
-    if not out:
-        raise UsageError("--add needs a resource: --topic, --group, --transactional-id or --cluster")
-    return out
+    return [AclBinding(ResourcePattern(resource_type, name, pattern_type), AclEntry(p, h, op, permission))
+            for resource_type, name in named_resources(args, "--add")
+            for permission, p, h in principals(args) for op in operations_for(args, resource_type)]
 
 
 def filters(args) -> list[AclFilter]:
-    """--remove and --list: per resource (any when none is named), per principal (and its hosts,
-    default *, as kafka-acls) and operation given."""
+    """--remove, as kafka-acls: per resource named (one at least), the principals' entries with the
+    operations (operations_for), or without a principal every ACL of the resource."""
     pattern_type = PatternType[args.resource_pattern_type.upper()]
-    named = resources(args) or [(ResourceType.ANY, None)]
-    principals = ([(Permission.ALLOW, p, h) for p in args.allow_principal for h in args.allow_host or ["*"]]
-                  + [(Permission.DENY, p, h) for p in args.deny_principal for h in args.deny_host or ["*"]]
-                  or [(Permission.ANY, args.principal, None)])
-    operations = [parse_operation(o) for o in args.operation] or [Op.ANY]
-    return [AclFilter(resource_type, name, pattern_type if name else PatternType.ANY, principal, host, op, permission)
-            for resource_type, name in named for permission, principal, host in principals for op in operations]
+    out = []
+    for resource_type, name in named_resources(args, "--remove"):
+        operations = operations_for(args, resource_type)
+        if operations and not principals(args):
+            out.append(AclFilter(resource_type, name, pattern_type))
+        out += [AclFilter(resource_type, name, pattern_type, p, h, op, permission)
+                for permission, p, h in principals(args) for op in operations]
+    return out
 
 
-def _filter_body(f: AclFilter) -> dict:
-    return {"resource_type_filter": f.resource_type, "resource_name_filter": f.name,
-            "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
-            "operation": f.operation, "permission_type": f.permission}
+def list_filters(args) -> list[AclFilter]:
+    """--list: per resource named (every one when none is), of --principal or anyone."""
+    pattern_type = PatternType[args.resource_pattern_type.upper()]
+    return [AclFilter(resource_type, name, pattern_type if name else PatternType.ANY, args.principal)
+            for resource_type, name in resources(args) or [(ResourceType.ANY, None)]]
+
+
+def confirmed(args, wanted: list[AclFilter]) -> bool:
+    """Kafka's confirmAction: --force, else ask; without a terminal to ask on, refuse."""
+    if args.force:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError("--remove asks before it deletes: --force is required without a terminal")
+    answer = input(f"Are you sure you want to remove ACLs matching {len(wanted)} filter(s) "
+                   f"{', '.join(_filter_text(f) for f in wanted)}? (y/n) ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def pattern_text(resource_type, name: str, pattern_type) -> str:
@@ -112,12 +135,10 @@ def _print_grouped(title: str, bindings: list[AclBinding]) -> None:
 
 
 async def describe(conn, acl_filter: AclFilter) -> list[AclBinding]:
-    response = await conn.call(ApiKey.DESCRIBE_ACLS, _filter_body(acl_filter))
+    response = await conn.call(ApiKey.DESCRIBE_ACLS, filter_fields(acl_filter))
     if response.error_code:
         raise KafkaError(ErrorCode(response.error_code), response.error_message)
-    return [AclBinding(ResourcePattern(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type)),
-                       AclEntry(a.principal, a.host, Operation(a.operation), Permission(a.permission_type)))
-            for r in response.resources for a in r.acls]
+    return [binding_of(r, a) for r in response.resources for a in r.acls]
 
 
 async def acls_command(client: ClusterClient, args) -> int:
@@ -126,34 +147,26 @@ async def acls_command(client: ClusterClient, args) -> int:
         bindings = bindings_to_add(args)
         _print_grouped("Adding ACLs for resource", bindings)
         response = await conn.call(ApiKey.CREATE_ACLS, {"creations": [
-            {"resource_type": b.pattern.resource_type, "resource_name": b.pattern.name,
-             "resource_pattern_type": b.pattern.pattern_type, "principal": b.entry.principal, "host": b.entry.host,
-             "operation": b.entry.operation, "permission_type": b.entry.permission} for b in bindings]})
+            binding_fields(b, "resource_pattern_type") for b in bindings]})
         for result in response.results:
             if result.error_code:
                 raise KafkaError(ErrorCode(result.error_code), result.error_message)
         shown = {b.pattern for b in bindings}
     elif args.remove:
         wanted = filters(args)
-        if not args.force and sys.stdin.isatty():
-            answer = input(f"Are you sure you want to remove ACLs matching {len(wanted)} filter(s) "
-                           f"{', '.join(_filter_text(f) for f in wanted)}? (y/n) ")
-            if answer.strip().lower() not in ("y", "yes"):
-                return 0
-        response = await conn.call(ApiKey.DELETE_ACLS, {"filters": [_filter_body(f) for f in wanted]})
+        if not confirmed(args, wanted):
+            return 0
+        response = await conn.call(ApiKey.DELETE_ACLS, {"filters": [filter_fields(f) for f in wanted]})
         removed = []
         for result in response.filter_results:
             if result.error_code:
                 raise KafkaError(ErrorCode(result.error_code), result.error_message)
-            removed += [AclBinding(ResourcePattern(ResourceType(m.resource_type), m.resource_name,
-                                                   PatternType(m.pattern_type)),
-                                   AclEntry(m.principal, m.host, Operation(m.operation), Permission(m.permission_type)))
-                        for m in result.matching_acls]
+            removed += [binding_of(m, m) for m in result.matching_acls]
         _print_grouped("Removing ACLs for resource", removed)
         shown = {b.pattern for b in removed}
     else:
         found = []
-        for acl_filter in filters(args):
+        for acl_filter in list_filters(args):
             found += [b for b in await describe(conn, acl_filter) if b not in found]
         _print_grouped("Current ACLs for resource", sorted(found))
         return 0

@@ -4,10 +4,13 @@ broker that starts later reads what is stored; old notices are deleted."""
 
 import asyncio
 
+import pytest
+
 from weir.coordination.zk_client import ZkSession
 from weir.security import acl_store
 from weir.security.acl_store import AclStore
-from weir.security.acls import AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern, ResourceType
+from weir.security.acls import (AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern, ResourceType,
+                                encode_entries)
 from weir.security.authorization import RequestAuthorizer
 
 ALICE = "User:alice"
@@ -70,5 +73,55 @@ def test_changes_reach_every_broker_and_a_new_one_loads_them(zookeeper_connect, 
                 await store.stop()
             for session in sessions:
                 await session.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_bad_notice_is_skipped_and_later_changes_still_apply(zookeeper_connect):
+    """Kafka's ZkNodeChangeNotificationListener: a notice that cannot be read is logged and skipped."""
+    async def scenario() -> None:
+        session = await ZkSession(zookeeper_connect).start()
+        client = session.client
+        try:
+            for path, data in (("/kafka-acl-changes/acl_changes_", b"NOPE:x"),
+                               ("/kafka-acl-changes/acl_changes_", b"no separator"),
+                               ("/kafka-acl-extended-changes/acl_changes_", b"{not json")):
+                await session.wait(client.create_async(path, data, sequence=True, makepath=True))
+            await session.wait(client.create_async("/kafka-acl-changes/acl_changes_x", b"", makepath=True))
+            store = AclStore(session, RequestAuthorizer(Authorizer()))
+            await store.start()  # bad notices already there do not stop a broker
+            try:
+                for path, data in (("/kafka-acl-changes/acl_changes_", b"BAD:y"),
+                                   ("/kafka-acl-extended-changes/acl_changes_", b'{"version":1}')):
+                    await session.wait(client.create_async(path, data, sequence=True))
+                # Kafka's spelling of a change another broker made, after the bad ones
+                grant = AclEntry(ALICE, "*", WRITE, Permission.ALLOW)
+                await session.wait(client.create_async("/kafka-acl/Topic/orders", encode_entries([grant])))
+                await session.wait(client.create_async("/kafka-acl-changes/acl_changes_", b"TOPIC:orders",
+                                                       sequence=True))
+                await until(lambda: store.authz.allows(ALICE, "h", WRITE, TOPIC, "orders"),
+                            "the change after the bad notices to apply")
+            finally:
+                await store.stop()
+        finally:
+            await session.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_name_with_a_slash_is_refused_not_stored_in_a_subfolder(zookeeper_connect):
+    async def scenario() -> None:
+        session = await ZkSession(zookeeper_connect).start()
+        store = AclStore(session, RequestAuthorizer(Authorizer()))
+        await store.start()
+        try:
+            grant = AclEntry(ALICE, "*", Operation.READ, Permission.DENY)
+            for name in ("team/x", ".", ".."):
+                with pytest.raises(Exception):
+                    await store.update(ResourcePattern(ResourceType.GROUP, name), lambda old: old | {grant})
+            assert await session.wait(session.client.exists_async("/kafka-acl/Group/team")) is None
+        finally:
+            await store.stop()
+            await session.close()
 
     asyncio.run(scenario())

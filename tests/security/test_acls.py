@@ -81,6 +81,30 @@ def test_write_on_some_topic_stands_in_for_idempotent_write():
     assert not auth.authorize_by_resource_type(BOB, "h", TOPIC, Operation.WRITE)
 
 
+def by_type(*bindings, principal=ALICE, **kwargs) -> bool:
+    return authorizer(*bindings, **kwargs).authorize_by_resource_type(principal, "h", TOPIC, Operation.WRITE)
+
+
+def test_authorize_by_resource_type_is_kafkas():
+    write, deny = entry(ALICE, Operation.WRITE), entry(ALICE, Operation.WRITE, DENY)
+    # no ACL on a topic named "hardcode": allow.everyone.if.no.acl.found decides, whoever else has ACLs
+    assert by_type((literal("other"), entry(BOB)), allow_everyone_if_no_acl_found=True)
+    assert not by_type((literal("*"), entry(BOB)), allow_everyone_if_no_acl_found=True)
+    assert by_type((literal("*"), deny), super_users=[ALICE])
+    # a wildcard ALLOW is enough, unless a wildcard DENY
+    assert by_type((literal("*"), write), (prefixed("weir-"), deny))
+    assert not by_type((literal("*"), write), (literal("*"), deny))
+    # an ALLOW counts unless a DENY covers it: the same literal, or a prefix of its name
+    assert not by_type((literal("t"), write), (literal("t"), deny))
+    assert not by_type((prefixed("app-x"), write), (prefixed("app-"), deny))
+    assert by_type((prefixed("app-"), write), (prefixed("app-x"), deny))
+    assert by_type((literal("app"), write), (literal("app-"), deny))
+    # only the operation itself or ALL, for the principal or User:*, from its host or *
+    assert not by_type((literal("t"), entry(ALICE, Operation.READ)))
+    assert by_type((literal("t"), entry("User:*", Operation.ALL)))
+    assert not by_type((literal("t"), entry(ALICE, Operation.WRITE, host="10.0.0.9")))
+
+
 def test_filters_select_as_describe_and_delete_acls_do():
     bindings = [(literal("orders"), entry(ALICE)), (prefixed("ord"), entry(BOB, Operation.WRITE)),
                 (literal("*"), entry("User:*", Operation.DESCRIBE)), (literal("other"), entry(ALICE))]
@@ -102,6 +126,9 @@ def test_filters_select_as_describe_and_delete_acls_do():
     (AclBinding(literal("t"), entry(operation=Operation.ANY)), "cannot be granted"),
     (AclBinding(literal("t"), entry(permission=Permission.ANY)), "ALLOW or DENY"),
     (AclBinding(literal("t"), entry(principal="alice")), "not Type:name"),
+    (AclBinding(literal("team/x", GROUP), entry()), "'/'"),
+    (AclBinding(prefixed(".", ResourceType.TRANSACTIONAL_ID), entry()), "'.' or '..'"),
+    (AclBinding(literal("..", GROUP), entry()), "'.' or '..'"),
 ])
 def test_bindings_that_cannot_be_created(binding, message):
     with pytest.raises(InvalidAcl, match=message):
@@ -121,10 +148,16 @@ def test_zookeeper_layout_is_kafkas():
 
 def test_change_notices_are_kafkas():
     from weir.security.acls import change_notice, pattern_of_notice
-    assert change_notice(literal("orders")) == ("/kafka-acl-changes/acl_changes_", b"Topic:orders")
+    assert change_notice(literal("orders")) == ("/kafka-acl-changes/acl_changes_", b"TOPIC:orders")
     root, data = change_notice(prefixed("app-", GROUP))
     assert root == "/kafka-acl-extended-changes/acl_changes_"
-    assert b'"patternType": "PREFIXED"' in data and b'"resourceType": "Group"' in data
+    assert b'"patternType": "PREFIXED"' in data and b'"resourceType": "GROUP"' in data
+    # read whatever spelling Kafka or older Weirs wrote
+    for written in (b"TOPIC:orders", b"Topic:orders", b"topic:orders"):
+        assert pattern_of_notice("/kafka-acl-changes", written) == literal("orders")
+    for type_name in ("TRANSACTIONAL_ID", "TransactionalId"):
+        data = b'{"version":1,"resourceType":"%s","name":"t-","patternType":"PREFIXED"}' % type_name.encode()
+        assert pattern_of_notice("/kafka-acl-extended-changes", data) == prefixed("t-", ResourceType.TRANSACTIONAL_ID)
     for pattern in (literal("a:b"), prefixed("app-", GROUP)):
         path, data = change_notice(pattern)
         assert pattern_of_notice(path.rsplit("/", 1)[0], data) == pattern

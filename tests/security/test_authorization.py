@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from weir.acls_cli import bindings_to_add, filters
+from weir.acls_cli import bindings_to_add, confirmed, filters, list_filters
 from weir.admin_cli import UsageError
 from weir.broker.acl_apis import AclApis
 from weir.protocol.codec import build, request_schema
@@ -139,6 +139,25 @@ def test_create_describe_and_delete_acls_as_kafka_answers_them():
     assert call(AclApis(None, None), ApiKey.DESCRIBE_ACLS, acl_filter())["error_code"] == ErrorCode.security_disabled
 
 
+class FailingStore(FakeStore):
+    async def update(self, pattern, change):
+        if pattern.name == "broken":
+            raise ValueError("the store failed")
+        return await super().update(pattern, change)
+
+
+def test_create_acls_answers_per_binding_what_cannot_be_stored():
+    a = authz(super_users=["User:admin"])
+    created = call(AclApis(a, FailingStore(a)), ApiKey.CREATE_ACLS, {"creations": [
+        creation("team/x", resource_type=ResourceType.GROUP, operation=Operation.READ),
+        creation("..", resource_type=ResourceType.TRANSACTIONAL_ID), creation("broken"), creation("fine")]})
+    errors = [(r["error_code"], r["error_message"]) for r in created["results"]]
+    assert [code for code, _ in errors] == [ErrorCode.invalid_request, ErrorCode.invalid_request,
+                                            ErrorCode.unknown_server_error, ErrorCode.none]
+    assert "'/'" in errors[0][1]
+    assert [b.pattern.name for b in a.authorizer.bindings()] == ["fine"]
+
+
 def cli_args(**given):
     defaults = dict(topic=[], group=[], transactional_id=[], cluster=False, producer=False, consumer=False,
                     idempotent=False, operation=[], allow_principal=[], deny_principal=[], allow_host=[], deny_host=[],
@@ -167,10 +186,35 @@ def test_weir_acls_bindings_as_kafka_acls_makes_them():
     [alices] = filters(cli_args(topic=["t"], allow_principal=[ALICE], operation=["write"]))
     assert (alices.principal, alices.host, alices.permission, alices.operation) == (ALICE, "*", Permission.ALLOW,
                                                                                     Operation.WRITE)
-    [list_all] = filters(cli_args(resource_pattern_type="literal"))
+    [list_all] = list_filters(cli_args(resource_pattern_type="literal"))
     assert (list_all.resource_type, list_all.pattern_type) == (ResourceType.ANY, PatternType.ANY)
     with pytest.raises(UsageError, match="literal or prefixed"):
         bindings_to_add(cli_args(topic=["t"], allow_principal=[ALICE], resource_pattern_type="match"))
+
+
+def test_weir_acls_remove_as_kafka_acls():
+    with pytest.raises(UsageError, match="at least one resource"):
+        filters(cli_args(allow_principal=[ALICE]))
+    # a principal without --operation: its All entries only (kafka-acls' default), not every operation
+    [alices] = filters(cli_args(topic=["t"], allow_principal=[ALICE]))
+    assert (alices.principal, alices.operation, alices.permission) == (ALICE, Operation.ALL, Permission.ALLOW)
+    producer = filters(cli_args(producer=True, topic=["t"], group=["g"], allow_principal=[ALICE]))
+    assert {(f.resource_type, f.operation) for f in producer} == {
+        (TOPIC, Operation.WRITE), (TOPIC, Operation.DESCRIBE), (TOPIC, Operation.CREATE)}
+    consumer = filters(cli_args(consumer=True, topic=["t"], group=["g"], allow_principal=[ALICE], operation=["alter"]))
+    assert {(f.resource_type, f.operation) for f in consumer} == {
+        (TOPIC, Operation.READ), (TOPIC, Operation.DESCRIBE), (ResourceType.GROUP, Operation.READ)}
+
+
+def test_weir_acls_remove_without_a_terminal_needs_force(monkeypatch):
+    wanted = filters(cli_args(topic=["t"]))
+    monkeypatch.setattr("sys.stdin", SimpleNamespace(isatty=lambda: False))
+    with pytest.raises(UsageError, match="--force"):
+        confirmed(SimpleNamespace(force=False), wanted)
+    assert confirmed(SimpleNamespace(force=True), wanted)
+    monkeypatch.setattr("sys.stdin", SimpleNamespace(isatty=lambda: True))
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    assert not confirmed(SimpleNamespace(force=False), wanted)
 
 
 def test_group_and_transaction_handlers_refuse_with_kafkas_errors():
@@ -234,3 +278,109 @@ def test_authorized_operations_bit_fields():
     operator = authz((CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CREATE),
                      (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.DESCRIBE))
     assert authorized_operations(operator, h, CLUSTER) == (1 << Operation.CREATE) | (1 << Operation.DESCRIBE)
+
+
+def test_admin_handlers_refuse_as_kafka():
+    """DeleteTopics by id, CreateTopics' configs, ElectLeaders v0 (KafkaApis)."""
+    import uuid
+
+    from weir.broker.admin_apis import ZERO_UUID, AdminApis
+    from weir.config import BrokerConfig
+    from weir.coordination.model import TopicAssignment
+
+    hidden_id, seen_id, unknown_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    topics = {"hidden": TopicAssignment("hidden", hidden_id, {0: (1,)}),
+              "seen": TopicAssignment("seen", seen_id, {0: (1,)})}
+    view = SimpleNamespace(topics=topics, topics_by_id=lambda: {a.topic_id: a for a in topics.values()})
+    a = authz((TOPIC, "seen", PatternType.LITERAL, Operation.DESCRIBE),
+              (TOPIC, "new", PatternType.LITERAL, Operation.CREATE))
+    apis = AdminApis(SimpleNamespace(config=BrokerConfig(), view=view), None, None, a)
+
+    async def create_topic(name, partitions, factor, manual, configs, validate_only=False):
+        return TopicAssignment(name, uuid.uuid4(), {0: (1,)})
+
+    apis.create_topic = create_topic
+
+    def ask(api_key, version, body):
+        answer = apis.handlers[api_key](header(api_key, version=version), build(request_schema(api_key, version), body))
+        return asyncio.run(answer) if asyncio.iscoroutine(answer) else answer
+
+    deleted = ask(ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
+        {"name": None, "topic_id": i} for i in (hidden_id, seen_id, unknown_id)]})
+    assert [(r["name"], r["error_code"]) for r in deleted["responses"]] == [
+        (None, ErrorCode.topic_authorization_failed), ("seen", ErrorCode.topic_authorization_failed),
+        (None, ErrorCode.unknown_topic_id)]
+    assert deleted["responses"][0]["topic_id"] == hidden_id != ZERO_UUID
+    created = ask(ApiKey.CREATE_TOPICS, 5, {"topics": [
+        {"name": "new", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 1000, "validate_only": True})["topics"][0]
+    assert (created["error_code"], created["topic_config_error_code"], created["configs"]) == (
+        0, ErrorCode.topic_authorization_failed, [])
+    elected = ask(ApiKey.ELECT_LEADERS, 0, {"topic_partitions": [{"topic": "seen", "partitions": [0, 1]}],
+                                            "timeout_ms": 1000})
+    assert [(r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
+            for r in elected["replica_election_results"]] == [
+        ("seen", [(0, ErrorCode.cluster_authorization_failed), (1, ErrorCode.cluster_authorization_failed)])]
+
+
+def test_transaction_handlers_check_as_kafka():
+    """AddPartitionsToTxn: v4+ (from brokers) CLUSTER_ACTION alone; refused and unknown topics each
+    with their error. DescribeTransactions: only the topics the principal may describe."""
+    from weir.broker.txn_apis import TransactionApis
+
+    a = authz((ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL, Operation.ALL),
+              (TOPIC, "t", PatternType.LITERAL, Operation.WRITE), (TOPIC, "gone", PatternType.LITERAL, Operation.WRITE),
+              (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CLUSTER_ACTION, "User:broker"))
+    meta = SimpleNamespace(partitions={("t", 0), ("secret", 0)}, state=SimpleNamespace(kafka_name="Ongoing"),
+                           txn_timeout_ms=1000, txn_start_timestamp=1, producer_id=7, producer_epoch=0)
+
+    async def add_partitions(transactional_id, producer_id, producer_epoch, wanted):
+        return SimpleNamespace(error=ErrorCode.none)
+
+    view = SimpleNamespace(topics={n: SimpleNamespace(replicas={0: (1,)}) for n in ("t", "secret")})
+    coordinator = SimpleNamespace(replicas=SimpleNamespace(view=view), add_partitions=add_partitions,
+                                  core=SimpleNamespace(describe_transaction=lambda transactional_id: meta))
+    txns = TransactionApis(coordinator, lambda: 50, a)
+
+    def ask(api_key, version, body, principal=ALICE):
+        answer = txns.handlers[api_key](header(api_key, principal, version=version),
+                                        build(request_schema(api_key, version), body))
+        return asyncio.run(answer) if asyncio.iscoroutine(answer) else answer
+
+    def errors(topic_results):
+        return {(t["name"], p["partition_index"]): p["partition_error_code"]
+                for t in topic_results for p in t["results_by_partition"]}
+
+    topics = [{"name": n, "partitions": [0]} for n in ("t", "gone", "secret")]
+    added = ask(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 7,
+                                                  "v3_and_below_producer_epoch": 0, "v3_and_below_topics": topics})
+    assert errors(added["results_by_topic_v3_and_below"]) == {
+        ("t", 0): ErrorCode.operation_not_attempted, ("gone", 0): ErrorCode.unknown_topic_or_partition,
+        ("secret", 0): ErrorCode.topic_authorization_failed}
+    by_broker = ask(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+        {"transactional_id": "other", "producer_id": 7, "producer_epoch": 0, "verify_only": False,
+         "topics": [{"name": "secret", "partitions": [0]}]}]}, principal="User:broker")
+    assert errors(by_broker["results_by_transaction"][0]["topic_results"]) == {("secret", 0): ErrorCode.none}
+    described = ask(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]})
+    assert [t["topic"] for t in described["transaction_states"][0]["topics"]] == ["t"]
+
+
+def test_offset_for_leader_epoch_allows_cluster_action_or_topic_describe():
+    """Kafka: whatever the replica id, CLUSTER_ACTION allows every topic, else each needs DESCRIBE;
+    a refusal is TOPIC_AUTHORIZATION_FAILED."""
+    from weir.broker.apis import DataApis
+
+    a = authz((TOPIC, "t", PatternType.LITERAL, Operation.DESCRIBE),
+              (CLUSTER, "kafka-cluster", PatternType.LITERAL, Operation.CLUSTER_ACTION, "User:broker"))
+    apis = DataApis(SimpleNamespace(partitions={}), authz=a)
+
+    def errors(principal, replica_id):
+        body = {"replica_id": replica_id, "topics": [{"topic": n, "partitions": [
+            {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]} for n in ("t", "u")]}
+        api_key = ApiKey.OFFSET_FOR_LEADER_EPOCH
+        answer = apis.handlers[api_key](header(api_key, principal), build(request_schema(api_key, 3), body))
+        return [t["partitions"][0]["error_code"] for t in answer["topics"]]
+
+    for replica_id in (-1, 2):
+        assert errors(ALICE, replica_id) == [ErrorCode.unknown_topic_or_partition, ErrorCode.topic_authorization_failed]
+        assert errors("User:broker", replica_id) == [ErrorCode.unknown_topic_or_partition] * 2

@@ -11,34 +11,15 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-from kazoo.exceptions import KazooException
-
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
 from ..security.acl_store import AclStore
-from ..security.acls import (AclBinding, AclEntry, AclFilter, InvalidAcl, Operation, PatternType, Permission,
-                             ResourcePattern, ResourceType, check_creatable)
+from ..security.acls import (AclBinding, AclEntry, AclFilter, InvalidAcl, ResourcePattern, binding_fields, binding_of,
+                             check_creatable, entry_fields, filter_of, pattern_fields)
 from ..security.authorization import RequestAuthorizer, cluster_error
 
 log = logging.getLogger(__name__)
-
-
-def _acl_filter(f) -> AclFilter:
-    """A DescribeAcls request or a DeleteAcls filter; ValueError on an unknown value."""
-    acl_filter = AclFilter(ResourceType(f.resource_type_filter), f.resource_name_filter,
-                           PatternType(f.pattern_type_filter), f.principal_filter, f.host_filter,
-                           Operation(f.operation), Permission(f.permission_type))
-    values = (acl_filter.resource_type, acl_filter.pattern_type, acl_filter.operation, acl_filter.permission)
-    if any(v.name == "UNKNOWN" for v in values):
-        raise ValueError("a filter value is UNKNOWN")
-    return acl_filter
-
-
-def _binding_fields(b: AclBinding) -> dict:
-    return {"resource_type": b.pattern.resource_type, "resource_name": b.pattern.name,
-            "pattern_type": b.pattern.pattern_type, "principal": b.entry.principal, "host": b.entry.host,
-            "operation": b.entry.operation, "permission_type": b.entry.permission}
 
 
 class AclApis:
@@ -62,17 +43,15 @@ class AclApis:
         out = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": []}
         error, message = self._refusal(header)
         try:
-            acl_filter = _acl_filter(request)
+            acl_filter = filter_of(request)
         except ValueError as e:
             error, message = (error, message) if error else (ErrorCode.invalid_request, str(e))
         if error:
             return {**out, "error_code": error, "error_message": message}
         by_pattern: dict[ResourcePattern, list] = defaultdict(list)
         for b in self.authz.authorizer.bindings(acl_filter):
-            by_pattern[b.pattern].append({"principal": b.entry.principal, "host": b.entry.host,
-                                          "operation": b.entry.operation, "permission_type": b.entry.permission})
-        out["resources"] = [{"resource_type": p.resource_type, "resource_name": p.name, "pattern_type": p.pattern_type,
-                             "acls": acls} for p, acls in by_pattern.items()]
+            by_pattern[b.pattern].append(entry_fields(b.entry))
+        out["resources"] = [{**pattern_fields(p), "acls": acls} for p, acls in by_pattern.items()]
         return out
 
     def create_acls(self, header: RequestHeader, request):
@@ -86,9 +65,7 @@ class AclApis:
         wanted: dict[ResourcePattern, dict[AclEntry, int]] = defaultdict(dict)  # → entry → its index
         for i, c in enumerate(request.creations):
             try:
-                binding = AclBinding(ResourcePattern(ResourceType(c.resource_type), c.resource_name,
-                                                     PatternType(c.resource_pattern_type)),
-                                     AclEntry(c.principal, c.host, Operation(c.operation), Permission(c.permission_type)))
+                binding = binding_of(c, c, "resource_pattern_type")
                 check_creatable(binding)
             except (ValueError, InvalidAcl) as e:
                 results[i] = {"error_code": ErrorCode.invalid_request, "error_message": str(e)}
@@ -98,7 +75,8 @@ class AclApis:
             try:
                 await self.store.update(pattern, lambda old, new=frozenset(entries): old | new)
                 log.info("%s added ACLs on %s: %s", header.principal, pattern, sorted(entries))
-            except KazooException as e:
+            except Exception as e:  # per pattern, as Kafka: the other bindings are still created
+                log.warning("cannot add ACLs on %s: %r", pattern, e)
                 for i in entries.values():
                     results[i] = {"error_code": ErrorCode.unknown_server_error, "error_message": repr(e)}
         return {"throttle_time": 0, "results": results}
@@ -114,7 +92,7 @@ class AclApis:
         filters: dict[int, AclFilter] = {}
         for i, f in enumerate(request.filters):
             try:
-                filters[i] = _acl_filter(f)
+                filters[i] = filter_of(f)
             except ValueError as e:
                 results[i]["error_code"], results[i]["error_message"] = ErrorCode.invalid_request, str(e)
         patterns = {b.pattern for f in filters.values() for b in self.authz.authorizer.bindings(f)}
@@ -123,7 +101,8 @@ class AclApis:
                 return frozenset(e for e in old if not any(f.matches(AclBinding(pattern, e)) for f in filters.values()))
             try:
                 old = await self.store.update(pattern, keep)
-            except KazooException as e:
+            except Exception as e:
+                log.warning("cannot remove ACLs on %s: %r", pattern, e)
                 for i, f in filters.items():
                     if any(b.pattern == pattern for b in self.authz.authorizer.bindings(f)):
                         results[i]["error_code"], results[i]["error_message"] = ErrorCode.unknown_server_error, repr(e)
@@ -131,7 +110,7 @@ class AclApis:
             removed = old - keep(old)
             for i, f in filters.items():  # a binding is reported under each filter that matched it
                 results[i]["matching_acls"] += [
-                    {"error_code": ErrorCode.none, "error_message": None, **_binding_fields(AclBinding(pattern, e))}
+                    {"error_code": ErrorCode.none, "error_message": None, **binding_fields(AclBinding(pattern, e))}
                     for e in sorted(removed) if f.matches(AclBinding(pattern, e))]
             if removed:
                 log.info("%s removed ACLs on %s: %s", header.principal, pattern, sorted(removed))

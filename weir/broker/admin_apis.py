@@ -24,7 +24,7 @@ from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
 from ..security.acls import CLUSTER_NAME
 from ..security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
-                                      authorized_operations, cluster_error, denied, denied_creation)
+                                      authorized_operations, cluster_error, denied, denied_creation, refusal)
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
@@ -220,13 +220,18 @@ class AdminApis:
             await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - loop.time())
 
     def create_topics(self, header: RequestHeader, request):
-        return self._create_topics(request, denied_creation(self.authz, header, [t.name for t in request.topics]))
+        names = [t.name for t in request.topics]
+        return self._create_topics(request, denied_creation(self.authz, header, names),
+                                   denied(self.authz, header, TOPIC, names, ApiKey.DESCRIBE_CONFIGS))
 
-    async def _create_topics(self, request, refused: set[str]) -> dict:
+    async def _create_topics(self, request, refused: set[str], configs_hidden: set[str]) -> dict:
+        """configs_hidden: no DESCRIBE_CONFIGS, so no configs in the answer (Kafka's topic_config_error_code)."""
         results = []
         for t in request.topics:
             out = {"name": t.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
                    "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": []}
+            if t.name in configs_hidden:
+                out["topic_config_error_code"] = ErrorCode.topic_authorization_failed
             try:
                 if t.name in refused:
                     raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
@@ -239,10 +244,11 @@ class AdminApis:
                 factor = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
                 assignment = await self.create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
                 out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
-                           replication_factor=len(assignment.replicas[0]),
-                           configs=[{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source,
-                                     "is_sensitive": False}
-                                    for e in topic_configs.describe(configs, self.config)])
+                           replication_factor=len(assignment.replicas[0]))
+                if t.name not in configs_hidden:
+                    out["configs"] = [{"name": e.name, "value": e.value, "read_only": False,
+                                       "config_source": e.source, "is_sensitive": False}
+                                      for e in topic_configs.describe(configs, self.config)]
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
             results.append(out)
@@ -252,21 +258,30 @@ class AdminApis:
         return self._delete_topics(header, request)
 
     async def _delete_topics(self, header: RequestHeader, request) -> dict:
+        """As Kafka: a topic id names its topic, else UNKNOWN_TOPIC_ID; a topic named by id that the
+        principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name."""
         by_id = self.view.topics_by_id()
-        wanted = ([(s.name, s.topic_id) for s in request.topics] if header.api_version >= 6
-                  else [(n, None) for n in request.topic_names])
-        refused = denied(self.authz, header, TOPIC, [name or getattr(by_id.get(topic_id), "name", "")
-                                                     for name, topic_id in wanted])
+        if header.api_version >= 6:
+            wanted = [(t.name if t.topic_id == ZERO_UUID else getattr(by_id.get(t.topic_id), "name", None), t.topic_id)
+                      for t in request.topics]
+        else:
+            wanted = [(n, ZERO_UUID) for n in request.topic_names]
+        names = [name for name, _ in wanted if name is not None]
+        refused = denied(self.authz, header, TOPIC, names)
+        hidden = denied(self.authz, header, TOPIC, names, ApiKey.METADATA)  # Metadata's check: DESCRIBE
         responses = []
         for name, topic_id in wanted:
-            assignment = self.view.topics.get(name) if name is not None else by_id.get(topic_id)
-            out = {"name": assignment.name if assignment else name,
-                   "topic_id": assignment.topic_id if assignment else (topic_id or ZERO_UUID),
+            assignment = self.view.topics.get(name)
+            out = {"name": name, "topic_id": assignment.topic_id if assignment else topic_id,
                    "error_code": 0, "error_message": None}
-            if (name or getattr(assignment, "name", "")) in refused:
+            if name is None:
+                out["error_code"] = ErrorCode.unknown_topic_id
+            elif topic_id != ZERO_UUID and name in hidden:
+                out["name"], out["error_code"] = None, ErrorCode.topic_authorization_failed
+            elif name in refused:
                 out["error_code"] = ErrorCode.topic_authorization_failed
             elif assignment is None:
-                out["error_code"] = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
+                out["error_code"] = ErrorCode.unknown_topic_or_partition
             elif assignment.name in INTERNAL_TOPICS:
                 out["error_code"], out["error_message"] = ErrorCode.invalid_topic_exception, "internal topic"
             elif not self.config["delete.topic.enable"]:
@@ -475,9 +490,10 @@ class AdminApis:
                 if request.include_cluster_authorized_operations else NO_OPERATIONS}
 
     def elect_leaders(self, header: RequestHeader, request):
-        if cluster_error(self.authz, header):
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                    "replica_election_results": []}
+        error = cluster_error(self.authz, header)
+        if error:  # each partition named carries it too (v0 has no top-level error)
+            return refusal(error, replica_election_results=_election_results(
+                {(t.topic, p): error for t in request.topic_partitions or () for p in t.partitions}))
         return self._elect_leaders(header.api_version, request)
 
     async def _elect_leaders(self, version: int, request) -> dict:
@@ -488,16 +504,11 @@ class AdminApis:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "replica_election_results": []}
         results = await self.controller.call("elect_leaders", election, partitions) or {}
-        by_topic: dict[str, list] = {}
-        for (topic, p), code in sorted(results.items()):
-            by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
-                                                   "error_message": None if not code else code.name})
-        return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
-            {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
+        return {"throttle_time": 0, "error_code": 0, "replica_election_results": _election_results(results)}
 
     def alter_partition(self, header: RequestHeader, request):
         if cluster_error(self.authz, header):
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "topics": []}
+            return refusal(ErrorCode.cluster_authorization_failed, topics=[])
         return self._alter_partition(request)
 
     async def _alter_partition(self, request) -> dict:
@@ -537,6 +548,14 @@ class AdminApis:
                 partitions.append(out)
             topics.append({"topic_id": t.topic_id, "partitions": partitions})
         return {"throttle_time": 0, "error_code": 0, "topics": topics}
+
+
+def _election_results(results: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in sorted(results.items()):
+        by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
+                                               "error_message": None if not code else code.name})
+    return [{"topic": t, "partition_result": parts} for t, parts in by_topic.items()]
 
 
 def _legal(name: str) -> bool:

@@ -353,19 +353,16 @@ class DataApis:
     # -- OffsetForLeaderEpoch (KIP-101/279) ----------------------------------
 
     def offset_for_leader_epoch(self, header: RequestHeader, request) -> dict:
-        """A follower (replica_id >= 0) needs CLUSTER_ACTION, a client DESCRIBE on the topic."""
+        """CLUSTER_ACTION on the cluster (a follower's) or DESCRIBE on the topic, whoever asks (Kafka)."""
         names = [t.topic for t in request.topics]
-        if getattr(request, "replica_id", -1) >= 0 and cluster_error(self.authz, header):
-            refused = dict.fromkeys(names, ErrorCode.cluster_authorization_failed)
-        else:
-            refused = dict.fromkeys(denied(self.authz, header, TOPIC, names), ErrorCode.topic_authorization_failed)
+        refused = denied(self.authz, header, TOPIC, names) if cluster_error(self.authz, header) else set()
         topics = []
         for t in request.topics:
             partitions = []
             for p in t.partitions:
                 partition = self.replicas.partitions.get((t.topic, p.partition))
                 if t.topic in refused:
-                    partitions.append({"error_code": refused[t.topic], "partition": p.partition,
+                    partitions.append({"error_code": ErrorCode.topic_authorization_failed, "partition": p.partition,
                                        "leader_epoch": -1, "end_offset": -1})
                     continue
                 if partition is None:

@@ -4,7 +4,7 @@ controller: the rules are weir/controller/reassignment.py's, run on the controll
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
-from ..security.authorization import RequestAuthorizer, cluster_error
+from ..security.authorization import RequestAuthorizer, cluster_error, refusal
 from .controller_service import ControllerService
 
 
@@ -19,8 +19,7 @@ class ReassignmentApis:
 
     def alter_partition_reassignments(self, header: RequestHeader, request):
         if cluster_error(self.authz, header):
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
-                    "responses": []}
+            return refusal(ErrorCode.cluster_authorization_failed, error_message=None, responses=[])
         return self._alter(header.api_version, request)
 
     async def _alter(self, version: int, request) -> dict:

@@ -14,7 +14,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.scram import MAX_ITERATIONS, MECHANISM_TYPE_OF, MECHANISM_TYPES, MIN_ITERATIONS, ScramCredential
 from ..protocol.versions import ApiKey
-from ..security.authorization import RequestAuthorizer, cluster_error
+from ..security.authorization import RequestAuthorizer, cluster_error, refusal
 from ..security.scram_store import ConcurrentChange, ScramCredentialStore
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,7 @@ class ScramApis:
 
     def describe(self, header: RequestHeader, request):
         if cluster_error(self.authz, header):
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
-                    "results": []}
+            return refusal(ErrorCode.cluster_authorization_failed, error_message=None, results=[])
         return self._describe(request)
 
     async def _describe(self, request) -> dict:

@@ -16,8 +16,8 @@ from datetime import timedelta
 from ..protocol.errors import ErrorCode
 from ..protocol.header import RequestHeader
 from ..protocol.versions import ApiKey
-from ..security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error,
-                                      denied)
+from ..security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error, denied,
+                                      refusal)
 from ..transactions.coordinator import error_for_version, expected_producer
 from ..transactions.state_log import TransactionState
 from .txn_coordinator import TransactionCoordinatorShell, now_ms
@@ -86,8 +86,7 @@ class TransactionApis:
 
     def add_partitions_to_txn(self, header: RequestHeader, request):
         if header.api_version >= 4 and cluster_error(self.authz, header):  # v4+: from brokers only (KIP-890)
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                    "results_by_transaction": []}
+            return refusal(ErrorCode.cluster_authorization_failed, results_by_transaction=[])
         return self._add_partitions_to_txn(header, request)
 
     async def _add_partitions_to_txn(self, header: RequestHeader, request) -> dict:
@@ -106,26 +105,26 @@ class TransactionApis:
 
     async def _add_partitions(self, header: RequestHeader, transactional_id: str, producer_id: int,
                               producer_epoch: int, topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
-        """Per partition, as KafkaApis: without WRITE on the transactional id all are
-        TRANSACTIONAL_ID_AUTHORIZATION_FAILED; partitions of topics without WRITE are
+        """Per partition, as KafkaApis: from a client (v3-), without WRITE on the transactional id all
+        are TRANSACTIONAL_ID_AUTHORIZATION_FAILED; partitions of topics without WRITE are
         TOPIC_AUTHORIZATION_FAILED and those of unknown topics UNKNOWN_TOPIC_OR_PARTITION, and then
-        the others OPERATION_NOT_ATTEMPTED; else the coordinator's one answer for all."""
+        the others OPERATION_NOT_ATTEMPTED; else the coordinator's one answer for all. From a broker
+        (v4+), CLUSTER_ACTION was checked for the whole request and nothing more is."""
         version = header.api_version
         wanted = [(t.name, p) for t in topics for p in t.partitions]
-        if not verify_only and not allowed(self.authz, header, TXN, transactional_id):
+        from_client = version < 4
+        if from_client and not allowed(self.authz, header, TXN, transactional_id):
             return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
-        refused = set() if verify_only else denied(self.authz, header, TOPIC, [t.name for t in topics])
-        if refused:
-            return {tp: ErrorCode.topic_authorization_failed if tp[0] in refused else ErrorCode.operation_not_attempted
-                    for tp in wanted}
+        refused = denied(self.authz, header, TOPIC, [t.name for t in topics]) if from_client else set()
+        unknown = {(t, p) for t, p in wanted
+                   if t not in refused and (t not in self.view.topics or p not in self.view.topics[t].replicas)}
+        if refused or unknown:
+            return {tp: ErrorCode.topic_authorization_failed if tp[0] in refused
+                    else ErrorCode.unknown_topic_or_partition if tp in unknown
+                    else ErrorCode.operation_not_attempted for tp in wanted}
         if verify_only:
             found = self.coordinator.core.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
             return {tp: error_for_version("AddPartitionsToTxn", version, e) for tp, e in found.items()}
-        unknown = {(t, p) for t, p in wanted
-                   if t not in self.view.topics or p not in self.view.topics[t].replicas}
-        if unknown:
-            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
-                    for tp in wanted}
         answer = await self.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted)
         error = error_for_version("AddPartitionsToTxn", version, answer.error)
         return {tp: error for tp in wanted}
@@ -134,9 +133,9 @@ class TransactionApis:
 
     def add_offsets_to_txn(self, header: RequestHeader, request):
         if not allowed(self.authz, header, TXN, request.transactional_id):
-            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+            return refusal(ErrorCode.transactional_id_authorization_failed)
         if not allowed(self.authz, header, GROUP, request.group_id):
-            return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+            return refusal(ErrorCode.group_authorization_failed)
         return self._add_offsets_to_txn(header.api_version, request)
 
     async def _add_offsets_to_txn(self, version: int, request) -> dict:
@@ -147,7 +146,7 @@ class TransactionApis:
 
     def end_txn(self, header: RequestHeader, request):
         if not allowed(self.authz, header, TXN, request.transactional_id):
-            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+            return refusal(ErrorCode.transactional_id_authorization_failed)
         return self._end_txn(header.api_version, request)
 
     async def _end_txn(self, version: int, request) -> dict:
@@ -171,8 +170,10 @@ class TransactionApis:
                 entry["error_code"] = meta
             else:
                 topics: dict[str, list[int]] = {}
+                hidden = denied(self.authz, header, TOPIC, {topic for topic, _ in meta.partitions})
                 for topic, index in sorted(meta.partitions):
-                    topics.setdefault(topic, []).append(index)
+                    if topic not in hidden:  # as Kafka: only the topics the principal may describe
+                        topics.setdefault(topic, []).append(index)
                 entry.update(transaction_state=meta.state.kafka_name, transaction_timeout=meta.txn_timeout_ms,
                              transaction_start_time=meta.txn_start_timestamp, producer_id=meta.producer_id,
                              producer_epoch=meta.producer_epoch,

@@ -3,8 +3,10 @@
 A broker reads every ACL znode at start and after a new session. A change (CreateAcls, DeleteAcls,
 on any broker) compare-and-sets the pattern's znode and then writes a sequential change notice;
 every broker watches the two notice folders and re-reads the patterns named by notices it has not
-seen, so a change counts cluster-wide within a ZooKeeper round trip, without a restart. Notices
-older than CHANGE_EXPIRY_S are deleted by the brokers that saw them (Kafka: 15 minutes).
+seen, so a change counts cluster-wide within a ZooKeeper round trip, without a restart. A notice
+that cannot be read (not ours, damaged) is logged and skipped, as Kafka's
+ZkNodeChangeNotificationListener does: the next ones still apply. Notices older than
+CHANGE_EXPIRY_S are deleted by the brokers that saw them (Kafka: 15 minutes).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from collections.abc import Callable
 from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
-from .acls import (CHANGE_PREFIX, EXTENDED_CHANGES, LITERAL_CHANGES, LITERAL_ROOT, PREFIXED_ROOT, ZK_TYPES, AclEntry,
-                   ResourcePattern, change_notice, decode_entries, encode_entries, pattern_of_notice, pattern_of_path,
-                   znode_path)
+from .acls import (CHANGE_PREFIX, EXTENDED_CHANGES, LITERAL_CHANGES, LITERAL_ROOT, PREFIXED_ROOT, ZK_TYPES,
+                   AclEntry, ResourcePattern, change_notice, decode_entries, encode_entries,
+                   pattern_of_notice, pattern_of_path, znode_path)
 from .authorization import RequestAuthorizer
 
 log = logging.getLogger(__name__)
@@ -43,7 +45,8 @@ class AclStore:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        for path in (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES):
+        folders = [f"{root}/{type_name}" for root in (LITERAL_ROOT, PREFIXED_ROOT) for type_name in ZK_TYPES]
+        for path in folders + [LITERAL_CHANGES, EXTENDED_CHANGES]:  # Kafka's createAclPaths
             await self.session.wait(self.client.ensure_path_async(path))
         await self._load_all()
         self._full = False
@@ -76,6 +79,8 @@ class AclStore:
                 self._full = True
                 await asyncio.sleep(1)
                 self._wake.set()
+            except Exception:  # the loop must outlive anything: later changes still apply
+                log.exception("cannot apply the ACL changes")
 
     async def _children(self, path: str, watch=None) -> list[str]:
         try:
@@ -95,7 +100,8 @@ class AclStore:
         out = {}
         for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
             names = await self._children(root, self._watch)
-            out[root] = sorted((int(n[len(CHANGE_PREFIX):]), n) for n in names if n.startswith(CHANGE_PREFIX))
+            out[root] = sorted((int(n[len(CHANGE_PREFIX):]), n) for n in names
+                               if n.startswith(CHANGE_PREFIX) and n[len(CHANGE_PREFIX):].isdigit())
         return out
 
     async def _load_all(self) -> None:
@@ -122,17 +128,26 @@ class AclStore:
     async def _catch_up(self) -> None:
         for root, items in (await self._notices()).items():
             for sequence, name in items:
-                if sequence <= self._seen.get(root, -1):
-                    continue
-                try:
-                    data, stat = await self.session.wait(self.client.get_async(f"{root}/{name}"))
-                except NoNodeError:  # purged already: its change was long applied
-                    continue
-                pattern = pattern_of_notice(root, data)
-                self._apply(pattern, (await self._read(pattern))[0])
-                self._seen[root] = sequence
-                self._notice_times[f"{root}/{name}"] = stat.ctime
+                if sequence > self._seen.get(root, -1):
+                    await self._process(f"{root}/{name}")
+                    self._seen[root] = sequence
         await self._purge()
+
+    async def _process(self, path: str) -> None:
+        """Apply one notice; one that cannot be understood is logged and skipped (ZooKeeper errors
+        are not: everything is read again)."""
+        try:
+            data, stat = await self.session.wait(self.client.get_async(path))
+        except NoNodeError:  # purged already: its change was long applied
+            return
+        self._notice_times[path] = stat.ctime
+        try:
+            pattern = pattern_of_notice(path.rsplit("/", 1)[0], data)
+            self._apply(pattern, (await self._read(pattern))[0])
+        except KazooException:
+            raise
+        except Exception:
+            log.exception("cannot apply the ACL change notice %s (%r); skipped", path, data)
 
     async def _purge(self) -> None:
         """Delete the notices seen that are older than CHANGE_EXPIRY_S (another broker may have)."""
@@ -162,7 +177,7 @@ class AclStore:
                 if not new:
                     await self.session.wait(self.client.delete_async(path, version=version))
                 elif version is None:
-                    await self.session.wait(self.client.create_async(path, encode_entries(new), makepath=True))
+                    await self.session.wait(self.client.create_async(path, encode_entries(new)))
                 else:
                     await self.session.wait(self.client.set_async(path, encode_entries(new), version=version))
             except (BadVersionError, NodeExistsError, NoNodeError):

@@ -24,8 +24,9 @@ Rules owned here:
   `/kafka-acl/<Type>/<name>` for literal and `/kafka-acl-extended/prefixed/<Type>/<name>` for
   prefixed patterns, holding `{"version":1,"acls":[{"principal","permissionType","operation","host"}]}`;
   a change to a pattern is announced by a sequential znode `/kafka-acl-changes/acl_changes_<n>`
-  holding `Topic:name` (literal) or `/kafka-acl-extended-changes/acl_changes_<n>` holding
-  `{"version":1,"resourceType":"Topic","name":"pre-","patternType":"PREFIXED"}`.
+  holding `TOPIC:name` (literal) or `/kafka-acl-extended-changes/acl_changes_<n>` holding
+  `{"version":1,"resourceType":"TOPIC","name":"pre-","patternType":"PREFIXED"}` (read in any case).
+  A name that is no znode name (a `/`, `.`, `..`) cannot be stored (INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -143,6 +144,46 @@ class AclFilter:
                 and self.permission in (Permission.ANY, entry.permission))
 
 
+# -- bindings and filters as the protocol carries them (CreateAcls, DescribeAcls, DeleteAcls) -------
+
+def pattern_fields(p: ResourcePattern, pattern_type_field: str = "pattern_type") -> dict:
+    """CreateAcls names the pattern type `resource_pattern_type`, the others `pattern_type`."""
+    return {"resource_type": p.resource_type, "resource_name": p.name, pattern_type_field: p.pattern_type}
+
+
+def entry_fields(e: AclEntry) -> dict:
+    return {"principal": e.principal, "host": e.host, "operation": e.operation, "permission_type": e.permission}
+
+
+def binding_fields(b: AclBinding, pattern_type_field: str = "pattern_type") -> dict:
+    return {**pattern_fields(b.pattern, pattern_type_field), **entry_fields(b.entry)}
+
+
+def binding_of(resource, acl, pattern_type_field: str = "pattern_type") -> AclBinding:
+    """From a message's resource and ACL fields (the same struct but in DescribeAcls' answer);
+    ValueError on an unknown code."""
+    return AclBinding(ResourcePattern(ResourceType(resource.resource_type), resource.resource_name,
+                                      PatternType(getattr(resource, pattern_type_field))),
+                      AclEntry(acl.principal, acl.host, Operation(acl.operation), Permission(acl.permission_type)))
+
+
+def filter_fields(f: AclFilter) -> dict:
+    return {"resource_type_filter": f.resource_type, "resource_name_filter": f.name,
+            "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
+            "operation": f.operation, "permission_type": f.permission}
+
+
+def filter_of(f) -> AclFilter:
+    """A DescribeAcls request or a DeleteAcls filter; ValueError on an unknown or UNKNOWN value."""
+    acl_filter = AclFilter(ResourceType(f.resource_type_filter), f.resource_name_filter,
+                           PatternType(f.pattern_type_filter), f.principal_filter, f.host_filter,
+                           Operation(f.operation), Permission(f.permission_type))
+    values = (acl_filter.resource_type, acl_filter.pattern_type, acl_filter.operation, acl_filter.permission)
+    if any(v.name == "UNKNOWN" for v in values):
+        raise ValueError("a filter value is UNKNOWN")
+    return acl_filter
+
+
 def pattern_applies(pattern: ResourcePattern, name: str) -> bool:
     if pattern.pattern_type == PatternType.LITERAL:
         return pattern.name in (name, WILDCARD)
@@ -157,6 +198,9 @@ def check_creatable(binding: AclBinding) -> None:
         raise InvalidAcl(f"pattern type {pattern.pattern_type.name}: only LITERAL and PREFIXED can be stored")
     if not pattern.name:
         raise InvalidAcl("the resource name is empty")
+    if "/" in pattern.name or pattern.name in (".", ".."):
+        raise InvalidAcl(f"the resource name {pattern.name!r} cannot be stored: a znode name has no '/' "
+                         "and is not '.' or '..'")
     if pattern.resource_type == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
         raise InvalidAcl(f"the cluster resource is named {CLUSTER_NAME!r}, not {pattern.name!r}")
     if entry.operation in (Operation.ANY, Operation.UNKNOWN):
@@ -207,19 +251,27 @@ class Authorizer:
         return any(e.permission == Permission.ALLOW and e.operation in allowing for e in mine)
 
     def authorize_by_resource_type(self, principal: str, host: str, resource_type: ResourceType,
-                         operation: Operation) -> bool:
-        """Kafka's authorizeByResourceType: could some resource of this type allow the operation?
-        (An idempotent producer without IDEMPOTENT_WRITE on the cluster needs WRITE on some topic.)"""
-        if principal in self.super_users:
+                                   operation: Operation) -> bool:
+        """Kafka's Authorizer.authorizeByResourceType: could some resource of this type allow the
+        operation? (An idempotent producer without IDEMPOTENT_WRITE on the cluster needs WRITE on some
+        topic.) A resource named "hardcode" first (super users; allow.everyone.if.no.acl.found), then
+        an ALLOW of the operation or ALL not overridden by a DENY: wildcard, same literal, or a prefix."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
+        allows: set[ResourcePattern] = set()
+        denies: set[ResourcePattern] = set()
         for pattern, entries in self._by_pattern.items():
             if pattern.resource_type != resource_type:
                 continue
-            probe = pattern.name if pattern.name != WILDCARD else "weir-probe"
-            if self.authorize(principal, host, operation, resource_type, probe):
-                return True
-        return self.allow_everyone_if_no_acl_found and not any(
-            p.resource_type == resource_type for p in self._by_pattern)
+            for e in entries:
+                if (e.principal in (principal, WILDCARD_PRINCIPAL) and e.host in (host, WILDCARD)
+                        and e.operation in (operation, Operation.ALL)):
+                    (denies if e.permission == Permission.DENY else allows).add(pattern)
+        wildcard = ResourcePattern(resource_type, WILDCARD)
+        if wildcard in denies or wildcard in allows:
+            return wildcard not in denies
+        denied_prefixes = [p.name for p in denies if p.pattern_type == PatternType.PREFIXED]
+        return any(p not in denies and not any(p.name.startswith(d) for d in denied_prefixes) for p in allows)
 
 
 # -- ZooKeeper storage, Kafka's layout ------------------------------------------------------------
@@ -230,6 +282,14 @@ ZK_TYPE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", Resou
                  ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken",
                  ResourceType.USER: "User"}
 ZK_TYPES = {v: k for k, v in ZK_TYPE_NAMES.items()}
+
+
+def type_of_notice(name: str) -> ResourceType:
+    """A resource type as notices spell it: Kafka's `TOPIC`, `TRANSACTIONAL_ID` (any case), or `Topic`."""
+    for resource_type in ZK_TYPE_NAMES:
+        if name.replace("_", "").lower() == resource_type.name.replace("_", "").lower():
+            return resource_type
+    raise ValueError(f"{name!r} is not a resource type")
 
 
 def _camel(name: str) -> str:
@@ -273,7 +333,7 @@ CHANGE_PREFIX = "acl_changes_"
 
 def change_notice(pattern: ResourcePattern) -> tuple[str, bytes]:
     """Where and what to write (sequentially) to tell every broker that `pattern`'s ACLs changed."""
-    type_name = ZK_TYPE_NAMES[pattern.resource_type]
+    type_name = pattern.resource_type.name  # Kafka's ResourceType.toString / name
     if pattern.pattern_type == PatternType.LITERAL:
         return f"{LITERAL_CHANGES}/{CHANGE_PREFIX}", f"{type_name}:{pattern.name}".encode()
     return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(
@@ -284,6 +344,7 @@ def change_notice(pattern: ResourcePattern) -> tuple[str, bytes]:
 def pattern_of_notice(root: str, data: bytes) -> ResourcePattern:
     if root == LITERAL_CHANGES:
         type_name, _, name = data.decode().partition(":")
-        return ResourcePattern(ZK_TYPES[type_name], name, PatternType.LITERAL)
+        return ResourcePattern(type_of_notice(type_name), name, PatternType.LITERAL)
     notice = json.loads(data)
-    return ResourcePattern(ZK_TYPES[notice["resourceType"]], notice["name"], PatternType[notice["patternType"]])
+    return ResourcePattern(type_of_notice(notice["resourceType"]), notice["name"],
+                           PatternType[notice["patternType"].upper()])

@@ -57,11 +57,11 @@ REQUIRED: dict[ApiKey, dict[ResourceType, Operation]] = {
     ApiKey.DELETE_GROUPS: {GROUP: Op.DELETE},
     ApiKey.OFFSET_DELETE: {GROUP: Op.DELETE, TOPIC: Op.READ},
     ApiKey.INIT_PRODUCER_ID: {TXN: Op.WRITE, CLUSTER: Op.IDEMPOTENT_WRITE, TOPIC: Op.WRITE},  # see init_producer_id
-    ApiKey.ADD_PARTITIONS_TO_TXN: {TXN: Op.WRITE, TOPIC: Op.WRITE, CLUSTER: Op.CLUSTER_ACTION},  # CLUSTER: verify_only
+    ApiKey.ADD_PARTITIONS_TO_TXN: {TXN: Op.WRITE, TOPIC: Op.WRITE, CLUSTER: Op.CLUSTER_ACTION},  # CLUSTER: v4+, alone
     ApiKey.ADD_OFFSETS_TO_TXN: {TXN: Op.WRITE, GROUP: Op.READ},
     ApiKey.END_TXN: {TXN: Op.WRITE},
     ApiKey.TXN_OFFSET_COMMIT: {TXN: Op.WRITE, GROUP: Op.READ, TOPIC: Op.READ},
-    ApiKey.DESCRIBE_TRANSACTIONS: {TXN: Op.DESCRIBE},
+    ApiKey.DESCRIBE_TRANSACTIONS: {TXN: Op.DESCRIBE, TOPIC: Op.DESCRIBE},  # TOPIC: the partitions shown
     ApiKey.LIST_TRANSACTIONS: {TXN: Op.DESCRIBE},
     ApiKey.WRITE_TXN_MARKERS: {CLUSTER: Op.CLUSTER_ACTION},
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: {CLUSTER: Op.DESCRIBE},
@@ -136,6 +136,11 @@ def allowed(authz: RequestAuthorizer | None, header: RequestHeader, resource_typ
 def cluster_error(authz: RequestAuthorizer | None, header: RequestHeader) -> ErrorCode:
     """CLUSTER_AUTHORIZATION_FAILED unless the request may do its API's operation on the cluster; else NONE."""
     return ErrorCode.none if allowed(authz, header) else ErrorCode.cluster_authorization_failed
+
+
+def refusal(error: ErrorCode, **empty) -> dict:
+    """The answer to a request refused whole: its error and the answer's other fields, empty."""
+    return {"throttle_time": 0, "error_code": error, **empty}
 
 
 def denied_creation(authz: RequestAuthorizer | None, header: RequestHeader, names: Iterable[str]) -> set[str]:

@@ -262,8 +262,8 @@ class AdminApis:
         principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name."""
         by_id = self.view.topics_by_id()
         if header.api_version >= 6:
-            wanted = [(t.name if t.topic_id == ZERO_UUID else getattr(by_id.get(t.topic_id), "name", None), t.topic_id)
-                      for t in request.topics]
+            wanted = [(t.name, ZERO_UUID) if t.name is not None else (getattr(by_id.get(t.topic_id), "name", None),
+                                                                      t.topic_id) for t in request.topics]
         else:
             wanted = [(n, ZERO_UUID) for n in request.topic_names]
         names = [name for name, _ in wanted if name is not None]

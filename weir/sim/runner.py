@@ -223,6 +223,15 @@ def _summary(args) -> tuple:
     return seed, first, result.events, result.acked, result.lost_writes
 
 
+def _pool(jobs: int):
+    """Workers forked from a fresh server process that has imported the simulator, never from the
+    caller: the caller's threads and C libraries' state do not survive a fork (a test process that
+    had used pyarrow crashed a worker in its garbage collector)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["weir.sim.runner"])
+    return context.Pool(jobs)
+
+
 def run_many(seeds, settings: SimSettings | None = None, jobs: int | None = None, mutant: str | None = None,
              scenario: str | None = None, stop_on_failure: bool = False, progress=None) -> dict:
     """Run seeds on `jobs` processes. Returns counts, failures and seeds per second."""
@@ -236,7 +245,7 @@ def run_many(seeds, settings: SimSettings | None = None, jobs: int | None = None
         iterator = map(_summary, tasks)
         pool = None
     else:
-        pool = multiprocessing.get_context("fork").Pool(jobs)
+        pool = _pool(jobs)
         iterator = pool.imap_unordered(_summary, tasks, chunksize=max(1, min(50, len(tasks) // (jobs * 8) or 1)))
     try:
         for seed, violation, n_events, n_acked, n_lost in iterator:

@@ -203,10 +203,17 @@ class _Pending:
     future: asyncio.Future
 
 
-class _ResponseFrames(asyncio.Protocol):
+class _ResponseFrames(asyncio.BufferedProtocol):
     """The socket side of a BrokerConnection: cuts what arrives into response frames for it, and
     holds its writers back while the transport's buffer is full. A protocol rather than a
-    StreamReader and a reading task: a response reaches its waiter in the loop turn it arrives."""
+    StreamReader and a reading task: a response reaches its waiter in the loop turn it arrives.
+
+    The socket reads into a fixed buffer, from which small frames are copied out; a large frame
+    (a follower's fetch answer) is read straight into a buffer of its own size, which becomes
+    the frame: its bytes are not copied on the way."""
+
+    READ_BUFFER = 256 * 1024
+    LARGE_FRAME = 64 * 1024  # from this size a frame gets its own buffer
 
     def __init__(self, max_response_bytes: int) -> None:
         self.max_response_bytes = max_response_bytes
@@ -214,32 +221,59 @@ class _ResponseFrames(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.paused = False  # the transport's write buffer is over its high-water mark
         self._drained: asyncio.Future | None = None
-        self._buffer = bytearray()
+        self._buffer = bytearray(self.READ_BUFFER)  # never resized: the transport holds views of it
+        self._start = self._end = 0  # the bytes received and not yet cut into frames
+        self._large: bytearray | None = None  # a large frame being received, and how much of it is
+        self._large_filled = 0
         self.lost = asyncio.get_running_loop().create_future()  # done when the transport is gone
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        conn = self.connection
-        if conn is None:  # nothing asked yet: kept for the connection, which will find it bad
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled:]
+        if self._start and len(self._buffer) - self._end < self.LARGE_FRAME:
+            kept = self._end - self._start  # less than a small frame: move it to the front
+            self._buffer[:kept] = self._buffer[self._start:self._end]
+            self._start, self._end = 0, kept
+        return memoryview(self._buffer)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._large is not None:
+            self._large_filled += nbytes
+            if self._large_filled == len(self._large):
+                frame, self._large = self._large, None
+                self.connection._dispatch(memoryview(frame).toreadonly())
             return
-        start, end = 0, len(buffer)
-        with memoryview(buffer) as view:
+        self._end += nbytes
+        if self.connection is not None:  # nothing asked before: kept for the connection, which will find it bad
+            self._cut()
+
+    def _cut(self) -> None:
+        conn = self.connection
+        start, end = self._start, self._end
+        with memoryview(self._buffer) as view:
             while end - start >= 4:
                 size = _SIZE.unpack_from(view, start)[0]
                 if size < 4 or size > self.max_response_bytes:
                     conn._fail_all(ConnectionClosed(f"connection to {conn.host}:{conn.port} bad response size {size}"))
                     start = end
                     break
-                if end - start - 4 < size:
+                if end - start - 4 >= size:
+                    conn._dispatch(bytes(view[start + 4:start + 4 + size]))
+                    start += 4 + size
+                elif size >= self.LARGE_FRAME:  # the rest goes straight into its own buffer
+                    have = end - start - 4
+                    self._large = bytearray(size)
+                    self._large[:have] = view[start + 4:end]
+                    self._large_filled = have
+                    start = end
+                else:
                     break
-                conn._dispatch(bytes(view[start + 4:start + 4 + size]))
-                start += 4 + size
-        if start:
-            del buffer[:start]
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
 
     def connection_lost(self, exc) -> None:
         conn = self.connection

@@ -125,9 +125,8 @@ def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, 
     latencies.clear()
     start = time.perf_counter()
     for i in range(records):
-        if rate:
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
+        if rate:  # poll returns early when a delivery report comes: wait out the whole delay
+            while (delay := start + i / rate - time.perf_counter()) > 0:
                 producer.poll(delay)
         while True:
             try:

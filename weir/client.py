@@ -203,6 +203,113 @@ class _Pending:
     future: asyncio.Future
 
 
+class _ResponseFrames(asyncio.BufferedProtocol):
+    """The socket side of a BrokerConnection: cuts what arrives into response frames for it, and
+    holds its writers back while the transport's buffer is full. A protocol rather than a
+    StreamReader and a reading task: a response reaches its waiter in the loop turn it arrives.
+
+    The socket reads into a fixed buffer, from which small frames are copied out; a large frame
+    (a follower's fetch answer) is read straight into a buffer of its own size, which becomes
+    the frame: its bytes are not copied on the way."""
+
+    READ_BUFFER = 256 * 1024
+    LARGE_FRAME = 64 * 1024  # from this size a frame gets its own buffer
+
+    def __init__(self, max_response_bytes: int) -> None:
+        self.max_response_bytes = max_response_bytes
+        self.connection: BrokerConnection | None = None  # set once the connection exists
+        self.transport: asyncio.Transport | None = None
+        self.paused = False  # the transport's write buffer is over its high-water mark
+        self._drained: asyncio.Future | None = None
+        self._buffer = bytearray(self.READ_BUFFER)  # never resized: the transport holds views of it
+        self._start = self._end = 0  # the bytes received and not yet cut into frames
+        self._large: bytearray | None = None  # a large frame being received, and how much of it is
+        self._large_filled = 0
+        self.lost = asyncio.get_running_loop().create_future()  # done when the transport is gone
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled:]
+        if self._start and len(self._buffer) - self._end < self.LARGE_FRAME:
+            kept = self._end - self._start  # less than a small frame: move it to the front
+            self._buffer[:kept] = self._buffer[self._start:self._end]
+            self._start, self._end = 0, kept
+        return memoryview(self._buffer)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._large is not None:
+            self._large_filled += nbytes
+            if self._large_filled == len(self._large):
+                frame, self._large = self._large, None
+                self.connection._dispatch(memoryview(frame).toreadonly())
+            return
+        self._end += nbytes
+        if self.connection is not None:  # nothing asked before: kept for the connection, which will find it bad
+            self._cut()
+
+    def _cut(self) -> None:
+        conn = self.connection
+        start, end = self._start, self._end
+        with memoryview(self._buffer) as view:
+            while end - start >= 4:
+                size = _SIZE.unpack_from(view, start)[0]
+                if size < 4 or size > self.max_response_bytes:
+                    conn._fail_all(ConnectionClosed(f"connection to {conn.host}:{conn.port} bad response size {size}"))
+                    start = end
+                    break
+                if end - start - 4 >= size:
+                    conn._dispatch(bytes(view[start + 4:start + 4 + size]))
+                    start += 4 + size
+                elif size >= self.LARGE_FRAME:  # the rest goes straight into its own buffer
+                    have = end - start - 4
+                    self._large = bytearray(size)
+                    self._large[:have] = view[start + 4:end]
+                    self._large_filled = have
+                    start = end
+                else:
+                    break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+
+    def connection_lost(self, exc) -> None:
+        conn = self.connection
+        if conn is not None:
+            reason = "closed by the broker" if exc is None else f"lost: {exc}"
+            conn._fail_all(ConnectionClosed(f"connection to {conn.host}:{conn.port} {reason}"))
+        self._wake_writers(exc or ConnectionResetError("connection lost"))
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake_writers(None)
+
+    def _wake_writers(self, exc: BaseException | None) -> None:
+        waiter, self._drained = self._drained, None
+        if waiter is not None and not waiter.done():
+            if exc is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(exc)
+                waiter.exception()  # retrieved: every writer waiting may have been cancelled
+
+    async def drain(self) -> None:
+        """Return once the transport takes more writes; ConnectionResetError if it is gone."""
+        if self.lost.done():
+            raise ConnectionResetError("connection lost")
+        if self.paused:
+            if self._drained is None:
+                self._drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._drained)
+
+
 class BrokerConnection:
     """One connection to one broker, with pipelined requests.
 
@@ -211,19 +318,18 @@ class BrokerConnection:
     flight (and every later one) with ConnectionClosed.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, host: str, port: int,
-                 client_id: str | None, timeout_s: float | None, max_response_bytes: int) -> None:
+    def __init__(self, frames: _ResponseFrames, *, host: str, port: int, client_id: str | None,
+                 timeout_s: float | None, max_response_bytes: int) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.max_response_bytes = max_response_bytes
         self.versions: dict[int, tuple[int, int]] | None = None  # from api_versions()
-        self._reader = reader
-        self._writer = writer
+        self._frames = frames
+        self._transport = frames.transport
         self._pending: dict[int, _Pending] = {}  # insertion order = send order
         self._next_correlation = 1
         self._closed_error: ConnectionClosed | None = None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         self._security: ClientSecurity | None = None  # once authenticated: to re-authenticate (KIP-368)
         self._reauthenticate_at: float | None = None   # loop time
         self._reauthentication = asyncio.Lock()
@@ -242,13 +348,16 @@ class BrokerConnection:
             tls = ssl.create_default_context()
         try:
             async with asyncio.timeout(connect_timeout):  # not wait_for: see request
-                reader, writer = await asyncio.open_connection(
-                    host, port, ssl=tls, server_hostname=host if tls is not None else None)
+                _, frames = await asyncio.get_running_loop().create_connection(
+                    lambda: _ResponseFrames(max_response_bytes), host, port, ssl=tls,
+                    server_hostname=host if tls is not None else None)
         except (OSError, asyncio.TimeoutError) as e:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (e.strerror or str(e))
             raise BrokerUnreachable(f"cannot connect to {host}:{port}: {reason}") from e
-        conn = cls(reader, writer, host=host, port=port, client_id=client_id, timeout_s=timeout_s,
-                   max_response_bytes=max_response_bytes)
+        conn = frames.connection = cls(frames, host=host, port=port, client_id=client_id, timeout_s=timeout_s,
+                                       max_response_bytes=max_response_bytes)
+        if frames.lost.done():  # the broker hung up before we listened
+            conn._fail_all(ConnectionClosed(f"connection to {host}:{port} closed by the broker"))
         if security.uses_sasl:
             try:
                 await conn.authenticate(security)
@@ -341,7 +450,7 @@ class BrokerConnection:
         frame = encode_request(int(api_key), version, cid, self.client_id, body)
         future = asyncio.get_running_loop().create_future()
         self._pending[cid] = _Pending(int(api_key), version, future)
-        self._writer.write(frame)
+        self._transport.write(frame)
         return cid, future
 
     async def request(self, api_key: int, version: int, body, *, timeout_s: float | None = ...):
@@ -357,7 +466,8 @@ class BrokerConnection:
             await self._maybe_reauthenticate()
         cid, future = self._send(api_key, version, body)
         try:
-            await self._drain()
+            if self._frames.paused:
+                await self._drain()
             # Not asyncio.wait_for: on Python 3.11 it returns the result, and the caller's task
             # loses its cancellation, when the answer and the cancel come in the same loop
             # iteration (a replica fetcher cancelled at shutdown went on fetching for ever).
@@ -377,12 +487,12 @@ class BrokerConnection:
         if self._closed_error is not None:
             raise ConnectionClosed(str(self._closed_error))
         frame = encode_request(int(api_key), version, self._correlation_id(), self.client_id, body)
-        self._writer.write(frame)
+        self._transport.write(frame)
         await self._drain()
 
     async def _drain(self) -> None:
         try:
-            await self._writer.drain()
+            await self._frames.drain()
         except (OSError, RuntimeError) as e:
             self._fail_all(ConnectionClosed(f"connection to {self.host}:{self.port} lost: {e}"))
             raise self._closed_error from e
@@ -431,24 +541,6 @@ class BrokerConnection:
 
     # -- reading -------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        reason: str = "closed by the broker"
-        try:
-            while True:
-                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
-                if size < 4 or size > self.max_response_bytes:
-                    reason = f"bad response size {size}"
-                    break
-                frame = await self._reader.readexactly(size)
-                self._dispatch(frame)
-        except asyncio.IncompleteReadError:
-            reason = "closed by the broker"
-        except asyncio.CancelledError:
-            reason = "closed"
-        except OSError as e:
-            reason = f"lost: {e}"
-        self._fail_all(ConnectionClosed(f"connection to {self.host}:{self.port} {reason}"))
-
     def _dispatch(self, frame: bytes) -> None:
         cid = _CORRELATION.unpack_from(frame, 0)[0]
         pending = self._pending.pop(cid, None)
@@ -468,7 +560,7 @@ class BrokerConnection:
     def _fail_all(self, error: ConnectionClosed) -> None:
         if self._closed_error is None:
             self._closed_error = error
-            self._writer.close()
+            self._transport.close()
         pending, self._pending = self._pending, {}
         for p in pending.values():
             if not p.future.done():
@@ -479,12 +571,7 @@ class BrokerConnection:
         """Close; requests still in flight fail with ConnectionClosed."""
         if self._closed_error is None:
             self._fail_all(ConnectionClosed(f"connection to {self.host}:{self.port} closed"))
-        self._read_task.cancel()
-        await asyncio.wait([self._read_task])  # a cancellation of the caller's own still reaches it
-        try:
-            await self._writer.wait_closed()
-        except (OSError, RuntimeError):
-            pass
+        await asyncio.wait([self._frames.lost])  # a cancellation of the caller's own still reaches it
 
 
 def _api_name(api_key: int) -> str:

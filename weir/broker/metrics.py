@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from ..http_server import serve_http
 from ..protocol.versions import ApiKey
 from ..replication.partition import OFFLINE
+from .loop_metrics import LoopCounter, LoopHistogram
 
 MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 PHASES = ("requestqueue", "local", "remote", "total")
@@ -39,19 +40,20 @@ class BrokerMetrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests answered, by API.", ["request"],
-                                registry=r)
-        self.times = {phase: Histogram(f"kafka_network_requestmetrics_{phase}timems",
-                                       f"Request {phase} time in milliseconds, by API.", ["request"],
-                                       buckets=MS_BUCKETS, registry=r) for phase in PHASES}
-        self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Bytes produced, by topic.", ["topic"],
-                                registry=r)
-        self.messages_in = Counter("kafka_server_brokertopicmetrics_messagesin", "Records produced, by topic.",
-                                   ["topic"], registry=r)
-        self.bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout", "Bytes fetched by consumers, by topic.",
-                                 ["topic"], registry=r)
-        self.replication_bytes_out = Counter("kafka_server_brokertopicmetrics_replicationbytesout",
-                                             "Bytes fetched by followers, by topic.", ["topic"], registry=r)
+        # per request and per batch: lock-free, written on the event loop only
+        self.requests = LoopCounter("kafka_network_requestmetrics_requests", "Requests answered, by API.",
+                                    ["request"], r)
+        self.times = {phase: LoopHistogram(f"kafka_network_requestmetrics_{phase}timems",
+                                           f"Request {phase} time in milliseconds, by API.", ["request"],
+                                           MS_BUCKETS, r) for phase in PHASES}
+        self.bytes_in = LoopCounter("kafka_server_brokertopicmetrics_bytesin", "Bytes produced, by topic.", ["topic"],
+                                    r)
+        self.messages_in = LoopCounter("kafka_server_brokertopicmetrics_messagesin", "Records produced, by topic.",
+                                       ["topic"], r)
+        self.bytes_out = LoopCounter("kafka_server_brokertopicmetrics_bytesout",
+                                     "Bytes fetched by consumers, by topic.", ["topic"], r)
+        self.replication_bytes_out = LoopCounter("kafka_server_brokertopicmetrics_replicationbytesout",
+                                                 "Bytes fetched by followers, by topic.", ["topic"], r)
         self.isr_shrinks = Counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here.",
                                    registry=r)
         self.isr_expands = Counter("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here.",
@@ -71,7 +73,7 @@ class BrokerMetrics:
 
     def observe_request(self, api_key: int, queue_s: float, local_s: float, total_s: float) -> None:
         children = self._per_api.get(api_key)
-        if children is None:  # labels() costs a lock and a lookup: once per API, not per request
+        if children is None:  # labels() costs a lookup: once per API, not per request
             name = request_name(api_key)
             children = self._per_api[api_key] = (self.requests.labels(name),
                                                  *(self.times[phase].labels(name) for phase in PHASES))
@@ -83,7 +85,7 @@ class BrokerMetrics:
         total.observe(total_s * 1000)
 
     def _topic(self, topic: str) -> tuple:
-        """The topic's counters (labels() costs a lock and a lookup: once per topic)."""
+        """The topic's counters (labels() costs a lookup: once per topic)."""
         children = self._per_topic.get(topic)
         if children is None:
             children = self._per_topic[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic),

@@ -4,10 +4,12 @@ kio's generic path (a schema walk to check the framing, then its reader building
 dataclasses) cost more than the handlers themselves on the replication hot path: every
 follower fetch and every produce goes through here. The decoded requests have kio's field
 names and value types (timedeltas, None for a zero topic id), so the handlers read either.
-Record data stays opaque bytes. Field layouts follow Kafka's ProduceRequest.json (v3-v13) and
-FetchRequest.json (v4-v17): flexible from Produce v9 / Fetch v12 (compact arrays and strings,
-tagged sections), topic ids instead of names from Produce v13 / Fetch v13, the replica's
-id and epoch in tagged field 1 from Fetch v15 (KIP-903). Unknown tagged fields are skipped.
+Record data stays opaque bytes, a Produce's a view of the request's (the validator makes the
+one copy the log appends). Field
+layouts follow Kafka's ProduceRequest.json (v3-v13) and FetchRequest.json (v4-v17): flexible
+from Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids instead of
+names from Produce v13 / Fetch v13, the replica's id and epoch in tagged field 1 from Fetch v15
+(KIP-903). Unknown tagged fields are skipped.
 """
 
 import datetime
@@ -83,7 +85,7 @@ class FetchRequest:
 @dataclass(slots=True)
 class PartitionProduceData:
     index: int
-    records: bytes | None
+    records: memoryview | None
 
 
 @dataclass(slots=True)
@@ -171,9 +173,14 @@ class _Reader:
             raise Malformed("a string that cannot be null is null")
         return s
 
-    def nullable_bytes(self) -> bytes | None:
+    def nullable_view(self) -> memoryview | None:
+        """Nullable bytes, not copied: a view of the request's (immutable) bytes."""
         n = self._length(_I32, "bytes")
-        return None if n < 0 else self.raw(n)
+        if n < 0:
+            return None
+        start = self.pos
+        self.pos += n
+        return memoryview(self.buf)[start:self.pos]
 
     def uuid(self) -> uuid.UUID | None:
         raw = self.raw(16)
@@ -209,7 +216,7 @@ def decode_produce_request(version: int, buf: bytes, offset: int) -> ProduceRequ
         partitions = []
         for _ in range(r.array_len()):
             index = r.i32()
-            partitions.append(PartitionProduceData(index, r.nullable_bytes()))
+            partitions.append(PartitionProduceData(index, r.nullable_view()))  # the validator copies it once
             r.tags()
         r.tags()
         topics.append(TopicProduceData(name, topic_id, partitions))

@@ -1,0 +1,60 @@
+"""BrokerConnection's reader cuts whatever chunks the socket gives into the frames sent."""
+
+import asyncio
+import random
+import struct
+
+from weir.client import _ResponseFrames
+
+
+class Collecting:
+    host, port = "broker", 9092
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.failed = None
+
+    def _dispatch(self, frame) -> None:
+        self.frames.append(bytes(frame))
+
+    def _fail_all(self, error) -> None:
+        self.failed = error
+
+
+def feed(reader: _ResponseFrames, stream: bytes, rng: random.Random) -> None:
+    """Write `stream` through get_buffer / buffer_updated as a socket would, in random pieces."""
+    pos = 0
+    while pos < len(stream):
+        buffer = reader.get_buffer(-1)
+        assert len(buffer) > 0
+        n = min(len(buffer), len(stream) - pos, rng.choice([1, 3, 4, 7, 1000, 70_000, 300_000]))
+        buffer[:n] = stream[pos:pos + n]
+        del buffer  # as the transport, which keeps no view past the call
+        reader.buffer_updated(n)
+        pos += n
+
+
+def test_small_and_large_frames_in_any_pieces():
+    async def run() -> None:
+        rng = random.Random(7)
+        sizes = [4, 5, 100, 65_535, 65_536, 200_000, 4, 1_000_000, 260_000, 10, 70_000] * 3
+        frames = [rng.randbytes(size) for size in sizes]
+        stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+        for seed in range(5):
+            reader = _ResponseFrames(max_response_bytes=2_000_000)
+            reader.connection = Collecting()
+            feed(reader, stream, random.Random(seed))
+            assert reader.connection.frames == frames
+            assert reader.connection.failed is None
+
+    asyncio.run(run())
+
+
+def test_a_frame_over_the_limit_fails_the_connection():
+    async def run() -> None:
+        reader = _ResponseFrames(max_response_bytes=1000)
+        reader.connection = Collecting()
+        feed(reader, struct.pack(">i", 1001) + bytes(10), random.Random(1))
+        assert "bad response size 1001" in str(reader.connection.failed)
+
+    asyncio.run(run())

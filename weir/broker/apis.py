@@ -19,7 +19,7 @@ from ..protocol.hot_responses import (FetchPartitionResult, ProducePartitionResu
                                       encode_produce_response)
 from ..protocol.record_batch import TRANSACTIONAL_BIT
 from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied
+from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
 from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
@@ -429,7 +429,7 @@ class DataApis:
         (how far its LEO is below its own HW: 0 unless the log was cut below it). CLUSTER DESCRIBE,
         else no directories (and CLUSTER_AUTHORIZATION_FAILED from v3), as Kafka."""
         if cluster_error(self.authz, header):
-            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
+            return refusal(ErrorCode.cluster_authorization_failed, results=[])
         wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
         topics: dict[str, list] = {}
         for (name, index), partition in sorted(self.replicas.partitions.items()):

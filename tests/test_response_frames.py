@@ -58,3 +58,40 @@ def test_a_frame_over_the_limit_fails_the_connection():
         assert "bad response size 1001" in str(reader.connection.failed)
 
     asyncio.run(run())
+
+
+class Holding(Collecting):
+    """Keeps each frame as the view it got, as a decoded answer keeps views of its records."""
+
+    def _dispatch(self, frame) -> None:
+        self.frames.append(frame)
+
+
+def test_a_large_frame_still_held_is_never_received_into_again():
+    async def run() -> None:
+        rng = random.Random(3)
+        frames = [rng.randbytes(size) for size in (100_000, 300_000, 90_000, 1_000_000, 80_000)]
+        stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+        reader = _ResponseFrames(max_response_bytes=2_000_000)
+        reader.connection = Holding()
+        feed(reader, stream, random.Random(4))
+        assert [bytes(f) for f in reader.connection.frames] == frames
+
+    asyncio.run(run())
+
+
+def test_a_large_frame_no_longer_held_lends_its_buffer_to_the_next():
+    async def run() -> None:
+        reader = _ResponseFrames(max_response_bytes=2_000_000)
+        reader.connection = Holding()
+        first, second = bytes(range(256)) * 1200, bytes(reversed(range(256))) * 1100  # over READ_BUFFER
+        feed(reader, struct.pack(">i", len(first)) + first, random.Random(5))
+        held = reader.connection.frames.pop()
+        assert bytes(held) == first
+        buffer_id = id(held.obj)  # not a reference: that would hold it
+        del held
+        feed(reader, struct.pack(">i", len(second)) + second, random.Random(6))
+        [frame] = reader.connection.frames
+        assert id(frame.obj) == buffer_id and bytes(frame) == second
+
+    asyncio.run(run())

@@ -70,3 +70,57 @@ def test_fetch_response_carries_aborted_transactions_read_committed(version):
     assert first.last_stable_offset == 6
     assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(7, 1), (9, 4)]
     assert list(empty.aborted_transactions) == [] and uncommitted.aborted_transactions is None
+
+
+def kio_fetch_answer(version: int, partitions: list[dict]) -> bytes:
+    """A Fetch answer frame (correlation id, header tags, body) written by kio's own encoder,
+    with the tagged fields a leader may add (diverging epoch, current leader)."""
+    import datetime
+    import importlib
+    import io
+
+    from kio.schema.errors import ErrorCode
+    from kio.serial import entity_writer
+    schema = importlib.import_module(f"kio.schema.fetch.v{version}.response")
+    parts = []
+    for p in partitions:
+        aborted = p.get("aborted")
+        parts.append(schema.PartitionData(
+            partition_index=p["index"], error_code=ErrorCode(p.get("error", 0)), high_watermark=p["hw"], last_stable_offset=p["hw"],
+            log_start_offset=p["log_start"], diverging_epoch=schema.EpochEndOffset(epoch=3, end_offset=p.get("diverge", -1)),
+            current_leader=schema.LeaderIdAndEpoch(leader_id=2, leader_epoch=4),
+            aborted_transactions=None if aborted is None else tuple(
+                schema.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted),
+            preferred_read_replica=-1, records=p["records"]))
+    out = io.BytesIO()
+    out.write((99).to_bytes(4, "big") + b"\x00")
+    entity_writer(schema.FetchResponse)(out, schema.FetchResponse(
+        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+        responses=(schema.FetchableTopicResponse(topic_id=TOPIC_ID, partitions=tuple(parts)),)))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("version", range(13, 18))
+def test_follower_reads_fetch_answers_as_kio_writes_them(version):
+    from weir.protocol.hot_responses import decode_follower_fetch_response
+    frame = memoryview(kio_fetch_answer(version, [
+        {"index": 0, "hw": 10, "log_start": 2, "records": b"R" * 61, "aborted": [(7, 1), (9, 4)], "diverge": 5},
+        {"index": 4, "hw": 5, "log_start": 0, "records": None, "error": 6},
+        {"index": 1, "hw": 0, "log_start": 0, "records": b""}]))
+    [(topic_id, partitions)] = decode_follower_fetch_response(version, frame)
+    assert topic_id == TOPIC_ID
+    first, failed, empty = partitions
+    assert (first.partition_index, first.error_code, first.high_watermark, first.log_start_offset) == (0, 0, 10, 2)
+    assert bytes(first.records) == b"R" * 61
+    assert first.records.obj is frame.obj, "the records are a view of the frame, not a copy"
+    assert (failed.partition_index, failed.error_code, failed.records) == (4, 6, None)
+    assert empty.records is not None and len(empty.records) == 0
+
+
+@pytest.mark.parametrize("cut", [5, 30, 60, -1])
+def test_a_cut_fetch_answer_is_refused_not_misread(cut):
+    from weir.protocol.hot_requests import Malformed
+    from weir.protocol.hot_responses import decode_follower_fetch_response
+    frame = kio_fetch_answer(15, [{"index": 0, "hw": 10, "log_start": 0, "records": b"R" * 61}])
+    with pytest.raises(Malformed):
+        decode_follower_fetch_response(15, frame[:cut])

@@ -12,6 +12,7 @@ import time
 from ..client import BrokerConnection, ClientError
 from ..protocol.errors import ErrorCode
 from ..protocol.hot_requests import encode_follower_fetch_request
+from ..protocol.hot_responses import decode_follower_fetch_response
 from ..protocol.record_batch import batch_headers
 from ..protocol.versions import ApiKey
 from ..replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch
@@ -137,11 +138,12 @@ class ReplicaFetcher:
             FETCH_VERSION, self.manager.broker_id, replicas.own_broker_epoch(), wait_ms,
             config["replica.fetch.min.bytes"], config["replica.fetch.response.max.bytes"],
             [(ids[t], parts) for t, parts in topics.items() if t in ids])
-        response = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30)
+        answer = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30,
+                                    decode=decode_follower_fetch_response)
         now_ms = _now_ms()
-        for topic in response.responses:
-            name = names.get(topic.topic_id)  # ids tell a re-created topic of the same name apart
-            for r in topic.partitions:
+        for topic_id, answered in answer:
+            name = names.get(topic_id)  # ids tell a re-created topic of the same name apart
+            for r in answered:
                 p = self.partitions.get((name, r.partition_index))
                 ask = asks.get((name, r.partition_index))
                 if p is None or p.follower is None or not isinstance(ask, SendFetch):

@@ -163,8 +163,9 @@ class PartitionLog:
         """Append batches copied from the leader, keeping their offsets and epochs. They must
         start at the LEO and be contiguous; their CRCs are checked (they crossed the network).
         A fetch answer may hold more than log.segment.bytes: it is written segment by segment,
-        still all or nothing (what was written is cut off again if a later piece fails)."""
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        still all or nothing (what was written is cut off again if a later piece fails). The
+        bytes are checked and written where they are, not copied."""
+        buf = records
         self._check_open()
         batches = list(scan_buffer(buf))
         if not batches:
@@ -189,7 +190,7 @@ class PartitionLog:
         return AppendInfo(appended[0].first_offset, appended[-1].last_offset, latest.max_timestamp,
                           latest.offset_of_max_timestamp)
 
-    def _pieces(self, buf: bytearray, batches: list[BatchInfo]):
+    def _pieces(self, buf, batches: list[BatchInfo]):
         """Runs of whole batches of at most log.segment.bytes, each as (its bytes, its batches)."""
         run: list[BatchInfo] = []
         for batch in batches + [None]:
@@ -206,7 +207,7 @@ class PartitionLog:
         if size > self.config.segment_bytes:
             raise RecordBatchTooLarge(f"{size} bytes exceed log.segment.bytes={self.config.segment_bytes}")
 
-    def _append_batches(self, buf: bytearray, batches: list[BatchInfo], now_ms: int) -> AppendInfo:
+    def _append_batches(self, buf, batches: list[BatchInfo], now_ms: int) -> AppendInfo:
         """Write the batches and learn their leader epochs, all or nothing: if any step fails, the
         segment, the epoch cache and the LEO are as they were (the segment append is all or
         nothing by itself; the epochs, assigned first as Kafka does, are put back)."""

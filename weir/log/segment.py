@@ -226,7 +226,7 @@ class LogSegment:
             self.bytes_since_index_entry = 0
         self.bytes_since_index_entry += batch.size
 
-    def append(self, buf: bytearray, batches: list[BatchInfo]) -> None:
+    def append(self, buf, batches: list[BatchInfo]) -> None:
         """Write whole batches (positions relative to `buf`) with one write, then index them.
         All or nothing: the invariants are checked before the write, and if the write or an index
         write fails, the file, both indexes and every counter are cut back to what they were."""

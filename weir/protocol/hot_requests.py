@@ -33,7 +33,7 @@ NO_TAGS = b"\x00"
 
 
 class Malformed(ValueError):
-    """The bytes are not a request of this version (the codec answers MalformedRequest)."""
+    """The bytes are not a message of this version (for a request, the codec answers MalformedRequest)."""
 
 
 @dataclass(slots=True)
@@ -119,7 +119,7 @@ def _topic_id(raw: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-class _Reader:
+class BodyReader:
     """Reads one message body: flexible versions use compact lengths and tagged sections."""
 
     __slots__ = ("buf", "pos", "flexible")
@@ -165,7 +165,7 @@ class _Reader:
 
     def nullable_string(self) -> str | None:
         n = self._length(_I16, "bytes")
-        return None if n < 0 else self.raw(n).decode()
+        return None if n < 0 else str(self.raw(n), "utf-8")
 
     def string(self) -> str:
         s = self.nullable_string()
@@ -186,7 +186,7 @@ class _Reader:
         raw = self.raw(16)
         if len(raw) < 16:
             raise Malformed("truncated uuid")
-        return None if raw == _ZERO_UUID else _topic_id(raw)
+        return None if raw == _ZERO_UUID else _topic_id(bytes(raw))
 
     def tags(self) -> dict[int, bytes]:
         """A tagged section (flexible versions): tag → payload."""
@@ -206,7 +206,7 @@ class _Reader:
 
 
 def decode_produce_request(version: int, buf: bytes, offset: int) -> ProduceRequest:
-    r = _Reader(buf, offset, version >= 9)
+    r = BodyReader(buf, offset, version >= 9)
     by_id = version >= 13
     transactional_id = r.nullable_string()
     acks, timeout_ms = r.unpack(_ACKS_TIMEOUT)
@@ -226,7 +226,7 @@ def decode_produce_request(version: int, buf: bytes, offset: int) -> ProduceRequ
 
 
 def decode_fetch_request(version: int, buf: bytes, offset: int) -> FetchRequest:
-    r = _Reader(buf, offset, version >= 12)
+    r = BodyReader(buf, offset, version >= 12)
     by_id = version >= 13
     replica_id = r.i32() if version < 15 else -1
     max_wait_ms, min_bytes, max_bytes = r.unpack(_WAIT_MIN_MAX)
@@ -254,7 +254,7 @@ def decode_fetch_request(version: int, buf: bytes, offset: int) -> FetchRequest:
                            isolation_level, session_id, session_epoch, topics, forgotten, rack_id)
     tags = r.tags()
     if 0 in tags:
-        request.cluster_id = _Reader(tags[0], 0, True).nullable_string()
+        request.cluster_id = BodyReader(tags[0], 0, True).nullable_string()
     if 1 in tags and version >= 15:
         if len(tags[1]) < _REPLICA_STATE.size:
             raise Malformed("truncated replica state")

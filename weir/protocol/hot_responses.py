@@ -1,7 +1,9 @@
-"""Produce and Fetch responses, encoded by hand into lists of buffers.
+"""Produce and Fetch responses, encoded by hand into lists of buffers; the Fetch answers a
+follower gets, decoded by hand.
 
-kio's generic encoder costs tens of microseconds a response; these are on the
-hot path, so they are written with struct. Field layouts follow Kafka's
+kio's generic encoder costs tens of microseconds a response, and its decoder copies the
+records of every answer a follower gets; these are on the hot path, so they are written with
+struct. Field layouts follow Kafka's
 ProduceResponse.json (v3-v13) and FetchResponse.json (v4-v17): flexible from
 Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids
 instead of names from Produce v13 / Fetch v13. Fetch record data is not copied:
@@ -13,6 +15,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from .hot_requests import BodyReader, Malformed
 from .varint import write_uvarint
 
 _I16 = struct.Struct(">h")
@@ -22,6 +25,7 @@ _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable of
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _FETCH_TOP = struct.Struct(">ihi")  # throttle, error, session id
+_FETCHED_PARTITION = struct.Struct(">ihqqq")  # index, error, hw, last stable offset, log start
 NO_TAGS = b"\x00"
 
 
@@ -149,3 +153,48 @@ def encode_fetch_response(version: int, error_code: int,
         head.append(NO_TAGS)
     out.append(b"".join(head))
     return out
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: memoryview | None  # a view of the answer's frame, not a copy
+
+
+def decode_follower_fetch_response(version: int, frame) -> list[tuple[uuid.UUID | None, list[FetchedPartition]]]:
+    """A Fetch answer of v13+ (by topic id, flexible) as a follower reads it: per topic id its
+    partitions. `frame` starts at the response header (correlation id, tagged section). The last
+    stable offset, aborted transactions and preferred read replica are skipped (a follower
+    copies the log as it is); so are tagged fields. Malformed if the bytes are not such an answer."""
+    assert version >= 13, "a follower fetches by topic id"
+    try:
+        return _read_fetch_answer(BodyReader(frame, 4, True))
+    except (struct.error, IndexError) as e:
+        raise Malformed(f"a cut Fetch answer: {e}") from None
+
+
+def _read_fetch_answer(r: BodyReader) -> list[tuple[uuid.UUID | None, list[FetchedPartition]]]:
+    r.tags()  # response header v1
+    r.unpack(_FETCH_TOP)
+    topics = []
+    for _ in range(r.array_len()):
+        topic_id = r.uuid()
+        partitions = []
+        for _ in range(r.array_len()):
+            index, error, high_watermark, _lso, log_start = r.unpack(_FETCHED_PARTITION)
+            aborted = r.uvarint() - 1  # compact nullable array
+            for _ in range(max(aborted, 0)):
+                r.unpack(_ABORTED)
+                r.tags()
+            r.unpack(_I32)  # preferred read replica
+            partitions.append(FetchedPartition(index, error, high_watermark, log_start, r.nullable_view()))
+            r.tags()
+        r.tags()
+        topics.append((topic_id, partitions))
+    r.tags()
+    if r.pos != len(r.buf):
+        raise Malformed(f"{len(r.buf) - r.pos} bytes after the Fetch answer")
+    return topics

@@ -32,7 +32,6 @@ import random
 import secrets
 import ssl
 import struct
-import sys
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
+from .frame_receiver import FrameReceiver
 from .protocol import legacy_schemas
 from .protocol.codec import build
 from .protocol.errors import ErrorCode, KafkaError
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")
-_UNSHARED = 2  # sys.getrefcount of an attribute nothing else refers to: it and the call's argument
 _ERROR = struct.Struct(">h")
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -206,87 +205,38 @@ class _Pending:
     decode: Callable | None = None  # (version, frame) -> the response; None: kio's decode_response
 
 
-class _ResponseFrames(asyncio.BufferedProtocol):
-    """The socket side of a BrokerConnection: cuts what arrives into response frames for it, and
-    holds its writers back while the transport's buffer is full. A protocol rather than a
-    StreamReader and a reading task: a response reaches its waiter in the loop turn it arrives.
+class _ResponseFrames(FrameReceiver):
+    """The socket side of a BrokerConnection: cuts what arrives into response frames for it
+    (weir.frame_receiver), and holds its writers back while the transport's buffer is full. A
+    protocol rather than a StreamReader and a reading task: a response reaches its waiter in the
+    loop turn it arrives."""
 
-    The socket reads into a fixed buffer, from which small frames are copied out; a large frame
-    (a follower's fetch answer) is read straight into a buffer of its own, which becomes the
-    frame: its bytes are not copied on the way. That buffer serves the next large frame again
-    once nothing holds a view of it: fresh memory costs a page fault every 4 KiB, which cost
-    more than the rest of receiving the answer."""
-
-    READ_BUFFER = 256 * 1024
-    LARGE_FRAME = 64 * 1024  # from this size a frame gets its own buffer
+    MIN_FRAME = 4  # a correlation id
 
     def __init__(self, max_response_bytes: int) -> None:
+        super().__init__()
         self.max_response_bytes = max_response_bytes
         self.connection: BrokerConnection | None = None  # set once the connection exists
         self.transport: asyncio.Transport | None = None
         self.paused = False  # the transport's write buffer is over its high-water mark
         self._drained: asyncio.Future | None = None
-        self._buffer = bytearray(self.READ_BUFFER)  # never resized: the transport holds views of it
-        self._start = self._end = 0  # the bytes received and not yet cut into frames
-        self._large: memoryview | None = None  # a large frame being received, and how much of it is
-        self._large_filled = 0
-        self._spare: bytearray | None = None  # the last large frame's buffer
         self.lost = asyncio.get_running_loop().create_future()  # done when the transport is gone
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._large is not None:
-            return self._large[self._large_filled:]
-        if self._start and len(self._buffer) - self._end < self.LARGE_FRAME:
-            kept = self._end - self._start  # less than a small frame: move it to the front
-            self._buffer[:kept] = self._buffer[self._start:self._end]
-            self._start, self._end = 0, kept
-        return memoryview(self._buffer)[self._end:]
+    def cutting(self) -> bool:
+        return self.connection is not None  # nothing asked before: kept for the connection, which will find it bad
 
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._large is not None:
-            self._large_filled += nbytes
-            if self._large_filled == len(self._large):
-                frame, self._large = self._large, None
-                self.connection._dispatch(frame.toreadonly())
-            return
-        self._end += nbytes
-        if self.connection is not None:  # nothing asked before: kept for the connection, which will find it bad
-            self._cut()
+    def frame_limit(self) -> int:
+        return self.max_response_bytes
 
-    def _cut(self) -> None:
+    def frame_received(self, frame: bytes | memoryview) -> None:
+        self.connection._dispatch(frame)
+
+    def frame_refused(self, size: int, limit: int) -> None:
         conn = self.connection
-        start, end = self._start, self._end
-        with memoryview(self._buffer) as view:
-            while end - start >= 4:
-                size = _SIZE.unpack_from(view, start)[0]
-                if size < 4 or size > self.max_response_bytes:
-                    conn._fail_all(ConnectionClosed(f"connection to {conn.host}:{conn.port} bad response size {size}"))
-                    start = end
-                    break
-                if end - start - 4 >= size:
-                    conn._dispatch(bytes(view[start + 4:start + 4 + size]))
-                    start += 4 + size
-                elif size >= self.LARGE_FRAME:  # the rest goes straight into its own buffer
-                    have = end - start - 4
-                    self._large = self._large_buffer(size)
-                    self._large[:have] = view[start + 4:end]
-                    self._large_filled = have
-                    start = end
-                else:
-                    break
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
-
-    def _large_buffer(self, size: int) -> memoryview:
-        """`size` bytes to receive a large frame into: the spare buffer if it is big enough and
-        no view of it is left (a view keeps one reference to it, however many views there are)."""
-        if self._spare is None or len(self._spare) < size or sys.getrefcount(self._spare) > _UNSHARED:
-            self._spare = bytearray(size)
-        return memoryview(self._spare)[:size]
+        conn._fail_all(ConnectionClosed(f"connection to {conn.host}:{conn.port} bad response size {size}"))
 
     def connection_lost(self, exc) -> None:
         conn = self.connection

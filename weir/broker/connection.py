@@ -32,6 +32,7 @@ from ..protocol.hot_responses import FileRegion
 from ..protocol.errors import ErrorCode
 from ..protocol.versions import ApiKey, is_supported
 from ..security.authenticator import HANDSHAKEN, Answer, Authenticator
+from ..frame_receiver import FrameReceiver
 from ..security.tls import ANONYMOUS, NoRuleApplies, principal_of
 from .apis import CloseConnection, InOrder
 
@@ -46,13 +47,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Connection(asyncio.Protocol):
+class Connection(FrameReceiver):
     def __init__(self, apis, max_request_bytes: int, listener: str = "", security=None) -> None:
         """`apis`: `.handlers` by api key, `.api_versions_body(error)` for UNSUPPORTED_VERSION,
         `.metrics` (weir.broker.metrics.BrokerMetrics) for request times, and
         `.scram_credential(mechanism, user)` (awaitable) for SASL/SCRAM. `listener`: the name of
         the listener this connection came on (requests carry it, for Metadata's endpoints);
         `security`: that listener's weir.security.broker_security.ListenerSecurity, if not PLAINTEXT."""
+        super().__init__()
         self.apis = apis
         self.listener = listener
         self.security = security
@@ -64,8 +66,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = None
         self._client_host = ""
-        self._buffer = bytearray()
-        self._frames: deque[tuple[float, bytes]] = deque()  # (when it arrived, the frame)
+        self._frames: deque[tuple[float, bytes | memoryview]] = deque()  # (when it arrived, the frame)
         self._timings: dict[int, tuple[int, float, float, float]] = {}  # id(header) → api, arrived, started, local
         self._busy = False
         self._in_order: deque[list] = deque()  # [header, task or None, body]: answers not yet written
@@ -105,40 +106,36 @@ class Connection(asyncio.Protocol):
             self.close(f"did not authenticate within connections.max.idle.ms ({self.security.idle_ms} ms)")
 
     def connection_lost(self, exc) -> None:
-        if not self._closed and self._buffer:
+        if not self._closed and self.incomplete_bytes:
             # The client went away mid-frame: tell the operator, as for other bad input.
             log.warning("connection from %s ended mid-frame: %d bytes of an incomplete request discarded",
-                        self.peer, len(self._buffer))
+                        self.peer, self.incomplete_bytes)
         self._closed = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
 
-    def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        start = 0
-        end = len(buffer)
-        with memoryview(buffer) as view:
-            while end - start >= 4:
-                size = _SIZE.unpack_from(view, start)[0]
-                limit, setting = self.max_request_bytes, "socket.request.max.bytes"
-                if self.auth is not None and not self.auth.authenticated and self.auth.completed == 0:
-                    # Kafka's bound on what an unauthenticated client may make the broker buffer
-                    limit, setting = self.security.max_receive_before_authentication, "sasl.server.max.receive.size"
-                if size < 0 or size > limit:
-                    # Read no further; close once the complete requests ahead of it are answered.
-                    self._close_reason = (f"frame of {size} bytes exceeds {setting} {limit}"
-                                          if size > 0 else f"negative frame size {size}")
-                    self.transport.pause_reading()
-                    start = end
-                    break
-                if end - start - 4 < size:
-                    break
-                self._frames.append((time.perf_counter(), bytes(view[start + 4:start + 4 + size])))
-                start += 4 + size
-        if start:
-            del buffer[:start]
+    # -- frames (weir.frame_receiver) ----------------------------------------------
+
+    def _limit(self) -> tuple[int, str]:
+        if self.auth is not None and not self.auth.authenticated and self.auth.completed == 0:
+            # Kafka's bound on what an unauthenticated client may make the broker buffer
+            return self.security.max_receive_before_authentication, "sasl.server.max.receive.size"
+        return self.max_request_bytes, "socket.request.max.bytes"
+
+    def frame_limit(self) -> int:
+        return self._limit()[0]
+
+    def frame_received(self, frame: bytes | memoryview) -> None:
+        self._frames.append((time.perf_counter(), frame))
+
+    def frames_cut(self) -> None:
         self._process()
+
+    def frame_refused(self, size: int, limit: int) -> None:
+        """Read no further; close once the complete requests ahead of it are answered."""
+        self._close_reason = (f"frame of {size} bytes exceeds {self._limit()[1]} {limit}" if size > limit
+                              else f"negative frame size {size}")
+        self.transport.pause_reading()
 
     # -- processing ----------------------------------------------------------
 
@@ -179,7 +176,7 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
             self._reading_paused = False
 
-    def _handle(self, arrived: float, frame: bytes) -> Coroutine | None:
+    def _handle(self, arrived: float, frame: bytes | memoryview) -> Coroutine | None:
         """Answer one request now, or return a coroutine that will."""
         started = time.perf_counter()
         auth = self.auth

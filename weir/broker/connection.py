@@ -387,11 +387,40 @@ class Connection(FrameReceiver):
         # one write: each extra send() wakes the client once more
         self.transport.write(b"".join([_SIZE.pack(size), *buffers]))
 
-    async def _sendfile_frame(self, items: list) -> None:
-        """Write one response, sending file regions with zero-copy sendfile."""
-        loop = asyncio.get_running_loop()
+    def _sendfile_frame(self, items: list) -> Coroutine | None:
+        """Write one response, sending file regions with zero-copy sendfile: straight to the
+        socket while it takes them, a coroutine for whatever it does not take now."""
         size = sum(i.size if isinstance(i, FileRegion) else len(i) for i in items)
         self.transport.write(_SIZE.pack(size))
+        for n, item in enumerate(items):
+            if not isinstance(item, FileRegion):
+                self.transport.write(item)
+                continue
+            sent = self._sendfile_now(item)
+            if sent < item.size:
+                rest = FileRegion(item.fd, item.position + sent, item.size - sent)
+                return self._sendfile_later([rest, *items[n + 1:]])
+        return None
+
+    def _sendfile_now(self, region: FileRegion) -> int:
+        """Bytes of `region` the socket took at once; none while the transport still holds
+        bytes, which must go first (as loop.sendfile, which waits for them)."""
+        if self._closed or self.transport.get_write_buffer_size():
+            return 0
+        sent = 0
+        try:
+            while sent < region.size:
+                n = os.sendfile(self.transport.get_extra_info("socket").fileno(), region.fd,
+                                region.position + sent, region.size - sent)
+                if n == 0:  # the file is shorter than the region: loop.sendfile reports it
+                    break
+                sent += n
+        except OSError:  # it would block, or failed: loop.sendfile waits, or raises the failure
+            pass
+        return sent
+
+    async def _sendfile_later(self, items: list) -> None:
+        loop = asyncio.get_running_loop()
         for item in items:
             if self._closed:
                 return

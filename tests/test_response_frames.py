@@ -5,6 +5,7 @@ import random
 import struct
 
 from weir.client import _ResponseFrames
+from weir.frame_receiver import BufferPool
 
 
 class Collecting:
@@ -95,3 +96,17 @@ def test_a_large_frame_no_longer_held_lends_its_buffer_to_the_next():
         assert id(frame.obj) == buffer_id and bytes(frame) == second
 
     asyncio.run(run())
+
+
+def test_the_pool_keeps_at_most_its_budget_and_drops_free_buffers_first():
+    pool = BufferPool(max_bytes=1 << 20)
+    held = [pool.take(200_000), pool.take(200_000)]  # 256 KiB each
+    assert held[0].obj is not held[1].obj, "a buffer in use is not handed out"
+    spare = pool.take(300_000)  # 512 KiB: the budget is full
+    del spare
+    big = pool.take(600_000)  # 1 MiB: the free 512 KiB goes, and still there is no room to keep it
+    assert sorted(len(b) for b in pool._buffers) == [256 * 1024, 256 * 1024]
+    del held
+    again = pool.take(100_000)
+    assert len(again.obj) == 256 * 1024, "a freed buffer serves a smaller frame"
+    assert len(big) == 600_000 and len(pool._buffers) == 2

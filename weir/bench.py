@@ -348,7 +348,8 @@ def _bench_all(args) -> None:
             runs["one"].append(_with_cpu(one, args.records, lambda: produce(one.bootstrap, "1")))
             runs["three"].append(_with_cpu(three, args.records, lambda: produce(three.bootstrap, "all")))
         sink_figures, one_figures, three_figures = (_median(runs[k]) for k in ("sink", "one", "three"))
-        consumed = _median([_consume(one.bootstrap, args.records, args.record_size, partitions=partitions)
+        consumed = _median([_with_cpu(one, args.records, lambda: _consume(one.bootstrap, args.records,
+                                                                          args.record_size, partitions=partitions))
                             for _ in range(args.rounds)])
         steady = _produce(three.bootstrap, 10_000, args.record_size, "latency", "all", rate=1000)
         spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
@@ -364,7 +365,8 @@ def _bench_all(args) -> None:
                           ("three brokers, RF=3, min ISR 2, acks=all", three_figures)):
         cpu = f"{figures['CPU s/M']:.2f}" if "CPU s/M" in figures else "-"
         print(f"{name:<44}{figures['records/s']:>12,.0f}{figures['records/s'] / ceiling:>8.2f}{cpu:>20}")
-    print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s")
+    print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s, "
+          f"broker CPU-s per M {consumed['CPU s/M']:.2f}")
     print(f"RF=3 acks=all at 1,000 records/s: p50 {steady['p50 ms']:.2f} ms, p99 {steady['p99 ms']:.2f} ms")
     report(args.records, spark)
 

@@ -127,6 +127,29 @@ def test_fail_on_data_loss_both_ways(spark, start_broker):
     assert offsets and offsets[0] >= log_start and offsets == list(range(offsets[0], 400))
 
 
+def test_a_schema_picks_the_columns_a_query_reads(spark, broker):
+    """Spark's Python data source API pushes no columns down: a schema given with .schema() is how a
+    query reads fewer (weir bench: a group-by over the value alone is faster than over all seven)."""
+    bs = broker.bootstrap
+    create_topic(bs, "projected")
+    produced = [v for _, _, v in produce(bs, "projected", values(300))]
+
+    def projected(schema: str, **options):
+        r = spark.read.format("weir").schema(schema).option("kafka.bootstrap.servers", bs)
+        for k, v in {"subscribe": "projected", **options}.items():
+            r = r.option(k, v)
+        return r.load()
+
+    df = projected("offset long, value binary")
+    assert df.columns == ["offset", "value"]
+    assert sorted((r.offset, r.value) for r in df.collect()) == list(enumerate(produced))
+    for schema, message in [("vale binary", "column 'vale' is not one of the Kafka source's: key, value"),
+                            ("offset int", "column 'offset' is bigint, not int"),
+                            ("headers array<struct<key:string,value:binary>>", "with includeHeaders=true")]:
+        with pytest.raises(Exception, match=message):
+            projected(schema).collect()
+
+
 @pytest.mark.parametrize("options, message", [
     ({"subscribe": "t", "subscrbe": "t"}, "unknown read option 'subscrbe'; did you mean 'subscribe'"),
     ({"subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of subscribe, subscribePattern or assign"),

@@ -61,6 +61,21 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
+def check_projection(schema: StructType, include_headers: bool) -> StructType:
+    """A schema given with `.schema(...)` picks columns of the Kafka source's (any of them, in any
+    order, types unchanged): Spark's Python data source API cannot push a query's columns down, so
+    this is how a query reads fewer. Anything else is an OptionError naming the column."""
+    columns = {f.name: f.dataType for f in kafka_schema(include_headers).fields}
+    for f in schema.fields:
+        if f.name not in columns:
+            hint = " (with includeHeaders=true)" if f.name == "headers" else ""
+            raise OptionError(f"column {f.name!r} is not one of the Kafka source's: {', '.join(columns)}{hint}")
+        if f.dataType != columns[f.name]:
+            raise OptionError(f"column {f.name!r} is {columns[f.name].simpleString()}, not "
+                              f"{f.dataType.simpleString()}")
+    return schema
+
+
 def arrow_schema(schema: StructType):
     """The Arrow schema Spark checks a reader's batches against (timestamps in UTC, microseconds)."""
     try:
@@ -87,10 +102,12 @@ class WeirDataSource(DataSource):
         return kafka_schema(parse_read_options(self.options, streaming=None).include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return WeirBatchReader(parse_read_options(self.options, streaming=False), schema)
+        opts = parse_read_options(self.options, streaming=False)
+        return WeirBatchReader(opts, check_projection(schema, opts.include_headers))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return WeirStreamReader(parse_read_options(self.options, streaming=True), schema)
+        opts = parse_read_options(self.options, streaming=True)
+        return WeirStreamReader(opts, check_projection(schema, opts.include_headers))
 
     def writer(self, schema: StructType, overwrite: bool):
         from .sink import WeirWriter

@@ -3,8 +3,9 @@
 - all (the default): issue 16's table in one run, every figure beside what it is measured
   against: the no-op sink (no delivery callback: the client's ceiling), one broker RF=1 acks=1,
   three brokers RF=3 min ISR 2 acks=all (6 partitions each, linger.ms 5, no callback; rounds
-  alternated), the brokers' CPU-seconds per million records, a consumer, acks=all RF=3 latency at
-  1,000 records/s, and Spark count/group-by over Weir against Parquet.
+  alternated), the brokers' CPU-seconds per million records, a consumer against the same sink
+  answering Fetch from memory (the consumer's ceiling), acks=all RF=3 latency at 1,000 records/s,
+  and Spark count/group-by over Weir against Parquet.
 
 - produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
   connection code whose Produce handler stores nothing - so the ratio says what the log costs.
@@ -21,6 +22,7 @@ Results are printed, never asserted: speed is measured here, not in tests.
 """
 
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,18 +30,24 @@ import time
 import uuid
 from pathlib import Path
 
-from .protocol.hot_responses import ProducePartitionResult, encode_produce_response
+from .protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
+                                     encode_produce_response)
+from .protocol.records import encode_batch
 from .coordination.zookeeper_server import free_port
 from .protocol.versions import ApiKey
 
 BENCH_TOPIC = "bench"
 SINK_TOPIC_ID = uuid.UUID(int=1)
+FETCH_BATCH_RECORDS = 500  # about what confluent-kafka puts in a batch at linger.ms 5 here
 
 
 class SinkApis:
-    """Answers ApiVersions, Metadata and Produce; Produce stores nothing."""
+    """Answers ApiVersions, Metadata, Produce and Fetch; Produce stores nothing, and Fetch answers
+    from memory: records of `record_size` bytes, in batches of FETCH_BATCH_RECORDS, at whatever
+    offset is asked, filling the partition's max bytes (the consumer's ceiling, as the sink is
+    the producer's). FindCoordinator is answered COORDINATOR_NOT_AVAILABLE (no groups here)."""
 
-    def __init__(self, port: int, partitions: int) -> None:
+    def __init__(self, port: int, partitions: int, record_size: int = 100) -> None:
         from .broker.apis import DataApis
         from .broker.metrics import BrokerMetrics
         self.port = port
@@ -47,19 +55,39 @@ class SinkApis:
         self.api_versions_body = DataApis.api_versions_body
         self.metrics = BrokerMetrics()  # the broker's request loop times every request; so does the sink's
         self.next_offset = 0
+        self.batch = encode_batch([os.urandom(record_size)] * FETCH_BATCH_RECORDS)
         self.handlers = {
             ApiKey.API_VERSIONS: lambda h, r: self.api_versions_body(0),
             ApiKey.METADATA: self.metadata,
             ApiKey.PRODUCE: self.produce,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.FIND_COORDINATOR: lambda h, r: {"throttle_time": 0, "error_code": 15, "error_message": None,
+                                                   "node_id": -1, "host": "", "port": -1, "coordinators": [
+                                                       {"key": k, "node_id": -1, "host": "", "port": -1,
+                                                        "error_code": 15, "error_message": None}
+                                                       for k in getattr(r, "coordinator_keys", ())]},
         }
 
     def metadata(self, header, request) -> dict:
-        partitions = [{"error_code": 0, "partition_index": p, "leader_id": 0, "leader_epoch": 0,
+        partitions = [{"error_code": 0, "partition_index": p, "leader_id": 0, "leader_epoch": -1,
                        "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []} for p in range(self.partitions)]
         return {"throttle_time": 0, "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port}],
                 "cluster_id": "sink", "controller_id": 0, "error_code": 0,
                 "topics": [{"error_code": 0, "name": BENCH_TOPIC, "topic_id": SINK_TOPIC_ID,
                             "partitions": partitions}]}
+
+    def fetch(self, header, request) -> list:
+        out = []
+        for topic in request.topics:
+            results = []
+            for p in topic.partitions:
+                count = max(1, p.partition_max_bytes // len(self.batch))
+                records = bytearray(self.batch * count)
+                for i in range(count):  # each batch at its offset, from the one asked on
+                    struct.pack_into(">q", records, i * len(self.batch), p.fetch_offset + i * FETCH_BATCH_RECORDS)
+                results.append(FetchPartitionResult(p.partition, 0, 1 << 50, 1 << 50, 0, [bytes(records)]))
+            out.append((BENCH_TOPIC, SINK_TOPIC_ID, results))
+        return encode_fetch_response(header.api_version, 0, out)
 
     def produce(self, header, request):
         out = []
@@ -348,9 +376,13 @@ def _bench_all(args) -> None:
             runs["one"].append(_with_cpu(one, args.records, lambda: produce(one.bootstrap, "1")))
             runs["three"].append(_with_cpu(three, args.records, lambda: produce(three.bootstrap, "all")))
         sink_figures, one_figures, three_figures = (_median(runs[k]) for k in ("sink", "one", "three"))
-        consumed = _median([_with_cpu(one, args.records, lambda: _consume(one.bootstrap, args.records,
-                                                                          args.record_size, partitions=partitions))
-                            for _ in range(args.rounds)])
+        consume_runs: dict[str, list] = {"sink": [], "one": []}
+        for _ in range(args.rounds):  # alternated too
+            consume_runs["sink"].append(_consume(f"127.0.0.1:{sink_port}", args.records, args.record_size,
+                                                 partitions=partitions))
+            consume_runs["one"].append(_with_cpu(one, args.records, lambda: _consume(
+                one.bootstrap, args.records, args.record_size, partitions=partitions)))
+        consumed, consume_ceiling = _median(consume_runs["one"]), _median(consume_runs["sink"])
         steady = _produce(three.bootstrap, 10_000, args.record_size, "latency", "all", rate=1000)
         spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
     finally:
@@ -366,7 +398,8 @@ def _bench_all(args) -> None:
         cpu = f"{figures['CPU s/M']:.2f}" if "CPU s/M" in figures else "-"
         print(f"{name:<44}{figures['records/s']:>12,.0f}{figures['records/s'] / ceiling:>8.2f}{cpu:>20}")
     print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s, "
-          f"broker CPU-s per M {consumed['CPU s/M']:.2f}")
+          f"{consumed['records/s'] / consume_ceiling['records/s']:.2f}x the no-op source's "
+          f"{consume_ceiling['records/s']:,.0f} (the client's ceiling); broker CPU-s per M {consumed['CPU s/M']:.2f}")
     print(f"RF=3 acks=all at 1,000 records/s: p50 {steady['p50 ms']:.2f} ms, p99 {steady['p99 ms']:.2f} ms")
     report(args.records, spark)
 

@@ -98,15 +98,29 @@ def test_a_large_frame_no_longer_held_lends_its_buffer_to_the_next():
     asyncio.run(run())
 
 
+def kept(pool: BufferPool) -> list[int]:
+    return sorted(len(b) for b in pool._buffers if b)  # not the empty one it measures free buffers by
+
+
 def test_the_pool_keeps_at_most_its_budget_and_drops_free_buffers_first():
     pool = BufferPool(max_bytes=1 << 20)
     held = [pool.take(200_000), pool.take(200_000)]  # 256 KiB each
     assert held[0].obj is not held[1].obj, "a buffer in use is not handed out"
     spare = pool.take(300_000)  # 512 KiB: the budget is full
+    assert kept(pool) == [256 * 1024, 256 * 1024, 512 * 1024]
     del spare
     big = pool.take(600_000)  # 1 MiB: the free 512 KiB goes, and still there is no room to keep it
-    assert sorted(len(b) for b in pool._buffers) == [256 * 1024, 256 * 1024]
+    assert kept(pool) == [256 * 1024, 256 * 1024]
     del held
     again = pool.take(100_000)
     assert len(again.obj) == 256 * 1024, "a freed buffer serves a smaller frame"
-    assert len(big) == 600_000 and len(pool._buffers) == 2
+    assert len(big) == 600_000 and kept(pool) == [256 * 1024, 256 * 1024]
+
+
+def test_eviction_drops_the_free_buffer_not_an_equal_one_in_use():
+    pool = BufferPool(max_bytes=512 * 1024)
+    held, free = pool.take(200_000), pool.take(200_000)  # 256 KiB of zeros each: equal bytes
+    held_id = id(held.obj)
+    del free
+    pool.take(300_000)  # 512 KiB: the free one goes, and there is still no room to keep the new one
+    assert [id(b) for b in pool._buffers if b] == [held_id]

@@ -14,7 +14,6 @@ import sys
 import threading
 
 _SIZE = struct.Struct(">i")
-_FREE = 3  # sys.getrefcount of a pooled buffer nothing else refers to: the pool's list, the comprehension's variable, the argument
 
 
 class BufferPool:
@@ -24,27 +23,31 @@ class BufferPool:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._buffers: list[bytearray] = []
+        # [0] is never lent: only this list refers to it, so its reference count is a free buffer's
+        # (counted alike, whatever the interpreter counts: 3.14 borrows some references)
+        self._buffers: list[bytearray] = [bytearray()]
 
     def take(self, size: int) -> memoryview:
         """`size` bytes, in the smallest free buffer that holds them, else in a new one (kept if
         the pool has room, or can make it by dropping free buffers)."""
-        fitting = [b for b in self._free() if len(b) >= size]
+        free = self._free()
+        fitting = [b for b in free if len(b) >= size]
         if fitting:
             return memoryview(min(fitting, key=len))[:size]
         fresh = bytearray(1 << (size - 1).bit_length())  # a power of two: later frames of other sizes fit
         kept = sum(len(b) for b in self._buffers)
-        for old in sorted(self._free(), key=len):
+        for old in sorted(free, key=len):
             if kept + len(fresh) <= self.max_bytes:
                 break
-            self._buffers.remove(old)
+            self._buffers = [b for b in self._buffers if b is not old]  # by identity: equal bytes are not the same buffer
             kept -= len(old)
         if kept + len(fresh) <= self.max_bytes:
             self._buffers.append(fresh)
         return memoryview(fresh)[:size]
 
     def _free(self) -> list[bytearray]:
-        return [b for b in self._buffers if sys.getrefcount(b) == _FREE]
+        counts = [sys.getrefcount(b) for b in self._buffers]
+        return [b for b, n in zip(self._buffers[1:], counts[1:]) if n == counts[0]]
 
     @classmethod
     def for_this_thread(cls) -> "BufferPool":

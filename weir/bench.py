@@ -17,6 +17,10 @@
 - loops: three brokers, RF=3 acks=all, under the standard asyncio loop and under uvloop
   (WEIR_EVENT_LOOP=uvloop; needs `pip install uvloop`), clusters alternated round by round:
   records/s and the brokers' CPU-seconds per million records.
+- compare --against TREE: three brokers run from this source tree and three from TREE (a git
+  worktree of another commit, say), RF=3 acks=all, 6 partitions, rounds alternated: records/s and
+  the brokers' user and system CPU-seconds per million records, apart (what a change to Python
+  code moves is the user time; page-cache and socket copies are the system time).
 - spark: Spark over Weir against Parquet (weir/spark/bench.py).
 Results are printed, never asserted: speed is measured here, not in tests.
 """
@@ -310,12 +314,52 @@ def _failover_seconds(cluster, args) -> float:
 
 
 def _cpu_seconds(cluster) -> float:
-    """User plus system CPU time of the cluster's broker processes so far (Linux /proc)."""
-    total = 0
+    """User plus system CPU time of the cluster's broker processes so far."""
+    return sum(_user_and_system_seconds(cluster))
+
+
+def _user_and_system_seconds(cluster) -> tuple[float, float]:
+    """User and system CPU time of the cluster's broker processes so far (Linux /proc)."""
+    user = system = 0
     for broker in cluster.brokers:
         fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
+        user, system = user + int(fields[11]), system + int(fields[12])
+    return user / os.sysconf("SC_CLK_TCK"), system / os.sysconf("SC_CLK_TCK")
+
+
+def _bench_compare(args) -> None:
+    from .local_cluster import LocalCluster
+    trees = {"this tree": str(Path(__file__).resolve().parent.parent), "--against": str(Path(args.against).resolve())}
+    clusters: dict[str, LocalCluster] = {}
+    runs: dict[str, list] = {name: [] for name in trees}
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        for name, tree in trees.items():
+            os.environ["PYTHONPATH"] = tree  # the brokers started next import Weir from there
+            cluster = clusters[name] = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3,
+                                                    overrides={"zookeeper.session.timeout.ms": "6000"})
+            cluster.start()
+            _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
+        for _ in range(args.rounds):
+            for name, cluster in clusters.items():
+                user, system = _user_and_system_seconds(cluster)
+                figures = _produce(cluster.bootstrap, args.records, args.record_size, acks="all", partitions=6,
+                                   callbacks=False)
+                user_after, system_after = _user_and_system_seconds(cluster)
+                figures["user s/M"] = (user_after - user) / args.records * 1e6
+                figures["system s/M"] = (system_after - system) / args.records * 1e6
+                runs[name].append(figures)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        for cluster in clusters.values():
+            cluster.kill()
+    for name, tree in trees.items():
+        print(_row(name, _median(runs[name])) + f"  ({tree})")
+    for name in trees:
+        print(f"{name:<12} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
 
 
 def _with_cpu(cluster, records: int, run) -> dict:
@@ -410,6 +454,14 @@ def run_bench(args) -> int:
         print(f"{args.records:,} records of {args.record_size} bytes per run, confluent-kafka, median of "
               f"{args.rounds} rounds, brokers on 127.0.0.1")
         _bench_all(args)
+        return 0
+    if args.workload == "compare":
+        if not args.against:
+            print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
+            return 2
+        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
+              f"median of {args.rounds} rounds, 2 x 3 brokers on 127.0.0.1, RF=3 acks=all")
+        _bench_compare(args)
         return 0
     if args.workload == "loops":
         try:

@@ -4,8 +4,8 @@
   against: the no-op sink (no delivery callback: the client's ceiling), one broker RF=1 acks=1,
   three brokers RF=3 min ISR 2 acks=all (6 partitions each, linger.ms 5, no callback; rounds
   alternated), the brokers' CPU-seconds per million records, a consumer against the same sink
-  answering Fetch from memory (the consumer's ceiling), acks=all RF=3 latency at 1,000 records/s,
-  and Spark count/group-by over Weir against Parquet.
+  answering Fetch from memory (the consumer's ceiling), acks=all RF=3 latency at 1,000 records/s
+  beside one broker's acks=1 and the sink's, and Spark count/group-by over Weir against Parquet.
 
 - produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
   connection code whose Produce handler stores nothing - so the ratio says what the log costs.
@@ -427,7 +427,10 @@ def _bench_all(args) -> None:
             consume_runs["one"].append(_with_cpu(one, args.records, lambda: _consume(
                 one.bootstrap, args.records, args.record_size, partitions=partitions)))
         consumed, consume_ceiling = _median(consume_runs["one"]), _median(consume_runs["sink"])
-        steady = _produce(three.bootstrap, 10_000, args.record_size, "latency", "all", rate=1000)
+        paced = (("sink", f"127.0.0.1:{sink_port}", BENCH_TOPIC, "1"), ("one", one.bootstrap, BENCH_TOPIC, "1"),
+                 ("three", three.bootstrap, "latency", "all"))
+        steady = {name: _produce(bootstrap, 10_000, args.record_size, topic, acks, rate=1000)
+                  for name, bootstrap, topic, acks in paced}
         spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
     finally:
         sink.terminate()
@@ -444,7 +447,9 @@ def _bench_all(args) -> None:
     print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s, "
           f"{consumed['records/s'] / consume_ceiling['records/s']:.2f}x the no-op source's "
           f"{consume_ceiling['records/s']:,.0f} (the client's ceiling); broker CPU-s per M {consumed['CPU s/M']:.2f}")
-    print(f"RF=3 acks=all at 1,000 records/s: p50 {steady['p50 ms']:.2f} ms, p99 {steady['p99 ms']:.2f} ms")
+    print("at 1,000 records/s, linger.ms 0: " + ", ".join(
+        f"{label} p50 {steady[name]['p50 ms']:.2f} ms p99 {steady[name]['p99 ms']:.2f} ms" for name, label in
+        (("three", "RF=3 acks=all"), ("one", "one broker acks=1"), ("sink", "no-op sink"))))
     report(args.records, spark)
 
 

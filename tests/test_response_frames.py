@@ -1,11 +1,12 @@
 """BrokerConnection's reader cuts whatever chunks the socket gives into the frames sent."""
 
 import asyncio
+import os
 import random
 import struct
 
 from weir.client import _ResponseFrames
-from weir.frame_receiver import BufferPool
+from weir.frame_receiver import POOL_BYTES, BufferPool
 
 
 class Collecting:
@@ -84,6 +85,7 @@ def test_a_large_frame_still_held_is_never_received_into_again():
 def test_a_large_frame_no_longer_held_lends_its_buffer_to_the_next():
     async def run() -> None:
         reader = _ResponseFrames(max_response_bytes=2_000_000)
+        reader._pool = BufferPool(POOL_BYTES)  # not the thread's, which earlier tests used
         reader.connection = Holding()
         first, second = bytes(range(256)) * 1200, bytes(reversed(range(256))) * 1100  # over READ_BUFFER
         feed(reader, struct.pack(">i", len(first)) + first, random.Random(5))
@@ -115,6 +117,9 @@ def test_the_pool_keeps_at_most_its_budget_and_drops_free_buffers_first():
     again = pool.take(100_000)
     assert len(again.obj) == 256 * 1024, "a freed buffer serves a smaller frame"
     assert len(big) == 600_000 and kept(pool) == [256 * 1024, 256 * 1024]
+    del again
+    huge = pool.take(3 << 20)  # over the whole budget: never kept, so nothing is dropped for it
+    assert len(huge.obj) == 3 << 20 and kept(pool) == [256 * 1024, 256 * 1024]
 
 
 def test_eviction_drops_the_free_buffer_not_an_equal_one_in_use():
@@ -124,3 +129,23 @@ def test_eviction_drops_the_free_buffer_not_an_equal_one_in_use():
     del free
     pool.take(300_000)  # 512 KiB: the free one goes, and there is still no room to keep the new one
     assert [id(b) for b in pool._buffers if b] == [held_id]
+
+
+def resident_bytes() -> int:
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_size_prefix_alone_costs_no_memory():
+    """A peer announcing a frame of 100 MB and sending nothing more: pages are taken only as
+    bytes arrive (before, the broker kept only what it had received; a zeroed buffer would take
+    all of it at once)."""
+    async def run() -> None:
+        reader = _ResponseFrames(max_response_bytes=200_000_000)
+        reader._pool = BufferPool(POOL_BYTES)
+        reader.connection = Collecting()
+        before = resident_bytes()
+        feed(reader, struct.pack(">i", 100_000_000) + bytes(100_000), random.Random(8))
+        assert reader.incomplete_bytes == 100_004
+        assert resident_bytes() - before < 20_000_000
+
+    asyncio.run(run())

@@ -9,6 +9,7 @@ frames once nothing holds a view of them: fresh memory costs a page fault every 
 """
 
 import asyncio
+import mmap
 import struct
 import sys
 import threading
@@ -19,13 +20,17 @@ _SIZE = struct.Struct(">i")
 class BufferPool:
     """Buffers for large frames, reused once no view of them is left (a view keeps one reference
     to its buffer, however many views there are), up to `max_bytes` of them kept. One per
-    thread (`for_this_thread`): a buffer is checked free and taken in one step of one loop."""
+    thread (`for_this_thread`): a buffer is checked free and taken in one step of one loop.
+
+    A new buffer is an anonymous mmap, not a bytearray: its pages are taken as bytes arrive, so a
+    peer that announces a 100 MB frame and sends nothing more costs address space, not memory
+    (a bytearray is zeroed, all of it, at once)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         # [0] is never lent: only this list refers to it, so its reference count is a free buffer's
         # (counted alike, whatever the interpreter counts: 3.14 borrows some references)
-        self._buffers: list[bytearray] = [bytearray()]
+        self._buffers: list = [bytearray()]
 
     def take(self, size: int) -> memoryview:
         """`size` bytes, in the smallest free buffer that holds them, else in a new one (kept if
@@ -34,18 +39,20 @@ class BufferPool:
         fitting = [b for b in free if len(b) >= size]
         if fitting:
             return memoryview(min(fitting, key=len))[:size]
-        fresh = bytearray(1 << (size - 1).bit_length())  # a power of two: later frames of other sizes fit
-        kept = sum(len(b) for b in self._buffers)
-        for old in sorted(free, key=len):
+        rounded = 1 << (size - 1).bit_length()  # a power of two: later frames of other sizes fit
+        fresh = mmap.mmap(-1, rounded if rounded <= self.max_bytes else size)
+        if len(fresh) <= self.max_bytes:
+            kept = sum(len(b) for b in self._buffers)
+            for old in sorted(free, key=len):
+                if kept + len(fresh) <= self.max_bytes:
+                    break
+                self._buffers = [b for b in self._buffers if b is not old]  # by identity: equal bytes are not the same buffer
+                kept -= len(old)
             if kept + len(fresh) <= self.max_bytes:
-                break
-            self._buffers = [b for b in self._buffers if b is not old]  # by identity: equal bytes are not the same buffer
-            kept -= len(old)
-        if kept + len(fresh) <= self.max_bytes:
-            self._buffers.append(fresh)
+                self._buffers.append(fresh)
         return memoryview(fresh)[:size]
 
-    def _free(self) -> list[bytearray]:
+    def _free(self) -> list:
         counts = [sys.getrefcount(b) for b in self._buffers]
         return [b for b, n in zip(self._buffers[1:], counts[1:]) if n == counts[0]]
 

@@ -17,7 +17,11 @@ def test_a_fetch_answer_larger_than_the_socket_buffers_arrives_whole(broker):
         for value in values:
             assert produce(client, "large", make_batch([value])).error_code == NONE
     with RawClient(broker.port) as reader:
+        reader.sock.close()  # again, with a small receive window from the start
+        reader.sock = socket.socket()
         reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        reader.sock.settimeout(30)
+        reader.sock.connect(("127.0.0.1", broker.port))
         answer = fetch(reader, "large", 0)
         assert answer.error_code == NONE and len(answer.records) > SENDFILE_MIN_BYTES
         assert record_values(answer.records) == list(enumerate(values))[:len(record_values(answer.records))]

@@ -117,6 +117,16 @@ def test_follower_reads_fetch_answers_as_kio_writes_them(version):
     assert empty.records is not None and len(empty.records) == 0
 
 
+def test_bytes_after_a_fetch_answer_are_refused():
+    """Stricter than requests (whose trailing bytes are ignored, as Kafka's parser does for a
+    client that sends them): a leader's answer is Weir's own, so extra bytes mean a misread."""
+    from weir.protocol.hot_requests import Malformed
+    from weir.protocol.hot_responses import decode_follower_fetch_response
+    frame = kio_fetch_answer(15, [{"index": 0, "hw": 10, "log_start": 0, "records": b"R" * 61}])
+    with pytest.raises(Malformed, match="3 bytes after the Fetch answer"):
+        decode_follower_fetch_response(15, frame + b"xyz")
+
+
 @pytest.mark.parametrize("cut", [5, 30, 60, -1])
 def test_a_cut_fetch_answer_is_refused_not_misread(cut):
     from weir.protocol.hot_requests import Malformed

@@ -412,7 +412,7 @@ class Connection(FrameReceiver):
             while sent < region.size:
                 n = os.sendfile(self.transport.get_extra_info("socket").fileno(), region.fd,
                                 region.position + sent, region.size - sent)
-                if n == 0:  # the file is shorter than the region: loop.sendfile reports it
+                if n == 0:  # the file ended early: _sendfile_later finds so too, and closes
                     break
                 sent += n
         except OSError:  # it would block, or failed: loop.sendfile waits, or raises the failure
@@ -427,7 +427,10 @@ class Connection(FrameReceiver):
             if isinstance(item, FileRegion):
                 # item.fd is the log's SegmentFile: holding it keeps the file open
                 # even if retention deletes the segment meanwhile.
-                await loop.sendfile(self.transport, item.fd, item.position, item.size)
+                sent = await loop.sendfile(self.transport, item.fd, item.position, item.size)
+                if sent < item.size:  # cut while being sent (a follower's truncation): the frame cannot be whole
+                    self.close(f"a log segment ended {item.size - sent} bytes short of a fetch answer being sent")
+                    return
             else:
                 self.transport.write(item)
 

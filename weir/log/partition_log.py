@@ -165,9 +165,8 @@ class PartitionLog:
         A fetch answer may hold more than log.segment.bytes: it is written segment by segment,
         still all or nothing (what was written is cut off again if a later piece fails). The
         bytes are checked and written where they are, not copied."""
-        buf = records
         self._check_open()
-        batches = list(scan_buffer(buf))
+        batches = list(scan_buffer(records))
         if not batches:
             raise CorruptRecord("no record batch to append")
         expected = self.log_end_offset
@@ -175,14 +174,14 @@ class PartitionLog:
             self._check_size(batch.size)
             if batch.base_offset != expected:
                 raise UnexpectedAppendOffset(f"batch at offset {batch.base_offset}, expected {expected}")
-            if not crc_matches(buf, batch.position, batch.size, read_prefix(buf, batch.position)[4]):
+            if not crc_matches(records, batch.position, batch.size, read_prefix(records, batch.position)[4]):
                 raise CorruptRecord(f"CRC mismatch in batch at offset {batch.base_offset}")
             expected = batch.last_offset + 1
-        if len(buf) <= self.config.segment_bytes:
-            return self._append_batches(buf, batches, now_ms)
+        if len(records) <= self.config.segment_bytes:
+            return self._append_batches(records, batches, now_ms)
         start = self.log_end_offset
         try:
-            appended = [self._append_batches(piece, chunk, now_ms) for piece, chunk in self._pieces(buf, batches)]
+            appended = [self._append_batches(piece, chunk, now_ms) for piece, chunk in self._pieces(records, batches)]
         except BaseException:
             self.truncate_to(start)
             raise

@@ -174,7 +174,8 @@ class BodyReader:
         return s
 
     def nullable_view(self) -> memoryview | None:
-        """Nullable bytes, not copied: a view of the request's (immutable) bytes."""
+        """Nullable bytes, not copied: a view of the message's bytes. A large frame's buffer is
+        reused once no view of it is left (weir.frame_receiver): hold the view, not a pointer."""
         n = self._length(_I32, "bytes")
         if n < 0:
             return None

@@ -327,8 +327,13 @@ def _user_and_system_seconds(cluster) -> tuple[float, float]:
     return user / os.sysconf("SC_CLK_TCK"), system / os.sysconf("SC_CLK_TCK")
 
 
-def _bench_compare(args) -> None:
+def _bench_compare(args) -> int:
     from .local_cluster import LocalCluster
+    if not args.against:
+        print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
+        return 2
+    print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
+          f"median of {args.rounds} rounds, 2 x 3 brokers on 127.0.0.1, RF=3 acks=all")
     trees = {"this tree": str(Path(__file__).resolve().parent.parent), "--against": str(Path(args.against).resolve())}
     clusters: dict[str, LocalCluster] = {}
     runs: dict[str, list] = {name: [] for name in trees}
@@ -360,6 +365,7 @@ def _bench_compare(args) -> None:
         print(_row(name, _median(runs[name])) + f"  ({tree})")
     for name in trees:
         print(f"{name:<12} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
+    return 0
 
 
 def _with_cpu(cluster, records: int, run) -> dict:
@@ -370,8 +376,15 @@ def _with_cpu(cluster, records: int, run) -> dict:
     return figures
 
 
-def _bench_loops(args) -> None:
+def _bench_loops(args) -> int:
     from .local_cluster import LocalCluster
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        print("weir bench loops compares with uvloop: pip install uvloop", file=sys.stderr)
+        return 2
+    print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, a delivery "
+          f"callback each), median of {args.rounds} rounds, 3 brokers on 127.0.0.1")
     runs: dict[str, list] = {"asyncio": [], "uvloop": []}
     try:
         for _ in range(args.rounds):
@@ -393,11 +406,14 @@ def _bench_loops(args) -> None:
     print(_row("RF=3 acks=all, uvloop", uv))
     print(f"ratio uvloop/asyncio: records/s {uv['records/s'] / standard['records/s']:.2f}, "
           f"broker CPU-seconds per million records {uv['CPU s/M'] / standard['CPU s/M']:.2f}")
+    return 0
 
 
-def _bench_all(args) -> None:
+def _bench_all(args) -> int:
     from .local_cluster import LocalCluster
     from .spark.bench import report, spark_vs_parquet
+    print(f"{args.records:,} records of {args.record_size} bytes per run, confluent-kafka, median of "
+          f"{args.rounds} rounds, brokers on 127.0.0.1")
     partitions = 6
     settings = {"zookeeper.session.timeout.ms": "6000"}
     sink_port = free_port()
@@ -451,33 +467,13 @@ def _bench_all(args) -> None:
         f"{label} p50 {steady[name]['p50 ms']:.2f} ms p99 {steady[name]['p99 ms']:.2f} ms" for name, label in
         (("three", "RF=3 acks=all"), ("one", "one broker acks=1"), ("sink", "no-op sink"))))
     report(args.records, spark)
+    return 0
 
 
 def run_bench(args) -> int:
     from .local_cluster import LocalCluster
-    if args.workload == "all":
-        print(f"{args.records:,} records of {args.record_size} bytes per run, confluent-kafka, median of "
-              f"{args.rounds} rounds, brokers on 127.0.0.1")
-        _bench_all(args)
-        return 0
-    if args.workload == "compare":
-        if not args.against:
-            print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
-            return 2
-        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
-              f"median of {args.rounds} rounds, 2 x 3 brokers on 127.0.0.1, RF=3 acks=all")
-        _bench_compare(args)
-        return 0
-    if args.workload == "loops":
-        try:
-            import uvloop  # noqa: F401
-        except ImportError:
-            print("weir bench loops compares with uvloop: pip install uvloop", file=sys.stderr)
-            return 2
-        print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, a delivery "
-              f"callback each), median of {args.rounds} rounds, 3 brokers on 127.0.0.1")
-        _bench_loops(args)
-        return 0
+    if args.workload in ("all", "compare", "loops"):
+        return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops}[args.workload](args)
     size = 3 if args.workload == "replication" else 1
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, median of {args.rounds} rounds, "
           f"{size} broker(s) on 127.0.0.1")

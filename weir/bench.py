@@ -51,7 +51,7 @@ class SinkApis:
     offset is asked, filling the partition's max bytes (the consumer's ceiling, as the sink is
     the producer's). FindCoordinator is answered COORDINATOR_NOT_AVAILABLE (no groups here)."""
 
-    def __init__(self, port: int, partitions: int, record_size: int = 100) -> None:
+    def __init__(self, port: int, partitions: int, record_size: int) -> None:
         from .broker.apis import DataApis
         from .broker.metrics import BrokerMetrics
         self.port = port
@@ -104,14 +104,14 @@ class SinkApis:
         return None if request.acks == 0 else encode_produce_response(header.api_version, out)
 
 
-def serve_sink(port: int, partitions: int) -> None:
+def serve_sink(port: int, partitions: int, record_size: int) -> None:
     import asyncio
 
     from .broker.connection import Connection
 
     async def main():
         loop = asyncio.get_running_loop()
-        apis = SinkApis(port, partitions)
+        apis = SinkApis(port, partitions, record_size)
         await loop.create_server(lambda: Connection(apis, 104857600), "127.0.0.1", port)
         print(f"sink ready on 127.0.0.1:{port}", flush=True)
         await asyncio.Event().wait()
@@ -119,10 +119,11 @@ def serve_sink(port: int, partitions: int) -> None:
     asyncio.run(main())
 
 
-def _start_sink(port: int, partitions: int = 1) -> subprocess.Popen:
-    """The no-op sink in a process of its own, serving topic `bench` with `partitions` partitions."""
-    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port), str(partitions)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+def _start_sink(port: int, partitions: int, record_size: int) -> subprocess.Popen:
+    """The no-op sink in a process of its own, serving topic `bench` with `partitions` partitions
+    (its Fetch answers hold records of `record_size` bytes)."""
+    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port), str(partitions), str(record_size)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     for line in proc.stdout:
         if "ready on" in line:
             return proc
@@ -232,7 +233,7 @@ def _median(runs: list[dict]) -> dict:
 
 def _bench_produce(bootstrap: str, args) -> None:
     sink_port = free_port()
-    sink = _start_sink(sink_port)
+    sink = _start_sink(sink_port, 1, args.record_size)
     try:
         weir_runs, sink_runs = [], []
         for _ in range(args.rounds):  # alternate, so both see the same machine
@@ -313,11 +314,6 @@ def _failover_seconds(cluster, args) -> float:
     return time.perf_counter() - killed
 
 
-def _cpu_seconds(cluster) -> float:
-    """User plus system CPU time of the cluster's broker processes so far."""
-    return sum(_user_and_system_seconds(cluster))
-
-
 def _user_and_system_seconds(cluster) -> tuple[float, float]:
     """User and system CPU time of the cluster's broker processes so far (Linux /proc)."""
     user = system = 0
@@ -347,13 +343,8 @@ def _bench_compare(args) -> int:
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
         for _ in range(args.rounds):
             for name, cluster in clusters.items():
-                user, system = _user_and_system_seconds(cluster)
-                figures = _produce(cluster.bootstrap, args.records, args.record_size, acks="all", partitions=6,
-                                   callbacks=False)
-                user_after, system_after = _user_and_system_seconds(cluster)
-                figures["user s/M"] = (user_after - user) / args.records * 1e6
-                figures["system s/M"] = (system_after - system) / args.records * 1e6
-                runs[name].append(figures)
+                runs[name].append(_with_cpu(cluster, args.records, lambda: _produce(
+                    cluster.bootstrap, args.records, args.record_size, acks="all", partitions=6, callbacks=False)))
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
@@ -369,10 +360,14 @@ def _bench_compare(args) -> int:
 
 
 def _with_cpu(cluster, records: int, run) -> dict:
-    """`run()`'s figures plus the CPU-seconds all the cluster's brokers spent per million records."""
-    before = _cpu_seconds(cluster)
+    """`run()`'s figures plus the CPU-seconds all the cluster's brokers spent per million records:
+    in all, and user and system apart."""
+    user, system = _user_and_system_seconds(cluster)
     figures = run()
-    figures["CPU s/M"] = (_cpu_seconds(cluster) - before) / records * 1e6
+    user_after, system_after = _user_and_system_seconds(cluster)
+    figures["user s/M"] = (user_after - user) / records * 1e6
+    figures["system s/M"] = (system_after - system) / records * 1e6
+    figures["CPU s/M"] = figures["user s/M"] + figures["system s/M"]
     return figures
 
 
@@ -417,7 +412,7 @@ def _bench_all(args) -> int:
     partitions = 6
     settings = {"zookeeper.session.timeout.ms": "6000"}
     sink_port = free_port()
-    sink = _start_sink(sink_port, partitions)
+    sink = _start_sink(sink_port, partitions, args.record_size)
     one = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 1, overrides=settings)
     three = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3, overrides=settings)
     try:
@@ -491,4 +486,4 @@ def run_bench(args) -> int:
 
 
 if __name__ == "__main__":
-    serve_sink(int(sys.argv[1]), int(sys.argv[2]))
+    serve_sink(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

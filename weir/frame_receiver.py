@@ -155,6 +155,6 @@ class FrameReceiver(asyncio.BufferedProtocol):
                     start = end
                 else:
                     break
-        if start == end or self._refused:
+        if start == end:  # also after a refusal, which drops the rest
             start = end = 0
         self._start, self._end = start, end

@@ -5,11 +5,10 @@ dataclasses) cost more than the handlers themselves on the replication hot path:
 follower fetch and every produce goes through here. The decoded requests have kio's field
 names and value types (timedeltas, None for a zero topic id), so the handlers read either.
 Record data stays opaque bytes, a Produce's a view of the request's (the validator makes the
-one copy the log appends). Field
-layouts follow Kafka's ProduceRequest.json (v3-v13) and FetchRequest.json (v4-v17): flexible
-from Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids instead of
-names from Produce v13 / Fetch v13, the replica's id and epoch in tagged field 1 from Fetch v15
-(KIP-903). Unknown tagged fields are skipped.
+one copy the log appends). Field layouts follow Kafka's ProduceRequest.json (v3-v13) and
+FetchRequest.json (v4-v17): flexible from Produce v9 / Fetch v12 (compact arrays and strings,
+tagged sections), topic ids instead of names from Produce v13 / Fetch v13, the replica's id and
+epoch in tagged field 1 from Fetch v15 (KIP-903). Unknown tagged fields are skipped.
 """
 
 import datetime

@@ -22,10 +22,9 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PRODUCE_PARTITION = struct.Struct(">ihqqq")  # index, error, base offset, append time, log start
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable offset
-_I64 = struct.Struct(">q")
+_FETCH_PARTITION = struct.Struct(">ihqqq")  # the same and the log start (v5+), written and read
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _FETCH_TOP = struct.Struct(">ihi")  # throttle, error, session id
-_FETCHED_PARTITION = struct.Struct(">ihqqq")  # index, error, hw, last stable offset, log start
 NO_TAGS = b"\x00"
 
 
@@ -121,9 +120,11 @@ def encode_fetch_response(version: int, error_code: int,
         head.append(_topic_key(name, topic_id, by_id, flexible))
         head.append(_array_len(len(partitions), flexible))
         for p in partitions:
-            head.append(_FETCH_PARTITION_V4.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset))
             if version >= 5:
-                head.append(_I64.pack(p.log_start_offset))
+                head.append(_FETCH_PARTITION.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset,
+                                                  p.log_start_offset))
+            else:
+                head.append(_FETCH_PARTITION_V4.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset))
             aborted = p.aborted_transactions
             if aborted is None:
                 head.append(b"\x00" if flexible else b"\xff\xff\xff\xff")  # aborted_transactions: null
@@ -184,7 +185,7 @@ def _read_fetch_answer(r: BodyReader) -> list[tuple[uuid.UUID | None, list[Fetch
         topic_id = r.uuid()
         partitions = []
         for _ in range(r.array_len()):
-            index, error, high_watermark, _lso, log_start = r.unpack(_FETCHED_PARTITION)
+            index, error, high_watermark, _lso, log_start = r.unpack(_FETCH_PARTITION)
             aborted = r.uvarint() - 1  # compact nullable array
             for _ in range(max(aborted, 0)):
                 r.unpack(_ABORTED)

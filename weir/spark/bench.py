@@ -116,7 +116,9 @@ def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions:
     spark = local_session("weir-spark-bench", **{"spark.ui.showConsoleProgress": "false"})
     try:
         def weir_read(schema: str | None = None):
-            reader = spark.read.format("weir") if schema is None else spark.read.format("weir").schema(schema)
+            reader = spark.read.format("weir")
+            if schema is not None:
+                reader = reader.schema(schema)
             return (reader.option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC)
                     .option("maxRecordsPerPartition", str(max(1, records // 8))).load())
         weir = weir_read()

@@ -7,4 +7,4 @@ up: bootstrap
 	.venv/bin/weir up
 
 test: bootstrap
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2 --dist worksteal

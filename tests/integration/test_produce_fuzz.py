@@ -3,7 +3,7 @@ no broker: afterwards the broker serves, every partition takes writes, every sto
 back through a real consumer, what was acknowledged before the fuzzing is unchanged, and a kill -9
 and restart recovers exactly what was there, dropping nothing.
 
-Bounded for CI (4 s of fuzzing, seed 1); a longer run with new inputs: WEIR_FUZZ_SECONDS=600
+Bounded for CI (8 s of fuzzing, seed 1); a longer run with new inputs: WEIR_FUZZ_SECONDS=600
 WEIR_FUZZ_SEED=random (the seed is printed; WEIR_FUZZ_SEED=N replays one), e.g.
 `WEIR_FUZZ_SECONDS=600 WEIR_FUZZ_SEED=random .venv/bin/python -m pytest -s tests/integration/test_produce_fuzz.py`.
 """
@@ -16,7 +16,7 @@ from clients import confluent_consume, confluent_produce
 from produce_fuzzer import fuzz
 from raw_protocol import RawClient, assert_healthy, create_topic, fetch, list_offset
 
-SECONDS = float(os.environ.get("WEIR_FUZZ_SECONDS", "4"))
+SECONDS = float(os.environ.get("WEIR_FUZZ_SECONDS", "8"))
 # A fixed seed by default, so that CI explores the same inputs every run; WEIR_FUZZ_SEED=random for new ones.
 _SEED = os.environ.get("WEIR_FUZZ_SEED", "1")
 SEED = random.randrange(2**32) if _SEED == "random" else int(_SEED)

@@ -4,7 +4,7 @@ import os
 
 from weir.sim.runner import run_many
 
-SEEDS = int(os.environ.get("WEIR_SIM_SEEDS", "300"))  # more: WEIR_SIM_SEEDS=N, or weir sim --seeds N
+SEEDS = int(os.environ.get("WEIR_SIM_SEEDS", "600"))  # more: WEIR_SIM_SEEDS=N, or weir sim --seeds N
 
 
 def test_clean_seeds_have_no_violation():

@@ -91,7 +91,7 @@ class SinkApis:
                     struct.pack_into(">q", records, i * len(self.batch), p.fetch_offset + i * FETCH_BATCH_RECORDS)
                 results.append(FetchPartitionResult(p.partition, 0, 1 << 50, 1 << 50, 0, [bytes(records)]))
             out.append((BENCH_TOPIC, SINK_TOPIC_ID, results))
-        return encode_fetch_response(header.api_version, 0, out)
+        return encode_fetch_response(header.api_version, 0, 0, out)
 
     def produce(self, header, request):
         out = []

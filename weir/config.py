@@ -128,6 +128,8 @@ SETTINGS = {s.name: s for s in [
     Setting("replica.fetch.max.bytes", int, 1048576, "Per-partition bytes of a follower's fetch."),
     Setting("replica.fetch.response.max.bytes", int, 10485760, "Bytes of a follower's whole fetch response."),
     Setting("replica.fetch.backoff.ms", int, 1000, "Wait after a follower's fetch failed."),
+    Setting("max.incremental.fetch.session.cache.slots", int, 1000,
+            "KIP-227: fetch sessions this broker keeps (0: none; fetchers send every partition each time)."),
     Setting("auto.leader.rebalance.enable", bool, True, "Move leadership back to preferred replicas."),
     Setting("leader.imbalance.per.broker.percentage", int, 10, "Imbalance that triggers a rebalance."),
     Setting("leader.imbalance.check.interval.seconds", int, 300, "How often leader balance is checked."),

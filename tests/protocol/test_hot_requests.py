@@ -60,15 +60,19 @@ def test_hand_decoders_read_what_kio_reads(api_key, versions, decode):
 
 
 @pytest.mark.parametrize("version", [15, 16, 17])
-def test_the_follower_fetch_request_is_what_kio_would_encode(version):
+@pytest.mark.parametrize("session", [(0, -1, []), (31337, 4, [(uuid.UUID(int=9), [2, 7]), (uuid.UUID(int=8), [0])])])
+def test_the_follower_fetch_request_is_what_kio_would_encode(version, session):
     topic = uuid.uuid4()
+    session_id, epoch, forgotten = session
     body = encode_follower_fetch_request(version, 2, 77, 500, 1, 10_485_760,
-                                         [(topic, [(0, 5, 1234, 10, 1_048_576), (3, 5, 99, 0, 1_048_576)])])
+                                         [(topic, [(0, 5, 1234, 10, 1_048_576), (3, 5, 99, 0, 1_048_576)])],
+                                         session_id, epoch, forgotten)
     request, size = entity_reader(request_schema(1, version))(body, 0)
     assert size == len(body)
     assert (request.replica_state.replica_id, request.replica_state.replica_epoch) == (2, 77)
     assert (request.max_wait.total_seconds(), request.min_bytes, request.max_bytes) == (0.5, 1, 10_485_760)
-    assert (request.session_id, request.session_epoch, request.forgotten_topics_data) == (0, -1, ())
+    assert (request.session_id, request.session_epoch) == (session_id, epoch)
+    assert [(t.topic_id, list(t.partitions)) for t in request.forgotten_topics_data] == forgotten
     [t] = request.topics
     assert t.topic_id == topic
     assert [(p.partition, p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.partition_max_bytes)

@@ -45,7 +45,7 @@ def test_fetch_response_decodes_with_every_supported_version(tmp_path, version):
     with open(path, "rb") as f:
         region = FileRegion(f.fileno(), 2, 100)
         parts = [FetchPartitionResult(0, 0, 10, 10, 0, [region]), FetchPartitionResult(1, 1, 5, 5, 0)]
-        items = encode_fetch_response(version, 0, [("orders", TOPIC_ID, parts)])
+        items = encode_fetch_response(version, 0, 0, [("orders", TOPIC_ID, parts)])
         body = b"".join(bytes(i) if not isinstance(i, FileRegion) else records for i in items)
     response = decode(1, version, body)
     topic = response.responses[0]
@@ -65,14 +65,14 @@ def test_fetch_response_carries_aborted_transactions_read_committed(version):
     """KIP-98: null for READ_UNCOMMITTED, a (producer id, first offset) list for READ_COMMITTED."""
     parts = [FetchPartitionResult(0, 0, 10, 6, 0, [b"R" * 61], [(7, 1), (9, 4)]),
              FetchPartitionResult(1, 0, 5, 5, 0, None, []), FetchPartitionResult(2, 0, 5, 5, 0)]
-    body = b"".join(encode_fetch_response(version, 0, [("orders", TOPIC_ID, parts)]))
+    body = b"".join(encode_fetch_response(version, 0, 0, [("orders", TOPIC_ID, parts)]))
     first, empty, uncommitted = decode(1, version, body).responses[0].partitions
     assert first.last_stable_offset == 6
     assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(7, 1), (9, 4)]
     assert list(empty.aborted_transactions) == [] and uncommitted.aborted_transactions is None
 
 
-def kio_fetch_answer(version: int, partitions: list[dict]) -> bytes:
+def kio_fetch_answer(version: int, partitions: list[dict], error: int = 0, session_id: int = 0) -> bytes:
     """A Fetch answer frame (correlation id, header tags, body) written by kio's own encoder,
     with the tagged fields a leader may add (diverging epoch, current leader)."""
     import datetime
@@ -95,7 +95,7 @@ def kio_fetch_answer(version: int, partitions: list[dict]) -> bytes:
     out = io.BytesIO()
     out.write((99).to_bytes(4, "big") + b"\x00")
     entity_writer(schema.FetchResponse)(out, schema.FetchResponse(
-        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+        throttle_time=datetime.timedelta(0), error_code=ErrorCode(error), session_id=session_id,
         responses=(schema.FetchableTopicResponse(topic_id=TOPIC_ID, partitions=tuple(parts)),)))
     return out.getvalue()
 
@@ -106,8 +106,10 @@ def test_follower_reads_fetch_answers_as_kio_writes_them(version):
     frame = memoryview(kio_fetch_answer(version, [
         {"index": 0, "hw": 10, "log_start": 2, "records": b"R" * 61, "aborted": [(7, 1), (9, 4)], "diverge": 5},
         {"index": 4, "hw": 5, "log_start": 0, "records": None, "error": 6},
-        {"index": 1, "hw": 0, "log_start": 0, "records": b""}]))
-    [(topic_id, partitions)] = decode_follower_fetch_response(version, frame)
+        {"index": 1, "hw": 0, "log_start": 0, "records": b""}], session_id=1234567))
+    answer = decode_follower_fetch_response(version, frame)
+    assert (answer.error_code, answer.session_id) == (0, 1234567)
+    [(topic_id, partitions)] = answer.topics
     assert topic_id == TOPIC_ID
     first, failed, empty = partitions
     assert (first.partition_index, first.error_code, first.high_watermark, first.log_start_offset) == (0, 0, 10, 2)
@@ -115,6 +117,12 @@ def test_follower_reads_fetch_answers_as_kio_writes_them(version):
     assert first.records.obj is frame.obj, "the records are a view of the frame, not a copy"
     assert (failed.partition_index, failed.error_code, failed.records) == (4, 6, None)
     assert empty.records is not None and len(empty.records) == 0
+
+
+def test_follower_reads_a_fetch_answers_top_level_error():
+    from weir.protocol.hot_responses import decode_follower_fetch_response
+    answer = decode_follower_fetch_response(15, kio_fetch_answer(15, [], error=71))
+    assert (answer.error_code, answer.session_id, answer.topics) == (71, 0, [(TOPIC_ID, [])])
 
 
 def test_bytes_after_a_fetch_answer_are_refused():

@@ -17,6 +17,7 @@ import ssl
 import time
 
 import pytest
+from scraping import broker_metrics
 
 from weir.client import AuthenticationFailed, BrokerConnection, ClientSecurity, ClusterClient
 from weir.coordination.zookeeper_server import free_port
@@ -314,13 +315,7 @@ def test_reauthentication_kip_368(secure_broker):
 
 
 def authentication_metrics(broker) -> dict[tuple[str, str], float]:
-    import re
-    import urllib.request
-
-    from weir.console.server import parse_metrics
-    port = re.search(r"metrics on http://[^:]+:(\d+)/metrics", broker.output()).group(1)
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        samples = parse_metrics(response.read().decode())
+    samples = broker_metrics(broker)
     return {(labels["listener"], labels["outcome"]): value
             for labels, value in samples["kafka_server_socket_server_metrics_authentication_total"]}
 

@@ -21,6 +21,7 @@ from ..protocol.record_batch import TRANSACTIONAL_BIT
 from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
 from ..transactions.partition_txns import SENTINEL, VerificationGuard
+from .fetch_sessions import FetchSessionCache
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
 from .txn_verification import TxnVerifier
@@ -51,10 +52,11 @@ class InOrder:
 
 class DataApis:
     def __init__(self, replicas: ReplicaManager, verifier: TxnVerifier | None = None,
-                 authz: RequestAuthorizer | None = None) -> None:
+                 authz: RequestAuthorizer | None = None, fetch_sessions: FetchSessionCache | None = None) -> None:
         self.replicas = replicas
         self.verifier = verifier  # KIP-890: asks the transaction coordinator (None: nobody to ask)
         self.authz = authz  # None: no authorizer, everything is allowed
+        self.fetch_sessions = fetch_sessions or FetchSessionCache()  # KIP-227
         self.handlers = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -223,11 +225,17 @@ class DataApis:
             replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
         else:
             replica_id, replica_epoch = request.replica_id, -1
+        try:
+            context = self.fetch_sessions.context(
+                request.session_id, request.session_epoch,
+                [(t.topic_id if by_id else t.topic, t.partitions) for t in request.topics],
+                [(t.topic_id if by_id else t.topic, t.partitions) for t in request.forgotten_topics_data],
+                by_id=by_id, follower=replica_id >= 0, now_ms=now_ms())
+        except KafkaError as e:
+            log.info("fetch refused: %s", e)
+            return encode_fetch_response(header.api_version, e.code, 0, [])
         names = self._names_by_id() if by_id else {}
-        wanted = []  # (name or None, response key, [partition requests])
-        for fetch_topic in request.topics:
-            name = names.get(fetch_topic.topic_id) if by_id else fetch_topic.topic
-            wanted.append((name, fetch_topic, fetch_topic.partitions))
+        wanted = [(names.get(key) if by_id else key, key, partitions) for key, partitions in context.wanted]
         refused = None
         if self.authz is not None:  # a follower needs CLUSTER_ACTION (else every topic is refused), a consumer READ
             named = [name for name, _, _ in wanted if name is not None]
@@ -240,25 +248,25 @@ class DataApis:
                                  read_committed=read_committed, refused=refused)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         if _keeps_waiting(results, request.min_bytes, deadline):
-            return self._fetch_later(header.api_version, request, wanted, results, deadline, replica_id,
+            return self._fetch_later(header.api_version, request, context, wanted, results, deadline, replica_id,
                                      replica_epoch, by_id, read_committed, refused)
-        return encode_fetch_response(header.api_version, 0, results)
+        return encode_fetch_response(header.api_version, 0, *context.answer(results))
 
-    async def _fetch_later(self, version: int, request, wanted, results, deadline: float, replica_id: int,
+    async def _fetch_later(self, version: int, request, context, wanted, results, deadline: float, replica_id: int,
                            replica_epoch: int, by_id: bool, read_committed: bool, refused: set[str] | None) -> list:
         keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
         while keys and _keeps_waiting(results, request.min_bytes, deadline):
             await self.replicas.waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0)
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
                                      read_committed=read_committed, refused=refused)
-        return encode_fetch_response(version, 0, results)
+        return encode_fetch_response(version, 0, *context.answer(results))
 
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
                   read_committed: bool = False, refused: set[str] | None = None) -> list:
         out = []
         budget = max_bytes
         now = now_ms()
-        for name, fetch_topic, partitions in wanted:
+        for name, topic_key, partitions in wanted:
             results = []
             for p in partitions:
                 if name is None:
@@ -275,7 +283,7 @@ class DataApis:
                                             read_committed=read_committed)
                 budget -= _records_size(result)
                 results.append(result)
-            out.append((name or "", fetch_topic.topic_id if by_id else None, results))
+            out.append((name or "", topic_key if by_id else None, results))
         return out
 
     # -- ListOffsets -------------------------------------------------------

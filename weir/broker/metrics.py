@@ -155,6 +155,11 @@ class BrokerState:
             offline = sum(state.leader < 0 for state in controller.core.view.states.values())
         gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
               "Partitions without a leader (on the active controller).").add_metric([], offline)
+        sessions = broker.fetch_sessions.sessions.values()
+        gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+              "Fetch sessions (KIP-227) kept here.").add_metric([], len(sessions))
+        gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+              "Partitions in the fetch sessions kept here.").add_metric([], sum(len(s.partitions) for s in sessions))
         gauge("kafka_server_sessionexpirelistener_sessionstate", "The ZooKeeper session's state (1: current).",
               ["state"]).add_metric([str(broker.zk.state)], 1)
         max_lag = 0

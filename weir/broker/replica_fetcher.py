@@ -18,6 +18,7 @@ from ..protocol.versions import ApiKey
 from ..replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch
 from ..replication.partition import Partition
 from ..replication.truncation import EpochEndOffset
+from .fetch_session_handler import FetchSessionHandler
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.changed = asyncio.Event()
         self._backoff_until: dict[tuple[str, int], float] = {}
+        self.session = FetchSessionHandler()  # KIP-227, with this leader
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
 
     async def _run(self) -> None:
@@ -62,6 +64,7 @@ class ReplicaFetcher:
                 log.log(logging.DEBUG if failing else logging.INFO, "fetching from broker %d failed: %s",
                         self.leader_id, e)
                 failing = True
+                self.session.on_failure()
                 if conn is not None:
                     await conn.close()
                     conn = None
@@ -126,22 +129,28 @@ class ReplicaFetcher:
         config = self.manager.config
         replicas = self.manager.replicas
         view = replicas.view
-        topics: dict[str, list] = {}
-        for p in partitions:
-            ask = asks[p.key]
-            topics.setdefault(p.topic, []).append((p.index, ask.current_leader_epoch, ask.fetch_offset,
-                                                   p.log.log_start_offset, config["replica.fetch.max.bytes"]))
-        ids = {name: view.topics[name].topic_id for name in topics if name in view.topics}
+        ids = {name: view.topics[name].topic_id for name in {p.topic for p in partitions} if name in view.topics}
         names = {topic_id: name for name, topic_id in ids.items()}
+        max_bytes = config["replica.fetch.max.bytes"]
+        session = self.session.build({
+            (ids[p.topic], p.index): (asks[p.key].current_leader_epoch, asks[p.key].fetch_offset,
+                                      p.log.log_start_offset, max_bytes)
+            for p in partitions if p.topic in ids})
         wait_ms = config["replica.fetch.wait.max.ms"]
         body = encode_follower_fetch_request(
             FETCH_VERSION, self.manager.broker_id, replicas.own_broker_epoch(), wait_ms,
             config["replica.fetch.min.bytes"], config["replica.fetch.response.max.bytes"],
-            [(ids[t], parts) for t, parts in topics.items() if t in ids])
+            _by_topic((topic_id, (index, *fields)) for (topic_id, index), fields in session.send.items()),
+            session.session_id, session.epoch,
+            _by_topic((topic_id, index) for topic_id, index in session.forgotten))
         answer = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30,
                                     decode=decode_follower_fetch_response)
+        if not self.session.on_answer(ErrorCode(answer.error_code), answer.session_id):
+            log.info("fetch session with broker %d: %s; fetching every partition again", self.leader_id,
+                     ErrorCode(answer.error_code).name)
+            return
         now_ms = _now_ms()
-        for topic_id, answered in answer:
+        for topic_id, answered in answer.topics:
             name = names.get(topic_id)  # ids tell a re-created topic of the same name apart
             for r in answered:
                 p = self.partitions.get((name, r.partition_index))
@@ -185,6 +194,14 @@ class ReplicaFetcher:
     def remove(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
         self._backoff_until.pop(key, None)
+
+
+def _by_topic(items) -> list[tuple]:
+    """[(topic id, [item])] from (topic id, item) pairs, in first-seen order."""
+    topics: dict = {}
+    for topic_id, item in items:
+        topics.setdefault(topic_id, []).append(item)
+    return list(topics.items())
 
 
 class ReplicaFetchers:

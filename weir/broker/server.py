@@ -21,6 +21,7 @@ from ..groups.apis import GroupApis
 from ..groups.coordinator import GroupCoordinator
 from .admin_apis import AdminApis
 from .apis import DataApis
+from .fetch_sessions import FetchSessionCache
 from .connection import Connection
 from .controller_service import CONTROLLED_SHUTDOWN_PATH, ControllerService
 from .isr_sender import send_isr_changes
@@ -80,6 +81,7 @@ class Broker:
         self._pending_keys: set | None = None
         self._registered = False
         self._started = False  # ZooKeeper events before this are for start() alone
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
 
     # -- start -------------------------------------------------------------------------
 
@@ -123,7 +125,7 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        data = DataApis(self.replicas, self.txn_verifier, authz)
+        data = DataApis(self.replicas, self.txn_verifier, authz, self.fetch_sessions)
         apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller, authz),
                           GroupApis(self.groups, self.transactions, authz),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count, authz),

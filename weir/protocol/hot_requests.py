@@ -279,13 +279,16 @@ def _fetch_partition(version: int, values: tuple) -> FetchPartition:
 
 def encode_follower_fetch_request(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
                                   min_bytes: int, max_bytes: int,
-                                  topics: list[tuple[uuid.UUID, list[tuple[int, int, int, int, int]]]]) -> bytes:
-    """The body of a follower's Fetch (v15-v17: by topic id, the replica state tagged), no fetch
-    session, READ_UNCOMMITTED; per topic id its partitions as (partition, current leader epoch,
-    fetch offset, log start offset, partition max bytes)."""
+                                  topics: list[tuple[uuid.UUID, list[tuple[int, int, int, int, int]]]],
+                                  session_id: int = 0, session_epoch: int = -1,
+                                  forgotten: list[tuple[uuid.UUID, list[int]]] = ()) -> bytes:
+    """The body of a follower's Fetch (v15-v17: by topic id, the replica state tagged),
+    READ_UNCOMMITTED; per topic id its partitions as (partition, current leader epoch, fetch
+    offset, log start offset, partition max bytes); in fetch session `session_id` (KIP-227) at
+    `session_epoch`, per topic id the partitions it forgets."""
     assert version >= 15, "a follower sends its broker epoch (KIP-903)"
     partition_struct = _FETCH_PARTITION[version]
-    out = [_WAIT_MIN_MAX.pack(max_wait_ms, min_bytes, max_bytes), _I8.pack(0), _SESSION.pack(0, -1),
+    out = [_WAIT_MIN_MAX.pack(max_wait_ms, min_bytes, max_bytes), _I8.pack(0), _SESSION.pack(session_id, session_epoch),
            write_uvarint(len(topics) + 1)]
     for topic_id, partitions in topics:
         out.append(topic_id.bytes)
@@ -295,7 +298,12 @@ def encode_follower_fetch_request(version: int, replica_id: int, replica_epoch: 
                                              partition_max_bytes))
             out.append(NO_TAGS)
         out.append(NO_TAGS)
-    out.append(write_uvarint(1))  # forgotten_topics_data: empty
+    out.append(write_uvarint(len(forgotten) + 1))
+    for topic_id, partitions in forgotten:
+        out.append(topic_id.bytes)
+        out.append(write_uvarint(len(partitions) + 1))
+        out.extend(_I32.pack(p) for p in partitions)
+        out.append(NO_TAGS)
     out.append(write_uvarint(1))  # rack_id: ""
     state = _REPLICA_STATE.pack(replica_id, replica_epoch) + NO_TAGS
     out.append(b"\x01\x01" + write_uvarint(len(state)) + state)  # one tagged field: 1, replica_state

@@ -108,13 +108,13 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
     return b"".join(out)
 
 
-def encode_fetch_response(version: int, error_code: int,
+def encode_fetch_response(version: int, error_code: int, session_id: int,
                           topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]]) -> list:
     """The body as a list of bytes and FileRegion items (record data is not copied)."""
     flexible = version >= 12
     by_id = version >= 13
     out: list = []
-    head = [_FETCH_TOP.pack(0, error_code, 0) if version >= 7 else _I32.pack(0)]
+    head = [_FETCH_TOP.pack(0, error_code, session_id) if version >= 7 else _I32.pack(0)]
     head.append(_array_len(len(topics), flexible))
     for name, topic_id, partitions in topics:
         head.append(_topic_key(name, topic_id, by_id, flexible))
@@ -165,9 +165,16 @@ class FetchedPartition:
     records: memoryview | None  # a view of the answer's frame, not a copy
 
 
-def decode_follower_fetch_response(version: int, frame) -> list[tuple[uuid.UUID | None, list[FetchedPartition]]]:
-    """A Fetch answer of v13+ (by topic id, flexible) as a follower reads it: per topic id its
-    partitions. `frame` starts at the response header (correlation id, tagged section). The last
+@dataclass(slots=True)
+class FetchAnswer:
+    error_code: int
+    session_id: int
+    topics: list[tuple[uuid.UUID | None, list[FetchedPartition]]]
+
+
+def decode_follower_fetch_response(version: int, frame) -> FetchAnswer:
+    """A Fetch answer of v13+ (by topic id, flexible) as a follower reads it: its error, session
+    id and per topic id its partitions. `frame` starts at the response header (correlation id, tagged section). The last
     stable offset, aborted transactions and preferred read replica are skipped (a follower
     copies the log as it is); so are tagged fields. Malformed if the bytes are not such an answer."""
     assert version >= 13, "a follower fetches by topic id"
@@ -177,9 +184,9 @@ def decode_follower_fetch_response(version: int, frame) -> list[tuple[uuid.UUID 
         raise Malformed(f"a cut Fetch answer: {e}") from None
 
 
-def _read_fetch_answer(r: BodyReader) -> list[tuple[uuid.UUID | None, list[FetchedPartition]]]:
+def _read_fetch_answer(r: BodyReader) -> FetchAnswer:
     r.tags()  # response header v1
-    r.unpack(_FETCH_TOP)
+    _throttle, error_code, session_id = r.unpack(_FETCH_TOP)
     topics = []
     for _ in range(r.array_len()):
         topic_id = r.uuid()
@@ -198,4 +205,4 @@ def _read_fetch_answer(r: BodyReader) -> list[tuple[uuid.UUID | None, list[Fetch
     r.tags()
     if r.pos != len(r.buf):
         raise Malformed(f"{len(r.buf) - r.pos} bytes after the Fetch answer")
-    return topics
+    return FetchAnswer(error_code, session_id, topics)

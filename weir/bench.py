@@ -324,23 +324,40 @@ def _user_and_system_seconds(cluster) -> tuple[float, float]:
 
 
 def _bench_compare(args) -> int:
-    from .local_cluster import LocalCluster
     if not args.against:
         print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
         return 2
+    here = str(Path(__file__).resolve().parent.parent)
+    return _side_by_side(args, {"this tree": (here, {}), "--against": (str(Path(args.against).resolve()), {})})
+
+
+def _bench_sessions(args) -> int:
+    """KIP-227's worth: followers with and without fetch sessions, with idle partitions beside the busy ones."""
+    here = str(Path(__file__).resolve().parent.parent)
+    return _side_by_side(args, {"fetch sessions": (here, {}),
+                                "no sessions": (here, {"max.incremental.fetch.session.cache.slots": "0"})},
+                         idle_partitions=args.idle_partitions)
+
+
+def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int = 0) -> int:
+    """Three brokers per side (its source tree, its broker settings), RF=3 acks=all into 6
+    partitions (`idle_partitions` more, RF=3, written by nobody), rounds alternated between sides."""
+    from .local_cluster import LocalCluster
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
-          f"median of {args.rounds} rounds, 2 x 3 brokers on 127.0.0.1, RF=3 acks=all")
-    trees = {"this tree": str(Path(__file__).resolve().parent.parent), "--against": str(Path(args.against).resolve())}
+          f"median of {args.rounds} rounds, {len(sides)} x 3 brokers on 127.0.0.1, RF=3 acks=all"
+          + (f", {idle_partitions} idle partitions" if idle_partitions else ""))
     clusters: dict[str, LocalCluster] = {}
-    runs: dict[str, list] = {name: [] for name in trees}
+    runs: dict[str, list] = {name: [] for name in sides}
     saved = os.environ.get("PYTHONPATH")
     try:
-        for name, tree in trees.items():
+        for name, (tree, settings) in sides.items():
             os.environ["PYTHONPATH"] = tree  # the brokers started next import Weir from there
             cluster = clusters[name] = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3,
-                                                    overrides={"zookeeper.session.timeout.ms": "6000"})
+                                                    overrides={"zookeeper.session.timeout.ms": "6000", **settings})
             cluster.start()
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
+            if idle_partitions:
+                _create_topic(cluster.bootstrap, "idle", idle_partitions, 3)
         for _ in range(args.rounds):
             for name, cluster in clusters.items():
                 runs[name].append(_with_cpu(cluster, args.records, lambda: _produce(
@@ -352,10 +369,13 @@ def _bench_compare(args) -> int:
             os.environ["PYTHONPATH"] = saved
         for cluster in clusters.values():
             cluster.kill()
-    for name, tree in trees.items():
-        print(_row(name, _median(runs[name])) + f"  ({tree})")
-    for name in trees:
-        print(f"{name:<12} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
+    for name, (tree, settings) in sides.items():
+        print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in settings.items())})")
+    for name in sides:
+        print(f"{name:<14} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
+    first, second = (_median(runs[name]) for name in sides)
+    print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
+          f"broker CPU-seconds per million records {first['CPU s/M'] / second['CPU s/M']:.2f}")
     return 0
 
 
@@ -467,8 +487,9 @@ def _bench_all(args) -> int:
 
 def run_bench(args) -> int:
     from .local_cluster import LocalCluster
-    if args.workload in ("all", "compare", "loops"):
-        return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops}[args.workload](args)
+    if args.workload in ("all", "compare", "loops", "sessions"):
+        return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops,
+                "sessions": _bench_sessions}[args.workload](args)
     size = 3 if args.workload == "replication" else 1
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, median of {args.rounds} rounds, "
           f"{size} broker(s) on 127.0.0.1")

@@ -55,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
     bench.add_argument("workload", nargs="?", default="all",
-                       choices=["all", "produce", "consume", "replication", "loops", "compare", "spark"])
+                       choices=["all", "produce", "consume", "replication", "loops", "compare", "sessions", "spark"])
     bench.add_argument("--against", metavar="SOURCE_TREE",
                        help="compare: the other Weir source tree (a git worktree of another commit, say)")
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)
+    bench.add_argument("--idle-partitions", type=int, default=300,
+                       help="sessions: partitions beside the 6 written, which nobody writes")
     bench.set_defaults(func=_bench)
 
     # -- admin tools: topics, configs, elect-leaders, cluster (weir/admin_cli.py) --

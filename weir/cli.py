@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)
     bench.add_argument("--idle-partitions", type=int, default=300,
-                       help="sessions: partitions beside the 6 written, which nobody writes")
+                       help="sessions only: partitions beside the 6 written, which nobody writes")
     bench.set_defaults(func=_bench)
 
     # -- admin tools: topics, configs, elect-leaders, cluster (weir/admin_cli.py) --

@@ -140,14 +140,14 @@ def test_the_handler_starts_over_with_a_full_request_after_any_doubt(outcome):
     handler.on_answer(ErrorCode.none, 77)
     handler.build({"a": 2})
     if outcome == "session error":
-        assert not handler.on_answer(ErrorCode.invalid_fetch_session_epoch, 0)
+        assert not handler.on_answer(ErrorCode.fetch_session_id_not_found, 0)
     elif outcome == "other session id":
         assert not handler.on_answer(ErrorCode.none, 78)
     else:
         handler.on_failure()
     again = handler.build({"a": 2})
     assert again.full and again.send == {"a": 2}
-    assert again.session_id == (77 if outcome == "no answer" else 0)  # a full request that closes the old one
+    assert again.session_id == (0 if outcome == "session error" else 77)  # a full request closing one still held
 
 
 def test_the_handler_without_a_session_keeps_sending_full_requests():
@@ -205,3 +205,48 @@ def test_leader_and_follower_agree_over_many_rounds_with_lost_answers_and_restar
             state = leader[i]
             assert follower[i]["hw"] == state["hw"] and follower[i]["log_start"] == state["log_start"]
             assert follower[i]["offset"] == state["leo"]
+
+
+def test_after_an_error_the_next_answer_is_sent_whole():
+    """An error answer may carry the real HW (out of range does); the fetcher sets an error answer
+    aside, so once the error clears, that HW must still be told."""
+    cache = FetchSessionCache()
+    session_id, _ = open_session(cache, [("t", [ask(0, 100)])], {("t", 0): result(0, hw=100, lso=100)})
+    context = cache.context(session_id, 1, [], [], by_id=False, follower=True, now_ms=1)
+    assert set(sent(answer_all(context, {("t", 0): result(0, hw=105, lso=105, error=1)})[1])) == {("t", 0)}
+    context = cache.context(session_id, 2, [], [], by_id=False, follower=True, now_ms=2)
+    assert set(sent(answer_all(context, {("t", 0): result(0, hw=105, lso=105)})[1])) == {("t", 0)}
+
+
+@pytest.mark.parametrize("again", [ask(0, 10, epoch=6), ask(0, 7)], ids=["new leader epoch", "log cut back"])
+def test_a_partition_named_for_a_new_leadership_or_a_cut_log_is_answered_whole(again):
+    """The follower may have set the last answer aside (one for another leader epoch): it hears all again."""
+    cache = FetchSessionCache()
+    session_id, _ = open_session(cache, [("t", [ask(0, 10)])], {("t", 0): result(0)})
+    context = cache.context(session_id, 1, [("t", [again])], [], by_id=False, follower=True, now_ms=1)
+    assert set(sent(answer_all(context, {("t", 0): result(0)})[1])) == {("t", 0)}
+
+
+def test_an_answer_leaves_alone_what_a_later_request_of_its_session_forgot_or_replaced():
+    cache = FetchSessionCache()
+    results = {("t", 0): result(0), ("t", 1): result(1)}
+    session_id, _ = open_session(cache, [("t", [ask(0, 10), ask(1, 10)])], results)
+    polling = cache.context(session_id, 1, [], [], by_id=False, follower=False, now_ms=1)
+    cache.context(session_id, 2, [], [("t", [0, 1])], by_id=False, follower=False, now_ms=2)
+    later = cache.context(session_id, 3, [("t", [ask(1, 10)])], [], by_id=False, follower=False, now_ms=3)
+    news = {("t", 0): result(0, hw=11), ("t", 1): result(1, hw=11)}
+    assert sent(answer_all(polling, news)[1]) == {}  # t-0 is gone, t-1 is another entry now
+    assert set(sent(answer_all(later, news)[1])) == {("t", 1)}
+
+
+@pytest.mark.parametrize("error, names_the_session", [(ErrorCode.invalid_fetch_session_epoch, True),
+                                                      (ErrorCode.fetch_session_topic_id_error, True),
+                                                      (ErrorCode.fetch_session_id_not_found, False)])
+def test_after_a_session_error_the_full_request_closes_the_session_the_leader_still_has(error, names_the_session):
+    handler = FetchSessionHandler()
+    handler.build({"a": 1})
+    handler.on_answer(ErrorCode.none, 77)
+    handler.build({"a": 1})
+    assert not handler.on_answer(error, 0)
+    again = handler.build({"a": 1})
+    assert again.full and again.session_id == (77 if names_the_session else 0)

@@ -232,7 +232,7 @@ class DataApis:
                 [(t.topic_id if by_id else t.topic, t.partitions) for t in request.forgotten_topics_data],
                 by_id=by_id, follower=replica_id >= 0, now_ms=now_ms())
         except KafkaError as e:
-            log.info("fetch refused: %s", e)
+            log.debug("fetch refused: %s", e)
             return encode_fetch_response(header.api_version, e.code, 0, [])
         names = self._names_by_id() if by_id else {}
         wanted = [(names.get(key) if by_id else key, key, partitions) for key, partitions in context.wanted]

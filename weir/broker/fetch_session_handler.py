@@ -50,13 +50,15 @@ class FetchSessionHandler:
         self._pending = (request, dict(wanted))
         return request
 
-    def on_answer(self, error: ErrorCode, session_id: int) -> bool:
-        """The answer to the last request built: False when its partitions must be ignored (a
-        session error: every partition of the request got it) and the next request is full."""
+    def on_answer(self, error: int, session_id: int) -> bool:
+        """The answer to the last request built, with its top-level error: False when its
+        partitions must be ignored (a session error: every partition of the request got it) and
+        the next request is full. It names the session unless the leader no longer has it, so
+        the leader frees its slot."""
         request, wanted = self._pending
         self._pending = None
         if error in SESSION_ERRORS or (not request.full and session_id != self.session_id):
-            self._start_over(0)
+            self._start_over(0 if error == ErrorCode.fetch_session_id_not_found else self.session_id)
             return False
         if request.full:
             self.session_id = session_id

@@ -37,14 +37,18 @@ class _Cached:
     log_start_offset: int | None = None
 
     def answered(self, result) -> bool:
-        """Whether `result` must be sent (records, an error, or a moved offset), noting it if so."""
+        """Whether `result` must be sent (records, an error, or a moved offset), noting it if so.
+        After an error nothing counts as told: the next answer is sent whole (Kafka likewise)."""
         if (not result.records and not result.error_code and result.high_watermark == self.high_watermark
                 and result.last_stable_offset == self.last_stable_offset
                 and result.log_start_offset == self.log_start_offset):
             return False
-        self.high_watermark = result.high_watermark
-        self.last_stable_offset = result.last_stable_offset
-        self.log_start_offset = result.log_start_offset
+        if result.error_code:
+            self.high_watermark = self.last_stable_offset = self.log_start_offset = None
+        else:
+            self.high_watermark = result.high_watermark
+            self.last_stable_offset = result.last_stable_offset
+            self.log_start_offset = result.log_start_offset
         return True
 
 
@@ -67,6 +71,9 @@ class FetchContext:
         self.wanted = wanted  # [(topic id or name, [FetchPartition])], in read order
         self.session = session  # set for an incremental request
         self.new_session = new_session  # (by_id, follower, now_ms) when a full request asks for one
+        # an incremental request's entries as it read them: a later request of the session may
+        # forget or replace one while this one long-polls, and then this answer must not touch it
+        self._entries = list(session.partitions.values()) if session else []
 
     def answer(self, results: list) -> tuple[int, list]:
         """(session id, results to send) for `results` = [(name, topic id, [FetchPartitionResult])]
@@ -82,14 +89,15 @@ class FetchContext:
                         cached.answered(result)
             return (session.id if session else 0), results
         session = self.session
+        entries = iter(self._entries)
         sent = []
         for (key, partitions), (name, topic_id, answered) in zip(self.wanted, results):
             changed = []
             for request, result in zip(partitions, answered):
-                cached = session.partitions.get((key, request.partition))
-                if cached is None or cached.answered(result):  # none: forgotten while this request waited
+                cached = next(entries)
+                if session.partitions.get((key, request.partition)) is cached and cached.answered(result):
                     changed.append(result)
-                    if result.records and cached is not None:
+                    if result.records:
                         session.partitions.move_to_end((key, request.partition))
             if changed:
                 sent.append((name, topic_id, changed))
@@ -99,8 +107,8 @@ class FetchContext:
 class FetchSessionCache:
     """The sessions of one broker: at most `slots` (max.incremental.fetch.session.cache.slots; 0:
     none). When full, a new session takes the place of the least recently used one idle for
-    `eviction_ms` (min.incremental.fetch.session.eviction.ms), else a follower's takes a consumer's;
-    else the request is answered without a session and the fetcher goes on with full requests."""
+    `eviction_ms` (Kafka's 120 s), else a follower's takes a consumer's; else the request is
+    answered without a session and the fetcher goes on with full requests."""
 
     def __init__(self, slots: int = 1000, eviction_ms: int = 120_000, rng: random.Random | None = None) -> None:
         self.slots = slots
@@ -116,7 +124,8 @@ class FetchSessionCache:
         a session by topic id continued by name or the other way (FETCH_SESSION_TOPIC_ID_ERROR)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request; it closes the session it names
             self.sessions.pop(session_id, None)
-            return FetchContext(self, topics, new_session=(by_id, follower, now_ms) if epoch == INITIAL_EPOCH else None)
+            wants_session = epoch == INITIAL_EPOCH
+            return FetchContext(self, topics, new_session=(by_id, follower, now_ms) if wants_session else None)
         session = self.sessions.get(session_id)
         if session is None:
             raise KafkaError(ErrorCode.fetch_session_id_not_found, f"no fetch session {session_id}")
@@ -132,7 +141,7 @@ class FetchSessionCache:
         for key, partitions in topics:
             for request in partitions:
                 cached = session.partitions.get((key, request.partition))
-                if cached is None:
+                if cached is None or _starts_over(cached.request, request):
                     session.partitions[key, request.partition] = _Cached(request)
                 else:
                     cached.request = request
@@ -153,12 +162,19 @@ class FetchSessionCache:
         return session
 
     def _evict(self, for_follower: bool, now_ms: int) -> bool:
-        for candidates in ([s for s in self.sessions.values() if now_ms - s.last_used_ms >= self.eviction_ms],
-                           [s for s in self.sessions.values() if not s.follower] if for_follower else []):
-            if candidates:
-                del self.sessions[candidates[0].id]
-                return True
-        return False
+        """Least recently used first: an idle session, else (for a follower) a consumer's."""
+        idle = next((s for s in self.sessions.values() if now_ms - s.last_used_ms >= self.eviction_ms), None)
+        if idle is None and for_follower:
+            idle = next((s for s in self.sessions.values() if not s.follower), None)
+        if idle is not None:
+            del self.sessions[idle.id]
+        return idle is not None
+
+
+def _starts_over(before, now) -> bool:
+    """A new leadership, or a log cut back: the fetcher may have set aside the answers it had (a
+    follower ignores one sent for another leader epoch), so nothing counts as told."""
+    return now.current_leader_epoch != before.current_leader_epoch or now.fetch_offset < before.fetch_offset
 
 
 def _grouped(partitions: OrderedDict) -> list:

@@ -10,7 +10,7 @@ import logging
 import time
 
 from ..client import BrokerConnection, ClientError
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, error_code
 from ..protocol.hot_requests import encode_follower_fetch_request
 from ..protocol.hot_responses import decode_follower_fetch_response
 from ..protocol.record_batch import batch_headers
@@ -115,7 +115,7 @@ class ReplicaFetcher:
                     continue
                 leo = p.log.log_end_offset
                 try:
-                    backoff = p.on_epoch_answer(asks[p.key], EpochEndOffset(ErrorCode(r.error_code), r.leader_epoch,
+                    backoff = p.on_epoch_answer(asks[p.key], EpochEndOffset(error_code(r.error_code), r.leader_epoch,
                                                                             r.end_offset))
                 except Exception:
                     self._failed(p, "an OffsetForLeaderEpoch answer")
@@ -145,9 +145,13 @@ class ReplicaFetcher:
             _by_topic((topic_id, index) for topic_id, index in session.forgotten))
         answer = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30,
                                     decode=decode_follower_fetch_response)
-        if not self.session.on_answer(ErrorCode(answer.error_code), answer.session_id):
-            log.info("fetch session with broker %d: %s; fetching every partition again", self.leader_id,
-                     ErrorCode(answer.error_code).name)
+        if not self.session.on_answer(answer.error_code, answer.session_id):
+            log.info("fetch session with broker %d: error %d; fetching every partition again", self.leader_id,
+                     answer.error_code)
+            return
+        if answer.error_code:  # every partition of the request got it
+            for p in partitions:
+                self._back_off(p, error_code(answer.error_code))
             return
         now_ms = _now_ms()
         for topic_id, answered in answer.topics:
@@ -161,7 +165,7 @@ class ReplicaFetcher:
                 if records and replicas.follower_throttled(p):
                     replicas.follower_quota.record(len(records), time.monotonic())
                 try:
-                    decision = p.on_fetched(ask, ErrorCode(r.error_code), r.high_watermark, records,
+                    decision = p.on_fetched(ask, error_code(r.error_code), r.high_watermark, records,
                                             batch_headers(records) if records else (), now_ms, r.log_start_offset)
                 except Exception:
                     self._failed(p, "a fetch answer")

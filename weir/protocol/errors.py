@@ -2,7 +2,7 @@
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError"]
+__all__ = ["ErrorCode", "KafkaError", "error_code"]
 
 
 class KafkaError(Exception):
@@ -15,3 +15,11 @@ class KafkaError(Exception):
         self.code = code
         self.message = message
         self.record_errors = record_errors
+
+
+def error_code(number: int) -> ErrorCode:
+    """The ErrorCode a peer answered; a number kio does not know is UNKNOWN_SERVER_ERROR."""
+    try:
+        return ErrorCode(number)
+    except ValueError:
+        return ErrorCode.unknown_server_error

@@ -275,3 +275,52 @@ def test_a_member_that_comes_back_without_its_tail_is_refused_until_it_leaves_th
     accept(leader, proposal)
     assert leader.on_follower_fetch(3, 4, T0 + LAG + 2, broker_epoch=70).error == ErrorCode.none
     leader.check_invariants()
+
+
+def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
+    """The fetch-session short way (`on_quiet_follower_fetch`) agrees with the full one whenever it
+    takes a fetch, and leaves everything as it was when it does not, over random histories."""
+    import copy
+    import random
+
+    def state(replica):
+        return {name: getattr(replica, name) for name in replica.__slots__}
+
+    def settle(proposal):  # the controller accepts, refuses, or has not answered yet
+        if proposal is not None and (answer := rng.random()) < 0.6:
+            accept(leader, proposal)
+        elif proposal is not None and answer < 0.8:
+            leader.on_isr_change_result(IsrChangeRejected(ErrorCode.ineligible_replica))
+    rng = random.Random(11)
+    taken = 0
+    for _ in range(1500):
+        leader = make_leader(isr=rng.choice([(1, 2, 3), (1, 2), (1,)]), leo=0, hw=0)
+        now = T0
+        for _ in range(rng.randint(0, 30)):
+            now += rng.randint(0, 20_000)
+            action = rng.random()
+            if action < 0.3:
+                leader.on_leader_append(leader.log_end_offset + rng.randint(1, 3))
+            elif action < 0.8:
+                replica = rng.choice([2, 3])
+                offset = rng.randint(max(0, leader.followers[replica].log_end_offset), leader.log_end_offset)
+                settle(leader.on_follower_fetch(replica, offset, now, rng.choice([10, 11])).alter_partition)
+            else:
+                settle(leader.maybe_shrink_isr(now))
+        replica = rng.choice([2, 3])
+        offset = rng.choice([leader.log_end_offset, leader.followers[replica].log_end_offset, leader.high_watermark])
+        if offset < 0:
+            continue
+        full, before = copy.deepcopy(leader), copy.deepcopy(leader)
+        incarnation = rng.choice([10, 11])  # of the follower's broker (KIP-903): 10 may be stale
+        if leader.on_quiet_follower_fetch(replica, offset, now + 1, incarnation):
+            taken += 1
+            outcome = full.on_follower_fetch(replica, offset, now + 1, incarnation)
+            assert (outcome.error, outcome.high_watermark_advanced, outcome.alter_partition) == (
+                ErrorCode.none, False, None)
+            assert state(full.followers[replica]) == state(leader.followers[replica])
+            assert (full.high_watermark, full.committed_isr, full.pending) == (
+                leader.high_watermark, leader.committed_isr, leader.pending)
+        else:
+            assert state(before.followers[replica]) == state(leader.followers[replica])
+    assert taken > 50, "the histories reach quiet fetches often enough to mean something"

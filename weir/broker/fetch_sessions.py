@@ -8,7 +8,8 @@ the broker drives it, tests drive it directly.
 
 A partition left out of an incremental request is still fetched, at the position the session
 holds for it: for a follower that is a fetch at its log end offset like any other (the leader
-counts it as caught up), as in Kafka.
+counts it as caught up), as in Kafka. What the session last answered (`FetchContext.told`) lets
+the leader take such a fetch of an idle partition the short way (`ReplicaManager.read`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class FetchContext:
         # an incremental request's entries as it read them: a later request of the session may
         # forget or replace one while this one long-polls, and then this answer must not touch it
         self._entries = list(session.partitions.values()) if session else []
+        self.told: dict = {}  # (topic key, partition) -> (HW, LSO, log start) last answered, if unnamed now
 
     def answer(self, results: list) -> tuple[int, list]:
         """(session id, results to send) for `results` = [(name, topic id, [FetchPartitionResult])]
@@ -148,7 +150,12 @@ class FetchSessionCache:
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
-        return FetchContext(self, _grouped(session.partitions), session=session)
+        context = FetchContext(self, _grouped(session.partitions), session=session)
+        named = {(key, request.partition) for key, partitions in topics for request in partitions}
+        context.told = {key: (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
+                        for key, cached in session.partitions.items()
+                        if key not in named and cached.high_watermark is not None}
+        return context
 
     def create(self, by_id: bool, follower: bool, now_ms: int) -> FetchSession | None:
         if self.slots <= 0:

@@ -318,17 +318,24 @@ class ReplicaManager:
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
-             log_start_offset: int = -1, read_committed: bool = False) -> FetchPartitionResult:
+             log_start_offset: int = -1, read_committed: bool = False,
+             told: tuple[int, int, int] | None = None) -> FetchPartitionResult:
         """A fetch from a consumer (replica_id < 0: committed data only; `read_committed`: below
         the last stable offset, with the aborted transactions of what it returns, KIP-98) or a
         follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
         epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
-        `first` false: the follower's position is taken once per request."""
+        `first` false: the follower's position is taken once per request. `told`: the (HW, LSO,
+        log start) a follower's fetch session last answered; if they stand and the fetch could
+        only be timed, it is, and the same answer comes back without a read."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
         except KafkaError as e:
             return FetchPartitionResult(index, e.code)
+        if (told is not None and follower
+                and told == (partition.high_watermark, partition.last_stable_offset, partition.log.log_start_offset)
+                and partition.on_quiet_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch, now_ms)):
+            return FetchPartitionResult(index, ErrorCode.none, *told)
         if follower and first:
             error, effects = partition.on_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch,
                                                          now_ms, log_start_offset)

@@ -271,6 +271,20 @@ class LeaderPartition:
         advanced = self.maybe_increment_high_watermark()
         return FollowerFetchOutcome(ErrorCode.none, advanced, proposal)
 
+    def on_quiet_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                                broker_epoch: int = NO_BROKER_EPOCH) -> bool:
+        """`on_follower_fetch` for a fetch it would only time: an ISR member, with no ISR change in
+        flight, fetching at the LEO it already showed us, which is our LEO and the HW (nothing to
+        expand, advance or read). True once noted; False, having done nothing, for any other fetch.
+        A fetch session's leader checks its partitions this way (weir/broker/fetch_sessions.py)."""
+        follower = self.followers.get(replica_id)
+        if (follower is None or follower.is_stale_epoch(broker_epoch) or self.pending is not None
+                or replica_id not in self.committed_isr
+                or not fetch_offset == follower.log_end_offset == self.log_end_offset == self.high_watermark):
+            return False
+        follower.update_fetch_state(fetch_offset, now_ms, self.log_end_offset, broker_epoch)
+        return True
+
     def _regressed(self, follower: FollowerReplica, fetch_offset: int) -> bool:
         """An ISR member fetching below the LEO it already showed us restarted without its tail (a
         new incarnation, KIP-903's case). Its lower LEO must not count while it is in the ISR (the

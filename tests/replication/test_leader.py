@@ -279,7 +279,10 @@ def test_a_member_that_comes_back_without_its_tail_is_refused_until_it_leaves_th
 
 def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
     """The fetch-session short way (`on_quiet_follower_fetch`) agrees with the full one whenever it
-    takes a fetch, and leaves everything as it was when it does not, over random histories."""
+    takes a fetch (the follower's state, the HW, the ISR, no proposal) and leaves everything as it
+    was when it does not, over random histories of appends, fetches, ISR changes accepted, refused
+    and pending, min.insync.replicas changes and new leader epochs. (Partition.on_follower_fetch
+    takes the follower's log start as it does here.)"""
     import copy
     import random
 
@@ -293,29 +296,36 @@ def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
             leader.on_isr_change_result(IsrChangeRejected(ErrorCode.ineligible_replica))
     rng = random.Random(11)
     taken = 0
-    for _ in range(1500):
-        leader = make_leader(isr=rng.choice([(1, 2, 3), (1, 2), (1,)]), leo=0, hw=0)
+    for _ in range(3000):
+        leader = make_leader(isr=rng.choice([(1, 2, 3), (1, 2), (1,)]), min_isr=rng.choice([1, 2, 3]), leo=0, hw=0)
         now = T0
         for _ in range(rng.randint(0, 30)):
             now += rng.randint(0, 20_000)
             action = rng.random()
             if action < 0.3:
                 leader.on_leader_append(leader.log_end_offset + rng.randint(1, 3))
-            elif action < 0.8:
+            elif action < 0.75:
                 replica = rng.choice([2, 3])
                 offset = rng.randint(max(0, leader.followers[replica].log_end_offset), leader.log_end_offset)
                 settle(leader.on_follower_fetch(replica, offset, now, rng.choice([10, 11])).alter_partition)
-            else:
+            elif action < 0.85:
                 settle(leader.maybe_shrink_isr(now))
+            elif action < 0.93:  # min.insync.replicas changed: the HW may stay frozen below the LEO
+                leader.config = ReplicationConfig(rng.choice([1, 2, 3]), LAG)
+            else:  # a new leader epoch, same ISR: the followers' positions are forgotten
+                leader.on_partition_state(leader.leader_epoch + 1, leader.partition_epoch + 1, leader.committed_isr,
+                                          leader.replicas, now, MemoryEpochCache())
         replica = rng.choice([2, 3])
         offset = rng.choice([leader.log_end_offset, leader.followers[replica].log_end_offset, leader.high_watermark])
         if offset < 0:
             continue
         full, before = copy.deepcopy(leader), copy.deepcopy(leader)
-        incarnation = rng.choice([10, 11])  # of the follower's broker (KIP-903): 10 may be stale
-        if leader.on_quiet_follower_fetch(replica, offset, now + 1, incarnation):
+        incarnation = rng.choice([10, 11, -1])  # of the follower's broker (KIP-903): 10 may be stale; -1 unsaid
+        log_start = rng.choice([-1, 0, leader.followers[replica].log_start_offset + 1])
+        if leader.on_quiet_follower_fetch(replica, offset, now + 1, incarnation, log_start):
             taken += 1
             outcome = full.on_follower_fetch(replica, offset, now + 1, incarnation)
+            full.followers[replica].log_start_offset = max(full.followers[replica].log_start_offset, log_start)
             assert (outcome.error, outcome.high_watermark_advanced, outcome.alter_partition) == (
                 ErrorCode.none, False, None)
             assert state(full.followers[replica]) == state(leader.followers[replica])
@@ -323,4 +333,16 @@ def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
                 leader.high_watermark, leader.committed_isr, leader.pending)
         else:
             assert state(before.followers[replica]) == state(leader.followers[replica])
-    assert taken > 50, "the histories reach quiet fetches often enough to mean something"
+    assert taken > 25, "the histories reach quiet fetches often enough to mean something"
+
+
+def test_a_fetch_at_the_leo_while_the_hw_lags_it_takes_the_full_way():
+    """min.insync.replicas lowered under a leader whose HW it had frozen: the next follower fetch
+    at the LEO must advance the HW, so the short way declines it."""
+    leader = make_leader(isr=(1, 2), min_isr=3)
+    leader.on_leader_append(10)
+    leader.on_follower_fetch(2, 10, T0)
+    assert leader.high_watermark == 0  # the committed ISR is below min.insync.replicas
+    leader.config = ReplicationConfig(2, LAG)
+    assert not leader.on_quiet_follower_fetch(2, 10, T0 + 1)
+    assert leader.on_follower_fetch(2, 10, T0 + 1).high_watermark_advanced and leader.high_watermark == 10

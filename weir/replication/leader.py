@@ -272,14 +272,15 @@ class LeaderPartition:
         return FollowerFetchOutcome(ErrorCode.none, advanced, proposal)
 
     def on_quiet_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
-                                broker_epoch: int = NO_BROKER_EPOCH) -> bool:
+                                broker_epoch: int = NO_BROKER_EPOCH, log_start_offset: int = UNKNOWN_OFFSET) -> bool:
         """`on_follower_fetch` for a fetch it would only time: an ISR member, with no ISR change in
         flight, fetching at the LEO it already showed us, which is our LEO and the HW (nothing to
-        expand, advance or read). True once noted; False, having done nothing, for any other fetch.
-        A fetch session's leader checks its partitions this way (weir/broker/fetch_sessions.py)."""
+        expand, advance or read), its log start no further than it said. True once noted (its
+        fetch and caught-up times, as `on_follower_fetch` notes them); False, having done nothing,
+        for any other fetch. A fetch session's leader checks its idle partitions this way."""
         follower = self.followers.get(replica_id)
         if (follower is None or follower.is_stale_epoch(broker_epoch) or self.pending is not None
-                or replica_id not in self.committed_isr
+                or replica_id not in self.committed_isr or log_start_offset > follower.log_start_offset
                 or not fetch_offset == follower.log_end_offset == self.log_end_offset == self.high_watermark):
             return False
         follower.update_fetch_state(fetch_offset, now_ms, self.log_end_offset, broker_epoch)

@@ -320,11 +320,12 @@ class Partition:
         return ErrorCode.none, effects
 
     def on_quiet_follower_fetch(self, replica_id: int, replica_epoch: int, fetch_offset: int,
-                                current_leader_epoch: int, now_ms: int) -> bool:
+                                current_leader_epoch: int, now_ms: int, log_start_offset: int = UNKNOWN_OFFSET) -> bool:
         """True when this follower fetch could only be timed, and was (LeaderPartition's
         `on_quiet_follower_fetch`); False, having done nothing, when it needs `on_follower_fetch`."""
         return (not self.check_request(current_leader_epoch)
-                and self.leader.on_quiet_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch))
+                and self.leader.on_quiet_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch,
+                                                        log_start_offset))
 
     # -- DeleteRecords -------------------------------------------------------------------
 

@@ -325,19 +325,15 @@ class ReplicaManager:
         follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
         epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
         `first` false: the follower's position is taken once per request. `told`: the (HW, LSO,
-        log start) a follower's fetch session last answered; if they stand and the fetch could
-        only be timed, it is (a long poll's re-reads note nothing: at the LEO, they read nothing),
-        and the same answer comes back without a read."""
+        log start) a follower's fetch session last answered: the answer again, without a read, if
+        the fetch could only be timed (`Partition.on_quiet_follower_fetch`)."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
         except KafkaError as e:
             return FetchPartitionResult(index, e.code)
-        if (told is not None and follower
-                and told == (partition.high_watermark, partition.last_stable_offset, partition.log.log_start_offset)
-                and (partition.on_quiet_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch, now_ms,
-                                                       log_start_offset) if first
-                     else not partition.check_request(current_leader_epoch) and offset == partition.log.log_end_offset)):
+        if told is not None and follower and partition.on_quiet_follower_fetch(
+                told, replica_id, replica_epoch, offset, current_leader_epoch, now_ms, log_start_offset, again=not first):
             return FetchPartitionResult(index, ErrorCode.none, *told)
         if follower and first:
             error, effects = partition.on_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch,

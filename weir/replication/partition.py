@@ -319,13 +319,21 @@ class Partition:
             effects.completions, effects.data_changed = self._poll(now_ms), True
         return ErrorCode.none, effects
 
-    def on_quiet_follower_fetch(self, replica_id: int, replica_epoch: int, fetch_offset: int,
-                                current_leader_epoch: int, now_ms: int, log_start_offset: int = UNKNOWN_OFFSET) -> bool:
-        """True when this follower fetch could only be timed, and was (LeaderPartition's
-        `on_quiet_follower_fetch`); False, having done nothing, when it needs `on_follower_fetch`."""
-        return (not self.check_request(current_leader_epoch)
-                and self.leader.on_quiet_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch,
-                                                        log_start_offset))
+    def on_quiet_follower_fetch(self, told: tuple[int, int, int], replica_id: int, replica_epoch: int,
+                                fetch_offset: int, current_leader_epoch: int, now_ms: int,
+                                log_start_offset: int = UNKNOWN_OFFSET, *, again: bool = False) -> bool:
+        """A fetch session's short way for a partition its follower did not name: True when `told`,
+        the (HW, LSO, log start) the session last answered, still stands and this fetch could only
+        be timed (LeaderPartition's `on_quiet_follower_fetch`), and was; the answer is then `told`
+        again, with no records. A long poll reading `again` notes nothing (as `on_follower_fetch`
+        is taken once per request) and needs only to be at the LEO. False, having done nothing,
+        when the fetch needs `on_follower_fetch` and a read."""
+        if (told != (self.high_watermark, self.last_stable_offset, self.log.log_start_offset)
+                or self.check_request(current_leader_epoch)):
+            return False
+        if again:
+            return fetch_offset == self.log.log_end_offset
+        return self.leader.on_quiet_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch, log_start_offset)
 
     # -- DeleteRecords -------------------------------------------------------------------
 

@@ -5,9 +5,14 @@ OffsetForLeaderEpoch, each answered from what the partition object decides.
 
 from __future__ import annotations
 
+import random
+
 from kio.schema.errors import ErrorCode
 
+from weir.broker.fetch_sessions import FetchSessionCache
 from weir.protocol.errors import KafkaError
+from weir.protocol.hot_requests import FetchPartition
+from weir.protocol.hot_responses import FetchPartitionResult
 from weir.replication.partition import Effects, Partition
 
 from weir.sim.memlog import SimBatch
@@ -17,6 +22,9 @@ class SimApis:
     def __init__(self, broker) -> None:
         self.broker = broker
         self.parked: dict = {}  # acks=all produce requests waiting for the HW
+        # session ids from the seed: a run replays exactly
+        self.fetch_sessions = FetchSessionCache(rng=random.Random(f"sessions/{broker.world.seed}/{broker.id}/"
+                                                                  f"{broker.incarnation}"))
 
     def complete(self, completions) -> None:
         for completion in completions:
@@ -52,14 +60,43 @@ class SimApis:
         batches = partition.log.read(offset, limit, 50) if not error else ()
         broker.send(src, ("read_resp", rid, error, hw, offset, [b.value for b in batches]))
 
-    def fetch(self, src, rid, partition: Partition, offset: int, current_leader_epoch: int,
-              replica_epoch: int) -> None:
+    def fetch(self, src, rid, partition: Partition, offset: int, current_leader_epoch: int, replica_epoch: int,
+              log_start_offset: int, session_id: int, session_epoch: int, named: bool) -> None:
+        """A follower's Fetch of one partition in its fetch session (weir/broker/fetch_sessions.py):
+        answered (error, HW, batches) when there is news, None when the session has none."""
         broker = self.broker
-        error, effects = partition.on_follower_fetch(src, replica_epoch, offset, current_leader_epoch, broker.now)
+        ask = FetchPartition(partition.index, current_leader_epoch, offset, -1, log_start_offset, 0)
+        try:
+            context = self.fetch_sessions.context(session_id, session_epoch, [(partition.topic, [ask])] if named else [],
+                                                  [], by_id=False, follower=True, now_ms=broker.now)
+        except KafkaError as e:
+            broker.send(src, ("fetch_resp", rid, e.code, 0, None))
+            return
+        results = [(partition.topic, None, [self._fetch_one(src, partition, request, replica_epoch,
+                                                             context.told.get((key, request.partition)))
+                                            for request in partitions])
+                   for key, partitions in context.wanted]
+        session_id, sent = context.answer(results)
+        answer = None
+        if sent:
+            [(_, _, [result])] = sent
+            answer = (result.error_code, result.high_watermark, result.records)
+        broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answer))
+
+    def _fetch_one(self, src, partition: Partition, request, replica_epoch: int, told) -> FetchPartitionResult:
+        broker = self.broker
+        offset = request.fetch_offset
+        if told is not None and partition.on_quiet_follower_fetch(told, src, replica_epoch, offset,
+                                                                  request.current_leader_epoch, broker.now,
+                                                                  request.log_start_offset):
+            return FetchPartitionResult(partition.index, ErrorCode.none, *told)
+        error, effects = partition.on_follower_fetch(src, replica_epoch, offset, request.current_leader_epoch,
+                                                     broker.now, request.log_start_offset)
         broker.act(partition, effects)
         error, limit = (error, 0) if error else partition.read_limit(offset, follower=True)
         batches = None if error else partition.log.read(offset, limit, broker.settings.replica_fetch_max_records)
-        broker.send(src, ("fetch_resp", rid, error, partition.high_watermark, batches or None))
+        return FetchPartitionResult(partition.index, error, partition.high_watermark, partition.last_stable_offset,
+                                    partition.log.log_start_offset, batches or None)
 
     def ofle(self, src, rid, partition: Partition, current_leader_epoch: int, requested_epoch: int) -> None:
         broker = self.broker

@@ -27,7 +27,8 @@ from weir.sim.watcher import SimWatcher
 from weir.sim.zk_session import ZkSession
 
 NOT_LEADER = ErrorCode.not_leader_or_follower
-NO_PARTITION = {"produce": (NOT_LEADER, -1), "read": (NOT_LEADER, -1, -1, []), "fetch": (NOT_LEADER, -1, None),
+NO_PARTITION = {"produce": (NOT_LEADER, -1), "read": (NOT_LEADER, -1, -1, []),
+                "fetch": (ErrorCode.none, 0, (NOT_LEADER, -1, None)),
                 "ofle": (EpochEndOffset(ErrorCode.unknown_topic_or_partition),)}
 
 

@@ -250,3 +250,13 @@ def test_after_a_session_error_the_full_request_closes_the_session_the_leader_st
     assert not handler.on_answer(error, 0)
     again = handler.build({"a": 1})
     assert again.full and again.session_id == (77 if names_the_session else 0)
+
+
+@pytest.mark.parametrize("follower", [True, False])
+def test_only_a_followers_unnamed_partitions_carry_what_they_were_told(follower):
+    """The short way for an idle partition is a follower's (a consumer's fetch is read in full)."""
+    cache = FetchSessionCache()
+    session_id, _ = open_session(cache, [("t", [ask(0, 10), ask(1, 10)])],
+                                 {("t", 0): result(0, hw=10), ("t", 1): result(1, hw=10)}, follower=follower)
+    context = cache.context(session_id, 1, [("t", [ask(1, 12)])], [], by_id=False, follower=follower, now_ms=1)
+    assert context.told == ({("t", 0): (10, 10, 0)} if follower else {})

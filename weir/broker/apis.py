@@ -244,23 +244,21 @@ class DataApis:
             else:
                 refused = denied(self.authz, header, TOPIC, named)
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
-        told = context.told if replica_id >= 0 else {}
         results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
-                                 read_committed=read_committed, refused=refused, told=told)
+                                 read_committed=read_committed, refused=refused, told=context.told)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         if _keeps_waiting(results, request.min_bytes, deadline):
             return self._fetch_later(header.api_version, request, context, wanted, results, deadline, replica_id,
-                                     replica_epoch, by_id, read_committed, refused, told)
+                                     replica_epoch, by_id, read_committed, refused)
         return encode_fetch_response(header.api_version, 0, *context.answer(results))
 
     async def _fetch_later(self, version: int, request, context, wanted, results, deadline: float, replica_id: int,
-                           replica_epoch: int, by_id: bool, read_committed: bool, refused: set[str] | None,
-                           told: dict) -> list:
+                           replica_epoch: int, by_id: bool, read_committed: bool, refused: set[str] | None) -> list:
         keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
         while keys and _keeps_waiting(results, request.min_bytes, deadline):
             await self.replicas.waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0)
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
-                                     read_committed=read_committed, refused=refused, told=told)
+                                     read_committed=read_committed, refused=refused, told=context.told)
         return encode_fetch_response(version, 0, *context.answer(results))
 
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,

@@ -75,7 +75,8 @@ class FetchContext:
         # an incremental request's entries as it read them: a later request of the session may
         # forget or replace one while this one long-polls, and then this answer must not touch it
         self._entries = list(session.partitions.values()) if session else []
-        self.told: dict = {}  # (topic key, partition) -> (HW, LSO, log start) last answered, if unnamed now
+        # a follower's session: (topic key, partition) -> (HW, LSO, log start) last answered, if unnamed now
+        self.told: dict = {}
 
     def answer(self, results: list) -> tuple[int, list]:
         """(session id, results to send) for `results` = [(name, topic id, [FetchPartitionResult])]
@@ -121,9 +122,10 @@ class FetchSessionCache:
     def context(self, session_id: int, epoch: int, topics: list, forgotten: list, *, by_id: bool, follower: bool,
                 now_ms: int) -> FetchContext:
         """The context of a request whose `topics` are [(topic id or name, [FetchPartition])] and
-        `forgotten` [(topic id or name, [partition])] (read in an incremental request only). Raises KafkaError for a session the cache
-        does not hold (FETCH_SESSION_ID_NOT_FOUND), a wrong epoch (INVALID_FETCH_SESSION_EPOCH) or
-        a session by topic id continued by name or the other way (FETCH_SESSION_TOPIC_ID_ERROR)."""
+        `forgotten` [(topic id or name, [partition])] (read in an incremental request only).
+        Raises KafkaError for a session the cache does not hold (FETCH_SESSION_ID_NOT_FOUND), a
+        wrong epoch (INVALID_FETCH_SESSION_EPOCH) or a session by topic id continued by name or
+        the other way (FETCH_SESSION_TOPIC_ID_ERROR)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request; it closes the session it names
             self.sessions.pop(session_id, None)
             wants_session = epoch == INITIAL_EPOCH
@@ -151,10 +153,11 @@ class FetchSessionCache:
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
         context = FetchContext(self, _grouped(session.partitions), session=session)
-        named = {(key, request.partition) for key, partitions in topics for request in partitions}
-        context.told = {key: (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
-                        for key, cached in session.partitions.items()
-                        if key not in named and cached.high_watermark is not None}
+        if session.follower:  # only a follower's fetch of an idle partition has a short way
+            named = {(key, request.partition) for key, partitions in topics for request in partitions}
+            context.told = {key: (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
+                            for key, cached in session.partitions.items()
+                            if key not in named and cached.high_watermark is not None}
         return context
 
     def create(self, by_id: bool, follower: bool, now_ms: int) -> FetchSession | None:

@@ -150,8 +150,9 @@ class ReplicaFetcher:
                      answer.error_code)
             return
         if answer.error_code:  # every partition of the request got it
+            error = error_code(answer.error_code)
             for p in partitions:
-                self._back_off(p, error_code(answer.error_code))
+                self._back_off(p, error)
             return
         now_ms = _now_ms()
         for topic_id, answered in answer.topics:

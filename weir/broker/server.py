@@ -21,9 +21,9 @@ from ..groups.apis import GroupApis
 from ..groups.coordinator import GroupCoordinator
 from .admin_apis import AdminApis
 from .apis import DataApis
-from .fetch_sessions import FetchSessionCache
 from .connection import Connection
 from .controller_service import CONTROLLED_SHUTDOWN_PATH, ControllerService
+from .fetch_sessions import FetchSessionCache
 from .isr_sender import send_isr_changes
 from .metrics import BrokerMetrics
 from .metrics import serve as serve_metrics

@@ -20,7 +20,9 @@
 - compare --against TREE: three brokers run from this source tree and three from TREE (a git
   worktree of another commit, say), RF=3 acks=all, 6 partitions, rounds alternated: records/s and
   the brokers' user and system CPU-seconds per million records, apart (what a change to Python
-  code moves is the user time; page-cache and socket copies are the system time).
+  code moves is the user time; page-cache and socket copies are the system time). With
+  --idle-topics N, N more topics of one partition that nobody writes (what a request naming
+  topics by id costs when the cluster has many).
 - spark: Spark over Weir against Parquet (weir/spark/bench.py).
 Results are printed, never asserted: speed is measured here, not in tests.
 """
@@ -204,6 +206,12 @@ def _consume(bootstrap: str, records: int, record_size: int, skip: int = 0, part
 def _create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
                   assignment: list | None = None, **config) -> None:
     """CreateTopics over Weir's own client (confluent-kafka 2.16 refuses a replica assignment)."""
+    _create_topics(bootstrap, [name], partitions, replication, assignment, **config)
+
+
+def _create_topics(bootstrap: str, names: list[str], partitions: int = 1, replication: int = 1,
+                   assignment: list | None = None, **config) -> None:
+    """Topics `names`, alike, in one CreateTopics request."""
     import asyncio
 
     from .client import BrokerConnection, check_error
@@ -216,8 +224,9 @@ def _create_topic(bootstrap: str, name: str, partitions: int = 1, replication: i
                 "name": name, "num_partitions": -1 if assignment else partitions,
                 "replication_factor": -1 if assignment else replication,
                 "assignments": [{"partition_index": i, "broker_ids": r} for i, r in enumerate(assignment or [])],
-                "configs": [{"name": k, "value": v} for k, v in config.items()]}]})
-            check_error(response.topics[0].error_code, response.topics[0].error_message)
+                "configs": [{"name": k, "value": v} for k, v in config.items()]} for name in names]})
+            for topic in response.topics:
+                check_error(topic.error_code, topic.error_message)
 
     asyncio.run(create())
 
@@ -328,7 +337,8 @@ def _bench_compare(args) -> int:
         print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
         return 2
     here = str(Path(__file__).resolve().parent.parent)
-    return _side_by_side(args, {"this tree": (here, {}), "--against": (str(Path(args.against).resolve()), {})})
+    return _side_by_side(args, {"this tree": (here, {}), "--against": (str(Path(args.against).resolve()), {})},
+                         idle_topics=args.idle_topics)
 
 
 def _bench_sessions(args) -> int:
@@ -339,13 +349,15 @@ def _bench_sessions(args) -> int:
                          idle_partitions=args.idle_partitions)
 
 
-def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int = 0) -> int:
+def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int = 0, idle_topics: int = 0) -> int:
     """Three brokers per side (its source tree, its broker settings), RF=3 acks=all into 6
-    partitions (`idle_partitions` more, RF=3, written by nobody), rounds alternated between sides."""
+    partitions (`idle_partitions` more, RF=3, and `idle_topics` topics of one partition, RF=1,
+    written by nobody), rounds alternated between sides."""
     from .local_cluster import LocalCluster
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
           f"median of {args.rounds} rounds, {len(sides)} x 3 brokers on 127.0.0.1, RF=3 acks=all"
-          + (f", {idle_partitions} idle partitions" if idle_partitions else ""))
+          + (f", {idle_partitions} idle partitions" if idle_partitions else "")
+          + (f", {idle_topics} idle topics" if idle_topics else ""))
     clusters: dict[str, LocalCluster] = {}
     runs: dict[str, list] = {name: [] for name in sides}
     saved = os.environ.get("PYTHONPATH")
@@ -358,6 +370,8 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
             if idle_partitions:
                 _create_topic(cluster.bootstrap, "idle", idle_partitions, 3)
+            for first in range(0, idle_topics, 500):  # CreateTopics requests of a bounded size
+                _create_topics(cluster.bootstrap, [f"idle-{i}" for i in range(first, min(first + 500, idle_topics))])
         for _ in range(args.rounds):
             for name, cluster in clusters.items():
                 runs[name].append(_with_cpu(cluster, args.records, lambda: _produce(

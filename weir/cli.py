@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--rounds", type=int, default=3)
     bench.add_argument("--idle-partitions", type=int, default=300,
                        help="sessions only: partitions beside the 6 written, which nobody writes")
+    bench.add_argument("--idle-topics", type=int, default=0,
+                       help="compare only: topics of one partition beside the one written, which nobody writes")
     bench.set_defaults(func=_bench)
 
     # -- admin tools: topics, configs, elect-leaders, cluster (weir/admin_cli.py) --

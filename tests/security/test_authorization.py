@@ -286,12 +286,12 @@ def test_admin_handlers_refuse_as_kafka():
 
     from weir.broker.admin_apis import ZERO_UUID, AdminApis
     from weir.config import BrokerConfig
-    from weir.coordination.model import TopicAssignment
+    from weir.coordination.model import ClusterView, TopicAssignment
 
     hidden_id, seen_id, unknown_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     topics = {"hidden": TopicAssignment("hidden", hidden_id, {0: (1,)}),
               "seen": TopicAssignment("seen", seen_id, {0: (1,)})}
-    view = SimpleNamespace(topics=topics, topics_by_id=lambda: {a.topic_id: a for a in topics.values()})
+    view = ClusterView(topics=topics)
     a = authz((TOPIC, "seen", PatternType.LITERAL, Operation.DESCRIBE),
               (TOPIC, "new", PatternType.LITERAL, Operation.CREATE))
     apis = AdminApis(SimpleNamespace(config=BrokerConfig(), view=view), None, None, a)

@@ -99,8 +99,8 @@ class AdminApis:
         """The names of the topics a request names (by name or id), or of all when it names none."""
         if keys is None:
             return list(self.view.topics)
-        by_id = self.view.topics_by_id()
-        return [k if isinstance(k, str) else by_id[k].name for k in keys if isinstance(k, str) or k in by_id]
+        named = (k if isinstance(k, str) else self.view.topic_name(k) for k in keys)
+        return [name for name in named if name is not None]
 
     async def _metadata_after_create(self, version: int, names, missing: list[str], listener: str,
                                      refused: frozenset, asked: dict) -> bytes:
@@ -129,11 +129,10 @@ class AdminApis:
         """`topic_operations(name)`: a topic's authorized operations, when asked for;
         `cluster_operations`: the cluster's."""
         view = self.view
-        by_id = view.topics_by_id()
         keys = names if names is not None else tuple(sorted(t for t in view.topics if t not in refused))
         topics = []
         for key in keys:
-            assignment = view.topics.get(key) if isinstance(key, str) else by_id.get(key)
+            assignment = view.topics.get(key) if isinstance(key, str) else view.topic_by_id(key)
             if (key if isinstance(key, str) else getattr(assignment, "name", None)) in refused:
                 topics.append({"error_code": ErrorCode.topic_authorization_failed,
                                "name": key if isinstance(key, str) else None,
@@ -260,10 +259,9 @@ class AdminApis:
     async def _delete_topics(self, header: RequestHeader, request) -> dict:
         """As Kafka: a topic id names its topic, else UNKNOWN_TOPIC_ID; a topic named by id that the
         principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name."""
-        by_id = self.view.topics_by_id()
         if header.api_version >= 6:
-            wanted = [(t.name, ZERO_UUID) if t.name is not None else (getattr(by_id.get(t.topic_id), "name", None),
-                                                                      t.topic_id) for t in request.topics]
+            wanted = [(t.name, ZERO_UUID) if t.name is not None else (self.view.topic_name(t.topic_id), t.topic_id)
+                      for t in request.topics]
         else:
             wanted = [(n, ZERO_UUID) for n in request.topic_names]
         names = [name for name, _ in wanted if name is not None]
@@ -514,7 +512,8 @@ class AdminApis:
     async def _alter_partition(self, request) -> dict:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}
-        by_id = {topic_id: a.name for topic_id, a in self.controller.core.view.topics_by_id().items()}
+        view = self.controller.core.view
+        by_id = {t.topic_id: name for t in request.topics if (name := view.topic_name(t.topic_id)) is not None}
         items = []
         for t in request.topics:
             if t.topic_id in by_id:

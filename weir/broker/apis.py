@@ -87,15 +87,14 @@ class DataApis:
 
     def produce(self, header: RequestHeader, request):
         by_id = header.api_version >= 13
-        names = self._names_by_id() if by_id else {}
+        names = [self._topic_name(t.topic_id) if by_id else t.name for t in request.topic_data]
         now = now_ms()
         topics_out = []
         waiting: list[tuple[ProducePartitionResult, asyncio.Future]] = []
         verifying: list[tuple[ProducePartitionResult, str, object, VerificationGuard]] = []
         failed = False
         refused = self._refused_producing(header, request, names) if self.authz is not None else None
-        for topic_data in request.topic_data:
-            name = names.get(topic_data.topic_id) if by_id else topic_data.name
+        for topic_data, name in zip(request.topic_data, names):
             results = []
             for data in topic_data.partition_data:
                 result = ProducePartitionResult(data.index)
@@ -134,11 +133,11 @@ class DataApis:
             return encode_produce_response(header.api_version, topics_out)
         return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
 
-    def _refused_producing(self, header: RequestHeader, request, names: dict) -> dict[str, ErrorCode]:
-        """Topic → error, for the topics this producer may not write to: all of them when it may
-        not use its transactional id (TRANSACTIONAL_ID WRITE), else those without TOPIC WRITE."""
-        wanted = [names.get(t.topic_id) if header.api_version >= 13 else t.name for t in request.topic_data]
-        wanted = [n for n in wanted if n is not None]
+    def _refused_producing(self, header: RequestHeader, request, names: list) -> dict[str, ErrorCode]:
+        """Topic → error, for the topics this producer may not write to (`names`: its topics' names,
+        None for an unknown id): all of them when it may not use its transactional id
+        (TRANSACTIONAL_ID WRITE), else those without TOPIC WRITE."""
+        wanted = [n for n in names if n is not None]
         if request.transactional_id is not None and denied(self.authz, header, TXN, [request.transactional_id]):
             return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
         return dict.fromkeys(denied(self.authz, header, TOPIC, wanted), ErrorCode.topic_authorization_failed)
@@ -210,9 +209,8 @@ class DataApis:
                 result.error_code = error
                 result.error_message = f"acks=all: {error.name}"
 
-    def _names_by_id(self) -> dict:
-        """topic id → name, built once per request that names topics by id."""
-        return {topic_id: a.name for topic_id, a in self.replicas.view.topics_by_id().items()}
+    def _topic_name(self, topic_id) -> str | None:
+        return self.replicas.view.topic_name(topic_id)
 
     # -- Fetch -------------------------------------------------------------
 
@@ -234,8 +232,7 @@ class DataApis:
         except KafkaError as e:
             log.debug("fetch refused: %s", e)
             return encode_fetch_response(header.api_version, e.code, 0, [])
-        names = self._names_by_id() if by_id else {}
-        wanted = [(names.get(key) if by_id else key, key, partitions) for key, partitions in context.wanted]
+        wanted = [(self._topic_name(key) if by_id else key, key, partitions) for key, partitions in context.wanted]
         refused = None
         if self.authz is not None:  # a follower needs CLUSTER_ACTION (else every topic is refused), a consumer READ
             named = [name for name, _, _ in wanted if name is not None]

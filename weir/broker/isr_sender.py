@@ -56,11 +56,10 @@ async def _send(replicas: ReplicaManager, connect, batch: dict) -> None:
         "topics": [{"topic_id": ids[t], "partitions": parts} for t, parts in topics.items() if t in ids]})
     if response.error_code:
         raise ClientError(f"AlterPartition refused: {ErrorCode(response.error_code).name}")
-    names = {topic_id: a.name for topic_id, a in replicas.view.topics_by_id().items()}
     now_ms = int(time.time() * 1000)
     for t in response.topics:
         for p in t.partitions:
-            key = (names.get(t.topic_id), p.partition_index)
+            key = (replicas.view.topic_name(t.topic_id), p.partition_index)
             proposal = batch.get(key)
             if proposal is None:
                 continue

@@ -109,10 +109,23 @@ class ClusterView:
     # The session this view was read in (None for a view not read from ZooKeeper): a broker's
     # registration in `brokers` is its own current one iff broker_sessions[id] == session_id.
     session_id: int | None = None
+    # topic id -> name, for topic_by_id: rebuilt when it misses or names a topic of another id
+    _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict, compare=False, repr=False)
 
-    def topics_by_id(self) -> dict[uuid.UUID, TopicAssignment]:
-        """The topics keyed by topic id (requests of newer versions name topics by id)."""
-        return {a.topic_id: a for a in self.topics.values()}
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicAssignment | None:
+        """The topic with id `topic_id` (requests of newer versions name topics by id), if any.
+        Every Produce and Fetch by id asks, so this is not a pass over all topics: an index of
+        names, checked against `topics` at each use (which the watcher and the controller change
+        in place), and rebuilt only when it misses or is out of date."""
+        assignment = self.topics.get(self._names_by_id.get(topic_id))
+        if assignment is not None and assignment.topic_id == topic_id:
+            return assignment
+        self._names_by_id = {a.topic_id: a.name for a in self.topics.values()}
+        return self.topics.get(self._names_by_id.get(topic_id))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        assignment = self.topic_by_id(topic_id)
+        return assignment.name if assignment is not None else None
 
     def own_broker_epoch(self, broker_id: int) -> int | None:
         """The broker epoch of `broker_id`'s registration if that registration is by the session this

@@ -56,6 +56,29 @@ def test_paused_follower_leaves_isr_and_rejoins_after_catching_up(start_cluster)
     assert_all_acked_readable(bootstrap, producer)
 
 
+def test_acks_all_waiting_on_a_stalled_in_sync_follower_times_out_with_request_timed_out(start_cluster):
+    """The Produce's own timeout (librdkafka's request.timeout.ms) bounds an acks=all wait: the
+    broker answers REQUEST_TIMED_OUT while the stalled follower is still in the ISR."""
+    brokers = start_cluster(replica_lag_time_max_ms="60000").brokers
+    create_topic(brokers[0].bootstrap, "stalled", 1, 3, **{"min.insync.replicas": "2"})
+    leader, replicas, isr = partition_metadata(brokers[0].bootstrap, "stalled")[0]
+    follower = next(r for r in replicas if r != leader)
+    producer = Producer({"bootstrap.servers": brokers[leader].bootstrap, "acks": "all", "retries": 0,
+                         "request.timeout.ms": 1000, "message.timeout.ms": 30000})
+    outcomes = []
+    producer.produce("stalled", b"before", partition=0, on_delivery=lambda err, msg: outcomes.append(err))
+    producer.flush(30)
+    assert outcomes == [None]
+    brokers[follower].pause()
+    try:
+        producer.produce("stalled", b"stalled", partition=0, on_delivery=lambda err, msg: outcomes.append(err))
+        producer.flush(30)
+        assert follower in partition_metadata(brokers[leader].bootstrap, "stalled")[0][2], "still in sync"
+    finally:
+        brokers[follower].resume()
+    assert len(outcomes) == 2 and outcomes[1] is not None and outcomes[1].name() == "REQUEST_TIMED_OUT"
+
+
 def test_two_of_three_down_refuses_acks_all_and_loses_nothing(cluster):
     create_topic(cluster.bootstrap, "scarce", 1, 3, **{"min.insync.replicas": "2"})
     producer = SteadyProducer(cluster.bootstrap, "scarce", 1).start()

@@ -69,6 +69,7 @@ class ReplicaManager:
         self.waiters = FetchWaiters()
         self._produce_futures: dict[int, asyncio.Future] = {}
         self._produce_keys = itertools.count()
+        self._parking: set[Partition] = set()  # partitions that parked an acks=all produce since the last expiry pass
         self.isr_outbox: dict[tuple[str, int], AlterPartitionProposal] = {}
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles
@@ -306,6 +307,7 @@ class ReplicaManager:
             future.set_result(done.error)
         else:
             self._produce_futures[key] = future
+            self._parking.add(partition)
         return future
 
     def _complete(self, completions: list[ProduceCompletion]) -> None:
@@ -423,8 +425,12 @@ class ReplicaManager:
             self._act(partition, partition.check_isr(now_ms))
 
     def expire_produces(self, now_ms: int) -> None:
-        for partition in self.partitions.values():
+        """Every 100 ms: answer the parked produces past their deadline. Only partitions that
+        parked some are looked at, so an idle broker's timer does not grow with its partitions."""
+        for partition in list(self._parking):
             self._act(partition, partition.expire(now_ms))
+            if not len(partition.purgatory):
+                self._parking.discard(partition)
 
     def maintain(self, now_ms: int) -> None:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW;

@@ -260,3 +260,19 @@ def test_only_a_followers_unnamed_partitions_carry_what_they_were_told(follower)
                                  {("t", 0): result(0, hw=10), ("t", 1): result(1, hw=10)}, follower=follower)
     context = cache.context(session_id, 1, [("t", [ask(1, 12)])], [], by_id=False, follower=follower, now_ms=1)
     assert context.told == ({("t", 0): (10, 10, 0)} if follower else {})
+
+
+def test_a_partition_found_quiet_without_a_read_is_left_out_and_keeps_what_it_was_told():
+    """The leader's short way answers None for a follower's unnamed partition whose told answer
+    still stands: nothing is sent for it, and what it was told stays the baseline."""
+    cache = FetchSessionCache()
+    results = {("t", 0): result(0), ("t", 1): result(1)}
+    session_id, _ = open_session(cache, [("t", [ask(0, 10), ask(1, 10)])], results)
+    context = cache.context(session_id, 1, [], [], by_id=False, follower=True, now_ms=1)
+    assert context.told == {("t", 0): (10, 10, 0), ("t", 1): (10, 10, 0)}
+    _, answered = answer_all(context, {("t", 0): None, ("t", 1): result(1, records=[b"x"])})
+    assert set(sent(answered)) == {("t", 1)}
+    context = cache.context(session_id, 2, [], [], by_id=False, follower=True, now_ms=2)
+    assert context.told[("t", 0)] == (10, 10, 0)
+    _, answered = answer_all(context, {("t", 0): result(0, hw=12), ("t", 1): None})
+    assert set(sent(answered)) == {("t", 0)}  # the HW moved from what it was told

@@ -80,9 +80,11 @@ class FetchContext:
 
     def answer(self, results: list) -> tuple[int, list]:
         """(session id, results to send) for `results` = [(name, topic id, [FetchPartitionResult])]
-        read in `wanted`'s order. A full request gets every partition; an incremental one only
-        those with something new, and a partition that brought records goes to the back of the
-        session's read order, so one busy partition cannot take every answer's bytes."""
+        read in `wanted`'s order; in an incremental request, None for a partition found to have
+        nothing new without a read (a follower's, by `told`). A full request gets every partition;
+        an incremental one only those with something new, and a partition that brought records
+        goes to the back of the session's read order, so one busy partition cannot take every
+        answer's bytes."""
         if self.session is None:
             session = self.cache.create(*self.new_session) if self.new_session else None
             if session is not None:
@@ -98,7 +100,8 @@ class FetchContext:
             changed = []
             for request, result in zip(partitions, answered):
                 cached = next(entries)
-                if session.partitions.get((key, request.partition)) is cached and cached.answered(result):
+                if (result is not None and session.partitions.get((key, request.partition)) is cached
+                        and cached.answered(result)):
                     changed.append(result)
                     if result.records:
                         session.partitions.move_to_end((key, request.partition))

@@ -318,25 +318,29 @@ class ReplicaManager:
 
     # -- fetch -----------------------------------------------------------------------
 
+    def quiet_follower_fetch(self, topic: str, index: int, told: tuple[int, int, int], replica_id: int,
+                             replica_epoch: int, offset: int, current_leader_epoch: int, now_ms: int,
+                             log_start_offset: int, *, again: bool) -> bool:
+        """A follower's fetch session left this partition out, having been told (HW, LSO, log
+        start) `told`: True when that still stands and the fetch could only be timed, and was
+        (`Partition.on_quiet_follower_fetch`): there is nothing to read and nothing to answer."""
+        partition = self.partitions.get((topic, index))
+        return partition is not None and partition.on_quiet_follower_fetch(
+            told, replica_id, replica_epoch, offset, current_leader_epoch, now_ms, log_start_offset, again=again)
+
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
-             log_start_offset: int = -1, read_committed: bool = False,
-             told: tuple[int, int, int] | None = None) -> FetchPartitionResult:
+             log_start_offset: int = -1, read_committed: bool = False) -> FetchPartitionResult:
         """A fetch from a consumer (replica_id < 0: committed data only; `read_committed`: below
         the last stable offset, with the aborted transactions of what it returns, KIP-98) or a
         follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
         epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
-        `first` false: the follower's position is taken once per request. `told`: the (HW, LSO,
-        log start) a follower's fetch session last answered: the answer again, without a read, if
-        the fetch could only be timed (`Partition.on_quiet_follower_fetch`)."""
+        `first` false: the follower's position is taken once per request."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
         except KafkaError as e:
             return FetchPartitionResult(index, e.code)
-        if told is not None and follower and partition.on_quiet_follower_fetch(
-                told, replica_id, replica_epoch, offset, current_leader_epoch, now_ms, log_start_offset, again=not first):
-            return FetchPartitionResult(index, ErrorCode.none, *told)
         if follower and first:
             error, effects = partition.on_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch,
                                                          now_ms, log_start_offset)

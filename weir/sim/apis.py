@@ -83,13 +83,14 @@ class SimApis:
             answer = (result.error_code, result.high_watermark, result.records)
         broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answer))
 
-    def _fetch_one(self, src, partition: Partition, request, replica_epoch: int, told) -> FetchPartitionResult:
+    def _fetch_one(self, src, partition: Partition, request, replica_epoch: int, told) -> FetchPartitionResult | None:
+        """The partition's answer; None when its session's `told` still stands (nothing to send)."""
         broker = self.broker
         offset = request.fetch_offset
         if told is not None and partition.on_quiet_follower_fetch(told, src, replica_epoch, offset,
                                                                   request.current_leader_epoch, broker.now,
                                                                   request.log_start_offset):
-            return FetchPartitionResult(partition.index, ErrorCode.none, *told)
+            return None
         error, effects = partition.on_follower_fetch(src, replica_epoch, offset, request.current_leader_epoch,
                                                      broker.now, request.log_start_offset)
         broker.act(partition, effects)

@@ -22,7 +22,8 @@
   the brokers' user and system CPU-seconds per million records, apart (what a change to Python
   code moves is the user time; page-cache and socket copies are the system time). With
   --idle-topics N, N more topics of one partition that nobody writes (what a request naming
-  topics by id costs when the cluster has many).
+  topics by id costs when the cluster has many); with --idle-partitions N, an RF=3 topic of N
+  partitions that nobody writes (what followers' fetches of idle partitions cost).
 - spark: Spark over Weir against Parquet (weir/spark/bench.py).
 Results are printed, never asserted: speed is measured here, not in tests.
 """
@@ -338,7 +339,7 @@ def _bench_compare(args) -> int:
         return 2
     here = str(Path(__file__).resolve().parent.parent)
     return _side_by_side(args, {"this tree": (here, {}), "--against": (str(Path(args.against).resolve()), {})},
-                         idle_topics=args.idle_topics)
+                         idle_partitions=args.idle_partitions or 0, idle_topics=args.idle_topics)
 
 
 def _bench_sessions(args) -> int:
@@ -346,7 +347,7 @@ def _bench_sessions(args) -> int:
     here = str(Path(__file__).resolve().parent.parent)
     return _side_by_side(args, {"fetch sessions": (here, {}),
                                 "no sessions": (here, {"max.incremental.fetch.session.cache.slots": "0"})},
-                         idle_partitions=args.idle_partitions)
+                         idle_partitions=300 if args.idle_partitions is None else args.idle_partitions)
 
 
 def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int = 0, idle_topics: int = 0) -> int:

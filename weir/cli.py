@@ -61,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)
-    bench.add_argument("--idle-partitions", type=int, default=300,
-                       help="sessions only: partitions beside the 6 written, which nobody writes")
+    bench.add_argument("--idle-partitions", type=int,
+                       help="sessions (default 300) and compare (default 0): partitions of an RF=3 topic beside the "
+                            "6 written, which nobody writes")
     bench.add_argument("--idle-topics", type=int, default=0,
-                       help="compare only: topics of one partition beside the one written, which nobody writes")
+                       help="compare: topics of one partition beside the one written, which nobody writes")
     bench.set_defaults(func=_bench)
 
     # -- admin tools: topics, configs, elect-leaders, cluster (weir/admin_cli.py) --

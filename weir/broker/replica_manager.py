@@ -69,7 +69,7 @@ class ReplicaManager:
         self.waiters = FetchWaiters()
         self._produce_futures: dict[int, asyncio.Future] = {}
         self._produce_keys = itertools.count()
-        self._parking: set[Partition] = set()  # partitions that parked an acks=all produce since the last expiry pass
+        self._parking: set[Partition] = set()  # the expiry timer's round: those that may hold parked produces
         self.isr_outbox: dict[tuple[str, int], AlterPartitionProposal] = {}
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles

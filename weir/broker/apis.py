@@ -87,7 +87,7 @@ class DataApis:
 
     def produce(self, header: RequestHeader, request):
         by_id = header.api_version >= 13
-        names = [self._topic_name(t.topic_id) if by_id else t.name for t in request.topic_data]
+        names = [self.replicas.view.topic_name(t.topic_id) if by_id else t.name for t in request.topic_data]
         now = now_ms()
         topics_out = []
         waiting: list[tuple[ProducePartitionResult, asyncio.Future]] = []
@@ -209,9 +209,6 @@ class DataApis:
                 result.error_code = error
                 result.error_message = f"acks=all: {error.name}"
 
-    def _topic_name(self, topic_id) -> str | None:
-        return self.replicas.view.topic_name(topic_id)
-
     # -- Fetch -------------------------------------------------------------
 
     def fetch(self, header: RequestHeader, request):
@@ -232,7 +229,8 @@ class DataApis:
         except KafkaError as e:
             log.debug("fetch refused: %s", e)
             return encode_fetch_response(header.api_version, e.code, 0, [])
-        wanted = [(self._topic_name(key) if by_id else key, key, partitions) for key, partitions in context.wanted]
+        view = self.replicas.view
+        wanted = [(view.topic_name(key) if by_id else key, key, partitions) for key, partitions in context.wanted]
         refused = None
         if self.authz is not None:  # a follower needs CLUSTER_ACTION (else every topic is refused), a consumer READ
             named = [name for name, _, _ in wanted if name is not None]

@@ -174,9 +174,10 @@ class FetchAnswer:
 
 def decode_follower_fetch_response(version: int, frame) -> FetchAnswer:
     """A Fetch answer of v13+ (by topic id, flexible) as a follower reads it: its error, session
-    id and per topic id its partitions. `frame` starts at the response header (correlation id, tagged section). The last
-    stable offset, aborted transactions and preferred read replica are skipped (a follower
-    copies the log as it is); so are tagged fields. Malformed if the bytes are not such an answer."""
+    id and per topic id its partitions. `frame` starts at the response header (correlation id,
+    tagged section). The last stable offset, aborted transactions and preferred read replica are
+    skipped (a follower copies the log as it is); so are tagged fields. Malformed if the bytes are
+    not such an answer."""
     assert version >= 13, "a follower fetches by topic id"
     try:
         return _read_fetch_answer(BodyReader(frame, 4, True))

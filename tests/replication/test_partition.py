@@ -132,3 +132,32 @@ def test_a_state_read_before_the_assignment_written_ahead_of_it_keeps_its_isr_me
     partition.apply_state(state(1, 2, isr=(1, 2, 4), partition_epoch=1), (1, 2, 4), ReplicationConfig(), NOW,
                           state_zxid=310, own_broker_epoch=200)
     assert partition.replicas == (1, 2, 4) and set(partition.leader.followers) == {2, 4}
+
+
+def test_a_fetch_reads_to_the_hw_for_a_consumer_and_to_the_leo_for_a_follower(tmp_path):
+    """`answer_fetch` is the read rule both shells ask (the broker's Fetch, the simulator's): a
+    consumer stops at the HW and only while leadership is proven, a follower reads to the LEO and
+    is timed once per request; a fetch outside the log is out of range, with the HW to reset to."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.apply_state(state(1, 1), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300, own_broker_epoch=200)
+    records = bytearray(make_batch([b"%d" % i for i in range(10)]))
+    partition.produce(records, batch_headers(records)[0], 1, NOW, proven=True)
+    partition.on_follower_fetch(2, 5, 4, 1, NOW)
+    partition.on_follower_fetch(3, 5, 4, 1, NOW)
+    assert partition.high_watermark == 4
+
+    result, limit, effects = partition.answer_fetch(0, 1, -1, NOW)
+    assert (result.error_code, result.high_watermark, limit, effects) == (ErrorCode.none, 4, 4, None)
+    result, _, _ = partition.answer_fetch(0, 1, -1, NOW, proven=False)
+    assert result.error_code == ErrorCode.not_leader_or_follower
+
+    result, limit, effects = partition.answer_fetch(4, 1, 2, NOW + 1, replica_epoch=5)
+    assert (result.error_code, limit) == (ErrorCode.none, 10) and effects is not None
+    assert partition.leader.followers[2].log_end_offset == 4
+    _, _, again = partition.answer_fetch(10, 1, 2, NOW + 2, replica_epoch=5, first=False)
+    assert again is None and partition.leader.followers[2].log_end_offset == 4  # a long poll's re-read
+
+    result, _, _ = partition.answer_fetch(11, 1, -1, NOW)
+    assert (result.error_code, result.high_watermark) == (ErrorCode.offset_out_of_range, 4)
+    result, _, _ = partition.answer_fetch(0, 2, -1, NOW)
+    assert result.error_code == ErrorCode.unknown_leader_epoch

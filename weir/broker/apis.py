@@ -270,20 +270,16 @@ class DataApis:
                 if refused and name in refused:
                     results.append(FetchPartitionResult(p.partition, ErrorCode.topic_authorization_failed))
                     continue
-                log_start_offset = getattr(p, "log_start_offset", -1)
-                last_told = told.get((topic_key, p.partition)) if told else None
-                if last_told is not None and self.replicas.quiet_follower_fetch(
-                        name, p.partition, last_told, replica_id, replica_epoch, p.fetch_offset, p.current_leader_epoch,
-                        now, log_start_offset, again=not first):
-                    results.append(None)  # nothing new: the session's answer leaves it out
-                    continue
                 # The log returns at least one whole batch (KIP-74), so a
                 # consumer progresses past a batch larger than its limits.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, now, replica_epoch, first=first,
-                                            log_start_offset=log_start_offset, read_committed=read_committed)
-                budget -= _records_size(result)
-                results.append(result)
+                                            log_start_offset=getattr(p, "log_start_offset", -1),
+                                            read_committed=read_committed,
+                                            told=told.get((topic_key, p.partition)) if told else None)
+                results.append(result)  # None: the fetch session's answer leaves it out
+                if result is not None:
+                    budget -= _records_size(result)
             out.append((name or "", topic_key if by_id else None, results))
         return out
 

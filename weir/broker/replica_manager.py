@@ -318,55 +318,36 @@ class ReplicaManager:
 
     # -- fetch -----------------------------------------------------------------------
 
-    def quiet_follower_fetch(self, topic: str, index: int, told: tuple[int, int, int], replica_id: int,
-                             replica_epoch: int, offset: int, current_leader_epoch: int, now_ms: int,
-                             log_start_offset: int, *, again: bool) -> bool:
-        """A follower's fetch session left this partition out, having been told (HW, LSO, log
-        start) `told`: True when that still stands and the fetch could only be timed, and was
-        (`Partition.on_quiet_follower_fetch`): there is nothing to read and nothing to answer."""
-        partition = self.partitions.get((topic, index))
-        return partition is not None and partition.on_quiet_follower_fetch(
-            told, replica_id, replica_epoch, offset, current_leader_epoch, now_ms, log_start_offset, again=again)
-
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
-             log_start_offset: int = -1, read_committed: bool = False) -> FetchPartitionResult:
+             log_start_offset: int = -1, read_committed: bool = False,
+             told: tuple[int, int, int] | None = None) -> FetchPartitionResult | None:
         """A fetch from a consumer (replica_id < 0: committed data only; `read_committed`: below
         the last stable offset, with the aborted transactions of what it returns, KIP-98) or a
         follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
         epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
-        `first` false: the follower's position is taken once per request."""
+        `first` false: the follower's position is taken once per request. None when the
+        follower's fetch session was `told` all there is (`Partition.answer_fetch`)."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
         except KafkaError as e:
             return FetchPartitionResult(index, e.code)
-        if follower and first:
-            error, effects = partition.on_follower_fetch(replica_id, replica_epoch, offset, current_leader_epoch,
-                                                         now_ms, log_start_offset)
+        answer = partition.answer_fetch(offset, current_leader_epoch, replica_id, now_ms, replica_epoch=replica_epoch,
+                                        log_start_offset=log_start_offset, first=first, proven=self.can_lead,
+                                        read_committed=read_committed, told=told)
+        if answer is None:
+            return None
+        result, limit, effects = answer
+        if effects is not None:
             self._act(partition, effects)
-        else:
-            error = partition.check_request(current_leader_epoch, proven=follower or self.can_lead)
-        plog = partition.log
-        hw = partition.high_watermark
-        if error:
-            if error == ErrorCode.offset_out_of_range:
-                return FetchPartitionResult(index, error, hw, hw, plog.log_start_offset)
-            return FetchPartitionResult(index, error)
-        error, limit = partition.read_limit(offset, follower=follower)
-        lso = partition.last_stable_offset
-        result = FetchPartitionResult(index, error, hw, lso, plog.log_start_offset)
-        if read_committed and not follower:
-            limit = min(limit, lso)
-            if not error:
-                result.aborted_transactions = []
-        if error or offset >= limit or max_bytes <= 0:
+        if result.error_code or offset >= limit or max_bytes <= 0:
             return result
         throttled = follower and self.leader_throttled(partition, replica_id)
         if throttled and self.leader_quota.is_exceeded(now_ms / 1000):
             return result
         try:
-            fetched = plog.read(offset, max_bytes, limit)
+            fetched = partition.log.read(offset, max_bytes, limit)
         except OffsetOutOfRange:
             result.error_code = ErrorCode.offset_out_of_range
             return result

@@ -25,8 +25,9 @@ Rules owned here:
   transaction table with origin COORDINATOR.
 - TRUNCATION (as follower) trims the leader-epoch cache to the new LEO every time, even when no
   record goes, and forgets the producers and transactions of the cut batches.
-- READS: out of range only outside the log; consumers read up to the HW (READ_COMMITTED ones
-  up to the last stable offset), followers to the LEO.
+- READS (`answer_fetch`, for the broker's Fetch and the simulator's alike): out of range only
+  outside the log; consumers read up to the HW (READ_COMMITTED ones up to the last stable
+  offset), followers to the LEO.
   ListOffsets latest at a new leader whose HW is below its epoch's start is OFFSET_NOT_AVAILABLE
   (KIP-207).
 
@@ -44,6 +45,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.coordination.model import NO_LEADER, PartitionState
 from weir.protocol.errors import KafkaError
+from weir.protocol.hot_responses import FetchPartitionResult
 from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_epoch
 from weir.replication.follower import (AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch,
@@ -334,6 +336,42 @@ class Partition:
         if again:
             return fetch_offset == self.log.log_end_offset
         return self.leader.on_quiet_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch, log_start_offset)
+
+    def answer_fetch(self, fetch_offset: int, current_leader_epoch: int, replica_id: int, now_ms: int, *,
+                     replica_epoch: int = -1, log_start_offset: int = UNKNOWN_OFFSET, first: bool = True,
+                     proven: bool = True, read_committed: bool = False,
+                     told: tuple[int, int, int] | None = None) -> tuple[FetchPartitionResult, int, Effects | None] | None:
+        """What a Fetch of this partition is answered, all but the records: (the result, the
+        offset the read stops at, the effects of a follower's fetch). The shell reads the log from
+        `fetch_offset` up to that offset when the result has no error. A follower (`replica_id`
+        >= 0) is timed once per request (`first`); a consumer is served while our leadership is
+        `proven`, up to the HW (READ_COMMITTED: the LSO, with the aborted transactions of what it
+        reads to list). None when a follower's fetch session already `told` it all
+        (`on_quiet_follower_fetch`): the answer leaves the partition out."""
+        follower = replica_id >= 0
+        if told is not None and self.on_quiet_follower_fetch(told, replica_id, replica_epoch, fetch_offset,
+                                                             current_leader_epoch, now_ms, log_start_offset,
+                                                             again=not first):
+            return None
+        effects = None
+        if follower and first:
+            error, effects = self.on_follower_fetch(replica_id, replica_epoch, fetch_offset, current_leader_epoch,
+                                                    now_ms, log_start_offset)
+        else:
+            error = self.check_request(current_leader_epoch, proven=follower or proven)
+        if error:
+            if error == ErrorCode.offset_out_of_range:
+                hw = self.high_watermark
+                return FetchPartitionResult(self.index, error, hw, hw, self.log.log_start_offset), fetch_offset, effects
+            return FetchPartitionResult(self.index, error), fetch_offset, effects
+        error, limit = self.read_limit(fetch_offset, follower=follower)
+        lso = self.last_stable_offset
+        result = FetchPartitionResult(self.index, error, self.high_watermark, lso, self.log.log_start_offset)
+        if read_committed and not follower:
+            limit = min(limit, lso)
+            if not error:
+                result.aborted_transactions = []
+        return result, limit, effects
 
     # -- DeleteRecords -------------------------------------------------------------------
 

@@ -54,11 +54,9 @@ class SimApis:
 
     def read(self, src, rid, partition: Partition, offset: int, current_leader_epoch: int) -> None:
         broker = self.broker
-        error = partition.check_request(current_leader_epoch, proven=broker.can_lead)
-        error, limit = (error, 0) if error else partition.read_limit(offset, follower=False)
-        hw = partition.high_watermark if partition.leader else -1
-        batches = partition.log.read(offset, limit, 50) if not error else ()
-        broker.send(src, ("read_resp", rid, error, hw, offset, [b.value for b in batches]))
+        result, limit, _ = partition.answer_fetch(offset, current_leader_epoch, -1, broker.now, proven=broker.can_lead)
+        batches = partition.log.read(offset, limit, 50) if not result.error_code else ()
+        broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, [b.value for b in batches]))
 
     def fetch(self, src, rid, partition: Partition, offset: int, current_leader_epoch: int, replica_epoch: int,
               log_start_offset: int, session_id: int, session_epoch: int, named: bool) -> None:
@@ -87,17 +85,17 @@ class SimApis:
         """The partition's answer; None when its session's `told` still stands (nothing to send)."""
         broker = self.broker
         offset = request.fetch_offset
-        if told is not None and partition.on_quiet_follower_fetch(told, src, replica_epoch, offset,
-                                                                  request.current_leader_epoch, broker.now,
-                                                                  request.log_start_offset):
+        answer = partition.answer_fetch(offset, request.current_leader_epoch, src, broker.now,
+                                        replica_epoch=replica_epoch, log_start_offset=request.log_start_offset,
+                                        told=told)
+        if answer is None:
             return None
-        error, effects = partition.on_follower_fetch(src, replica_epoch, offset, request.current_leader_epoch,
-                                                     broker.now, request.log_start_offset)
-        broker.act(partition, effects)
-        error, limit = (error, 0) if error else partition.read_limit(offset, follower=True)
-        batches = None if error else partition.log.read(offset, limit, broker.settings.replica_fetch_max_records)
-        return FetchPartitionResult(partition.index, error, partition.high_watermark, partition.last_stable_offset,
-                                    partition.log.log_start_offset, batches or None)
+        result, limit, effects = answer
+        if effects is not None:
+            broker.act(partition, effects)
+        if not result.error_code:
+            result.records = partition.log.read(offset, limit, broker.settings.replica_fetch_max_records) or None
+        return result
 
     def ofle(self, src, rid, partition: Partition, current_leader_epoch: int, requested_epoch: int) -> None:
         broker = self.broker

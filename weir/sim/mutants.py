@@ -18,6 +18,7 @@ class or module swapped for the duration of one run, then restored), never by ed
   before its next decision.
 - reassign-unchecked-isr: a reassignment completes at once, its target replicas in the ISR
   whether they caught up or not.
+- read-past-hw: a consumer's fetch reads up to the LEO, as a follower's does, not up to the HW.
 - txn-unsafe-prepare (scenario transactions): the coordinator takes an EndTxn's PrepareCommit /
   PrepareAbort write as written even when the append failed: it answers the client and sends
   markers for an outcome `__transaction_state` may not hold.
@@ -48,7 +49,7 @@ from weir.transactions.coordinator import TransactionCoordinator, WritePurpose
 
 MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
            "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
-           "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated",
+           "read-past-hw", "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated",
            "txn-stale-marker-drops-completion")
 
 
@@ -124,6 +125,13 @@ def _target_in_sync(state, replicas, preferred, *, live, shutting_down, controll
     return partition_change.changed_state(replicas, state, leader, tuple(replicas), controller_epoch)
 
 
+_original_read_limit = partition.Partition.read_limit
+
+
+def _read_like_a_follower(self, offset, *, follower):
+    return _original_read_limit(self, offset, follower=True)
+
+
 _original_on_write_done = TransactionCoordinator.on_write_done
 
 
@@ -160,6 +168,7 @@ _PATCHES = {
     "controller-view-drift": [(ControllerCore, "unconfirmed_keys", property(lambda self: []))],
     "reassign-unchecked-isr": [(reassignment, "state_within", _target_in_sync),
                                (reassignment, "is_complete", lambda target, state: True)],
+    "read-past-hw": [(partition.Partition, "read_limit", _read_like_a_follower)],
     "txn-unsafe-prepare": [(TransactionCoordinator, "on_write_done", _prepare_taken_as_written)],
     "txn-stale-marker-drops-completion": [(TransactionCoordinator, "_pending_markers_of",
                                            _drop_any_pending_completion)],

@@ -20,7 +20,8 @@
 - compare --against TREE: three brokers run from this source tree and three from TREE (a git
   worktree of another commit, say), RF=3 acks=all, 6 partitions, rounds alternated: records/s and
   the brokers' user and system CPU-seconds per million records, apart (what a change to Python
-  code moves is the user time; page-cache and socket copies are the system time). With
+  code moves is the user time; page-cache and socket copies are the system time), then acks=all
+  latency at 1,000 records/s into a partition of its own, rounds alternated too. With
   --idle-topics N, N more topics of one partition that nobody writes (what a request naming
   topics by id costs when the cluster has many); with --idle-partitions N, an RF=3 topic of N
   partitions that nobody writes (what followers' fetches of idle partitions cost).
@@ -45,6 +46,7 @@ from .protocol.versions import ApiKey
 
 BENCH_TOPIC = "bench"
 SINK_TOPIC_ID = uuid.UUID(int=1)
+LATENCY_RECORDS = 5_000  # per side and round of `compare`, at 1,000 records/s
 FETCH_BATCH_RECORDS = 500  # about what confluent-kafka puts in a batch at linger.ms 5 here
 
 
@@ -371,6 +373,7 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
           + (f", {idle_topics} idle topics" if idle_topics else ""))
     clusters: dict[str, LocalCluster] = {}
     runs: dict[str, list] = {name: [] for name in sides}
+    steady: dict[str, list] = {name: [] for name in sides}
     saved = os.environ.get("PYTHONPATH")
     try:
         for name, (tree, settings) in sides.items():
@@ -379,6 +382,7 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
                                                     overrides={"zookeeper.session.timeout.ms": "6000", **settings})
             cluster.start()
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
+            _create_topic(cluster.bootstrap, "latency", 1, 3, **{"min.insync.replicas": "2"})
             if idle_partitions:
                 _create_topic(cluster.bootstrap, "idle", idle_partitions, 3)
             for first in range(0, idle_topics, 500):  # CreateTopics requests of a bounded size
@@ -387,6 +391,10 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
             for name, cluster in clusters.items():
                 runs[name].append(_with_cpu(cluster, args.records, lambda: _produce(
                     cluster.bootstrap, args.records, args.record_size, acks="all", partitions=6, callbacks=False)))
+        for _ in range(args.rounds):
+            for name, cluster in clusters.items():
+                steady[name].append(_produce(cluster.bootstrap, LATENCY_RECORDS, args.record_size, "latency", "all",
+                                             rate=1000))
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
@@ -398,6 +406,9 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
         print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in settings.items())})")
     for name in sides:
         print(f"{name:<14} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
+    for name in sides:
+        print(f"{name:<14} acks=all at 1,000 records/s (linger.ms 0), p50 / p99 ms by round: "
+              + " ".join(f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady[name]))
     first, second = (_median(runs[name]) for name in sides)
     print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
           f"broker CPU-seconds per million records {first['CPU s/M'] / second['CPU s/M']:.2f}")

@@ -239,19 +239,26 @@ class DataApis:
             else:
                 refused = denied(self.authz, header, TOPIC, named)
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
+        seen = self.replicas.waiters.news
         results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
                                  read_committed=read_committed, refused=refused, told=context.told)
         deadline = time.monotonic() + request.max_wait.total_seconds()
         if _keeps_waiting(results, request.min_bytes, deadline):
-            return self._fetch_later(header.api_version, request, context, wanted, results, deadline, replica_id,
-                                     replica_epoch, by_id, read_committed, refused)
+            return self._fetch_later(header.api_version, request, context, wanted, results, seen, deadline,
+                                     replica_id, replica_epoch, by_id, read_committed, refused)
         return encode_fetch_response(header.api_version, 0, *context.answer(results))
 
-    async def _fetch_later(self, version: int, request, context, wanted, results, deadline: float, replica_id: int,
-                           replica_epoch: int, by_id: bool, read_committed: bool, refused: set[str] | None) -> list:
+    async def _fetch_later(self, version: int, request, context, wanted, results, seen: int, deadline: float,
+                           replica_id: int, replica_epoch: int, by_id: bool, read_committed: bool,
+                           refused: set[str] | None) -> list:
+        """Long-poll: read again whenever a partition has news. `results` were read when the
+        waiters' news count was `seen`; this starts a loop turn later, and what came between
+        is not missed (it would wait out max_wait_ms for a record already there)."""
+        waiters = self.replicas.waiters
         keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
         while keys and _keeps_waiting(results, request.min_bytes, deadline):
-            await self.replicas.waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0)
+            await waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0, since=seen)
+            seen = waiters.news
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
                                      read_committed=read_committed, refused=refused, told=context.told)
         return encode_fetch_response(version, 0, *context.answer(results))

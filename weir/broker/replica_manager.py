@@ -236,6 +236,7 @@ class ReplicaManager:
         self._complete(partition.become_offline())
         self.on_role_change(partition)
         self.logs.delete_partition(*key)
+        self.waiters.forget(key)
 
     def lose_leadership_proof(self) -> None:
         """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""

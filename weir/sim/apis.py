@@ -1,6 +1,6 @@
 """A simulated broker's request handlers (weir/broker/apis.py in production): Produce (with
-acks=all parked until the partition completes it), a client's read, a follower's Fetch, and
-OffsetForLeaderEpoch, each answered from what the partition object decides.
+acks=all parked until the partition completes it), a client's read, a follower's Fetch of all it
+follows from us, and OffsetForLeaderEpoch, each answered from what the partition objects decide.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from weir.protocol.errors import KafkaError
 from weir.protocol.hot_requests import FetchPartition
 from weir.protocol.hot_responses import FetchPartitionResult
 from weir.replication.partition import Effects, Partition
+from weir.replication.truncation import EpochEndOffset
 
 from weir.sim.memlog import SimBatch
 
@@ -58,32 +59,40 @@ class SimApis:
         batches = partition.log.read(offset, limit, 50) if not result.error_code else ()
         broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, [b.value for b in batches]))
 
-    def fetch(self, src, rid, partition: Partition, offset: int, current_leader_epoch: int, replica_epoch: int,
-              log_start_offset: int, session_id: int, session_epoch: int, named: bool) -> None:
-        """A follower's Fetch of one partition in its fetch session (weir/broker/fetch_sessions.py):
-        answered (error, HW, batches) when there is news, None when the session has none."""
+    def fetch(self, src, rid, replica_epoch: int, session_id: int, session_epoch: int, sends: list,
+              forgotten: list) -> None:
+        """A follower's Fetch of the partitions it follows from us, in its fetch session
+        (weir/broker/fetch_sessions.py): `sends` the (key, current leader epoch, fetch offset,
+        log start) of those it names. Answered with the partitions that have news."""
         broker = self.broker
-        ask = FetchPartition(partition.index, current_leader_epoch, offset, -1, log_start_offset, 0)
+        named: dict[str, list] = {}
+        for (topic, index), current_leader_epoch, offset, log_start_offset in sends:
+            named.setdefault(topic, []).append(FetchPartition(index, current_leader_epoch, offset, -1,
+                                                              log_start_offset, 0))
+        dropped: dict[str, list] = {}
+        for topic, index in forgotten:
+            dropped.setdefault(topic, []).append(index)
         try:
-            context = self.fetch_sessions.context(session_id, session_epoch, [(partition.topic, [ask])] if named else [],
-                                                  [], by_id=False, follower=True, now_ms=broker.now)
+            context = self.fetch_sessions.context(session_id, session_epoch, list(named.items()), list(dropped.items()),
+                                                  by_id=False, follower=True, now_ms=broker.now)
         except KafkaError as e:
-            broker.send(src, ("fetch_resp", rid, e.code, 0, None))
+            broker.send(src, ("fetch_resp", rid, e.code, 0, []))
             return
-        results = [(partition.topic, None, [self._fetch_one(src, partition, request, replica_epoch,
-                                                             context.told.get((key, request.partition)))
-                                            for request in partitions])
-                   for key, partitions in context.wanted]
+        results = [(topic, None, [self._fetch_one(src, topic, request, replica_epoch,
+                                                  context.told.get((topic, request.partition)))
+                                  for request in partitions])
+                   for topic, partitions in context.wanted]
         session_id, sent = context.answer(results)
-        answer = None
-        if sent:
-            [(_, _, [result])] = sent
-            answer = (result.error_code, result.high_watermark, result.records)
-        broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answer))
+        answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
+                   for topic, _, answered in sent for r in answered]
+        broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answers))
 
-    def _fetch_one(self, src, partition: Partition, request, replica_epoch: int, told) -> FetchPartitionResult | None:
+    def _fetch_one(self, src, topic: str, request, replica_epoch: int, told) -> FetchPartitionResult | None:
         """The partition's answer; None when its session's `told` still stands (nothing to send)."""
         broker = self.broker
+        partition = broker.partitions.get((topic, request.partition))
+        if partition is None:
+            return FetchPartitionResult(request.partition, ErrorCode.not_leader_or_follower)
         offset = request.fetch_offset
         answer = partition.answer_fetch(offset, request.current_leader_epoch, src, broker.now,
                                         replica_epoch=replica_epoch, log_start_offset=request.log_start_offset,
@@ -97,7 +106,12 @@ class SimApis:
             result.records = partition.log.read(offset, limit, broker.settings.replica_fetch_max_records) or None
         return result
 
-    def ofle(self, src, rid, partition: Partition, current_leader_epoch: int, requested_epoch: int) -> None:
+    def ofle(self, src, rid, questions: list) -> None:
+        """OffsetForLeaderEpoch of the partitions in `questions` (key, current leader epoch, epoch)."""
         broker = self.broker
-        answer = partition.answer_epoch_request(requested_epoch, current_leader_epoch)
-        broker.send(src, ("ofle_resp", rid, answer))
+        answers = []
+        for key, current_leader_epoch, requested_epoch in questions:
+            partition = broker.partitions.get(key)
+            answers.append((key, EpochEndOffset(ErrorCode.unknown_topic_or_partition) if partition is None
+                            else partition.answer_epoch_request(requested_epoch, current_leader_epoch)))
+        broker.send(src, ("ofle_resp", rid, answers))

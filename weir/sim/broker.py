@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 from weir.coordination.model import NO_LEADER, TopicAssignment, assigned_elsewhere
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
-from weir.replication.truncation import EpochEndOffset
 
 from weir.sim.apis import SimApis
 from weir.sim.memlog import MemoryLog
@@ -27,9 +26,7 @@ from weir.sim.watcher import SimWatcher
 from weir.sim.zk_session import ZkSession
 
 NOT_LEADER = ErrorCode.not_leader_or_follower
-NO_PARTITION = {"produce": (NOT_LEADER, -1), "read": (NOT_LEADER, -1, -1, []),
-                "fetch": (ErrorCode.none, 0, (NOT_LEADER, -1, None)),
-                "ofle": (EpochEndOffset(ErrorCode.unknown_topic_or_partition),)}
+NO_PARTITION = {"produce": (NOT_LEADER, -1), "read": (NOT_LEADER, -1, -1, [])}
 
 
 class SimBroker:
@@ -251,6 +248,8 @@ class SimBroker:
             entry = self.pending.pop(rid, None)
             if entry is not None:
                 entry[0](*args)
+        elif kind in ("fetch", "ofle"):  # of several partitions, each answered for itself
+            getattr(self.apis, kind)(src, rid, *args)
         elif (partition := self.partitions.get(args[0])) is not None:
             getattr(self.apis, kind)(src, rid, partition, *args[1:])
         elif kind != "produce" or args[-1] != 0:

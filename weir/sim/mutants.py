@@ -9,8 +9,6 @@ class or module swapped for the duration of one run, then restored), never by ed
 - no-truncation: a follower never truncates on a new leadership (it skips the leader-epoch answer).
 - isr-shrink-without-controller: the leader drops lagging followers from its ISR by itself,
   without an AlterPartition accepted by the controller.
-- stale-epoch-answer: a follower applies an OffsetForLeaderEpoch answer whatever leadership and
-  epoch it was asked in.
 - untrimmed-epoch-cache: a follower's truncation at or above its LEO leaves the epoch cache as it is.
 - no-broker-epoch: broker epochs are ignored (KIP-903): the leader takes a fetch of any incarnation,
   the controller an AlterPartition of any.
@@ -40,14 +38,14 @@ import contextlib
 from weir.controller import partition_change, reassignment
 from weir.controller.decisions import ControllerCore
 from weir.replication import partition
-from weir.replication.follower import FollowerPartition, FollowerState
+from weir.replication.follower import FollowerPartition
 from weir.replication.leader import LeaderPartition
 from weir.replication.replica import FollowerReplica
 from weir.replication.truncation import Truncation
 from weir.transactions import partition_txns
 from weir.transactions.coordinator import TransactionCoordinator, WritePurpose
 
-MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller", "stale-epoch-answer",
+MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller",
            "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
            "read-past-hw", "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated",
            "txn-stale-marker-drops-completion")
@@ -99,12 +97,6 @@ def _shrink_locally(self, now_ms):
         self.committed_isr = self.committed_isr - out_of_sync
         self.maybe_increment_high_watermark()
     return None
-
-
-def _any_epoch_answer(self, current_leader_epoch, requested_epoch, answer):
-    if self.state is FollowerState.TRUNCATING:
-        current_leader_epoch, requested_epoch = self.leader_epoch, self._epoch_to_ask
-    return _original_ofle_response(self, current_leader_epoch, requested_epoch, answer)
 
 
 def _never_stale(*args) -> bool:
@@ -161,7 +153,6 @@ _PATCHES = {
     "elect-outside-isr": [(partition_change, "elect_leader", _elect_ignoring_isr)],
     "no-truncation": [(FollowerPartition, "on_offset_for_leader_epoch_response", _no_truncation)],
     "isr-shrink-without-controller": [(LeaderPartition, "maybe_shrink_isr", _shrink_locally)],
-    "stale-epoch-answer": [(FollowerPartition, "on_offset_for_leader_epoch_response", _any_epoch_answer)],
     "untrimmed-epoch-cache": [(partition, "trim_epoch_cache", lambda log: None)],
     "no-broker-epoch": [(FollowerReplica, "is_stale_epoch", _never_stale),
                         (ControllerCore, "is_stale_broker_epoch", _never_stale)],

@@ -18,11 +18,12 @@ KIP-497 it asks the controller, which must still be reachable for the ISR to shr
 stalled-successor: a leader is elected and at once stalls (its request handlers are stuck; its
 ZooKeeper session and timers go on), then loses ZooKeeper. Its followers' OffsetForLeaderEpoch
 questions wait in its queue while its session expires and the next replica takes over; when the
-stall ends, it answers them as the leader it still believes it is. Each follower must match the
-answer to the leadership it asked in (issue 11, hole 2): the replica that takes over last is slow,
-so it lagged the others when the first leader crashed (the stalled one's answers promise too much)
-and its own answers come after the stale ones. Five brokers, four replicas, the
-controller on the fifth; timeouts in Kafka's proportions (replica.lag.time.max.ms and
+stall ends, it answers them as the leader it still believes it is. No follower may take those
+answers for its new leadership (issue 11, hole 2): its fetcher for the old leader no longer holds
+the partition, as in production, and its core matches an answer to the leadership it asked in.
+The replica that takes over last is slow, so it lagged the others when the first leader crashed
+(the stalled one's answers promise too much) and its own answers come after the stale ones. Five
+brokers, four replicas, the controller on the fifth; timeouts in Kafka's proportions (replica.lag.time.max.ms and
 replica.socket.timeout.ms above the session timeout), so that the stale answers are still awaited
 and the stalled leader does not shrink its ISR to itself first.
 

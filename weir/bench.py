@@ -497,9 +497,9 @@ def _bench_all(args) -> int:
                  ("three", three.bootstrap, "latency", "all"))
         steady = {name: _produce(bootstrap, 10_000, args.record_size, topic, acks, rate=1000)
                   for name, bootstrap, topic, acks in paced}
-        # Spark is imported only now: its ~60,000 more objects make every full garbage collection
-        # of this process slower, and the consumer above would pay for them (1.2-1.3M records/s
-        # against 1.6-1.8M without them, same client loop, against the no-op source).
+        # Spark is imported only now: its ~40,000 objects (the process had ~22,000) make every full
+        # garbage collection slower, and the consumer above would pay for them (1.0-1.4M records/s
+        # against 1.5-1.7M without them, same client loop, against the no-op source).
         from .spark.bench import report, spark_vs_parquet
         spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
     finally:

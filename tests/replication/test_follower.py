@@ -2,7 +2,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.replication import (AppendRecords, Backoff, EpochEndOffset, FollowerPartition, FollowerState, Ignore,
                               SendFetch, SendOffsetForLeaderEpoch, Truncation)
-from weir.replication.follower import StartAt
+from weir.replication.follower import StartAt, backoff_ms
 
 from .epoch_caches import MemoryEpochCache
 
@@ -105,3 +105,13 @@ def test_truncation_lowers_the_follower_hw():
     follower.on_offset_for_leader_epoch_response(3, 3, EpochEndOffset(ErrorCode.none, 0, 6))
     follower.on_truncated(4)
     assert follower.log_end_offset == 4 and follower.high_watermark == 4
+
+
+def test_a_partition_backs_off_briefly_while_its_leader_catches_up_with_the_state():
+    """Both learn of the new leadership from ZooKeeper at about the same moment: a leader that has
+    not read it yet answers NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH, and the follower
+    retries within 50 ms, not after replica.fetch.backoff.ms (both shells ask `backoff_ms`)."""
+    assert backoff_ms(ErrorCode.not_leader_or_follower, 1000) == 50
+    assert backoff_ms(ErrorCode.unknown_leader_epoch, 1000) == 50
+    assert backoff_ms(ErrorCode.unknown_leader_epoch, 20) == 20
+    assert backoff_ms(ErrorCode.fenced_leader_epoch, 1000) == 1000

@@ -23,11 +23,12 @@ from weir.transactions.partition_txns import PartitionTransactions, Verification
 # 100 seeds), txn-skip-verification at seed 2 (33 of 100), txn-lso-ignores-unreplicated at seed 0
 # (5 of 100: a leader change must cut a marker the LSO already passed), and the bug the scenario
 # found, txn-stale-marker-drops-completion, at seed 31 (1 of the first 200: an old epoch's marker
-# answer must arrive after the same broker loaded the partition again). read-past-hw breaks the
+# answer must arrive after the same broker loaded the partition again). controller-view-drift is
+# rare on random schedules (6 of the first 400 seeds, the first at 108). read-past-hw breaks the
 # read bound of `Partition.answer_fetch`, which the broker's Fetch and the simulator's both ask:
 # caught at seed 0.
 SEED_BOUNDS = {"hw-max": (60, None), "elect-outside-isr": (60, None), "no-truncation": (60, None),
-               "isr-shrink-without-controller": (60, None), "controller-view-drift": (100, None),
+               "isr-shrink-without-controller": (60, None), "controller-view-drift": (200, None),
                "untrimmed-epoch-cache": (20, "empty-leadership"),
                "no-broker-epoch": (20, "bounced-follower"), "reassign-unchecked-isr": (20, "reassign"),
                "read-past-hw": (20, None),

@@ -15,7 +15,7 @@ from ..protocol.hot_requests import encode_follower_fetch_request
 from ..protocol.hot_responses import decode_follower_fetch_response
 from ..protocol.record_batch import batch_headers
 from ..protocol.versions import ApiKey
-from ..replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch
+from ..replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch, backoff_ms
 from ..replication.partition import Partition
 from ..replication.truncation import EpochEndOffset
 from .fetch_session_handler import FetchSessionHandler
@@ -24,10 +24,6 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 15  # by topic id, with our broker epoch (KIP-903)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
-# The leader has not yet read the state that made us its follower (both learn it from ZooKeeper
-# at about the same moment): retry soon rather than after replica.fetch.backoff.ms.
-LEADER_CATCHING_UP = frozenset({ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower})
-CATCH_UP_BACKOFF_S = 0.05
 
 
 def _now_ms() -> int:
@@ -186,10 +182,8 @@ class ReplicaFetcher:
 
     def _back_off(self, partition: Partition, error: ErrorCode) -> None:
         log.debug("%s-%d: leader %d answered %s; backing off", *partition.key, self.leader_id, error.name)
-        seconds = self.manager.config["replica.fetch.backoff.ms"] / 1000
-        if error in LEADER_CATCHING_UP:
-            seconds = min(seconds, CATCH_UP_BACKOFF_S)
-        self._backoff_until[partition.key] = time.monotonic() + seconds
+        delay_ms = backoff_ms(error, self.manager.config["replica.fetch.backoff.ms"])
+        self._backoff_until[partition.key] = time.monotonic() + delay_ms / 1000
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition

@@ -56,10 +56,24 @@ class SendFetch:
     fetch_offset: int
 
 
+# The leader has not yet read the state that made us its follower (both learn it from ZooKeeper
+# at about the same moment): retry soon rather than after replica.fetch.backoff.ms.
+LEADER_CATCHING_UP = frozenset({ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower})
+CATCH_UP_BACKOFF_MS = 50
+
+
 @dataclass(frozen=True)
 class Backoff:
     """Retry after replica.fetch.backoff.ms; `error` is why."""
     error: ErrorCode
+
+
+def backoff_ms(error: ErrorCode, replica_fetch_backoff_ms: int) -> int:
+    """How long a partition sits out of its fetcher's rounds after `error`: replica.fetch.backoff.ms,
+    or at most CATCH_UP_BACKOFF_MS while the leader is catching up with the partition's state."""
+    if error in LEADER_CATCHING_UP:
+        return min(replica_fetch_backoff_ms, CATCH_UP_BACKOFF_MS)
+    return replica_fetch_backoff_ms
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 leader, fetching every partition followed from it in one request at a time, in one fetch session
 (KIP-227) with production's FetchSessionHandler. Each round, as production's: the partitions that
 truncate ask their OffsetForLeaderEpoch together first, then the others fetch; a partition whose
-answer says back off sits out the rounds for replica.fetch.backoff.ms. The partitions decide what
+answer says back off sits out the rounds for replica.fetch.backoff.ms (less while the leader
+catches up: `backoff_ms`). The partitions decide what
 to ask and what an answer means; this only sends, waits and schedules.
 
 The leader answers at once (no long poll here): a round that brought no records waits
@@ -12,7 +13,7 @@ replica_fetch_wait_ms before the next, standing in for the wait the long poll wo
 from __future__ import annotations
 
 from weir.broker.fetch_session_handler import FetchSessionHandler
-from weir.replication.follower import AppendRecords, Backoff, SendFetch, SendOffsetForLeaderEpoch
+from weir.replication.follower import AppendRecords, Backoff, SendFetch, SendOffsetForLeaderEpoch, backoff_ms
 
 
 class SimFetcher:
@@ -73,8 +74,9 @@ class LeaderFetcher:
         for key, answer in answers:
             partition = self._current(key)
             if partition is not None and isinstance(asks.get(key), SendOffsetForLeaderEpoch):
-                if partition.on_epoch_answer(asks[key], answer) is not None:
-                    self._back_off(key)
+                backoff = partition.on_epoch_answer(asks[key], answer)
+                if backoff is not None:
+                    self._back_off(key, backoff.error)
         self._fetch([p for p in fetching if self._current(p.key) is p], asks)
 
     def _fetch(self, fetching, asks) -> None:
@@ -99,7 +101,7 @@ class LeaderFetcher:
             return
         if error:  # every partition of the request got it
             for p in fetching:
-                self._back_off(p.key)
+                self._back_off(p.key, error)
             broker.later(0, self._round)
             return
         appended = False
@@ -110,7 +112,7 @@ class LeaderFetcher:
             decision = partition.on_fetched(asks[key], partition_error, leader_hw, batches, batches or (),
                                             broker.now, leader_log_start)
             if isinstance(decision, Backoff):
-                self._back_off(key)
+                self._back_off(key, decision.error)
             appended = appended or isinstance(decision, AppendRecords)
         broker.later(0 if appended else self.settings.replica_fetch_wait_ms, self._round)
 
@@ -123,8 +125,8 @@ class LeaderFetcher:
             return None
         return partition
 
-    def _back_off(self, key) -> None:
-        self.backoff_until[key] = self.broker.now + self.settings.replica_fetch_backoff_ms
+    def _back_off(self, key, error) -> None:
+        self.backoff_until[key] = self.broker.now + backoff_ms(error, self.settings.replica_fetch_backoff_ms)
 
     def _retry(self) -> None:
         self.broker.later(self.settings.replica_fetch_backoff_ms, self._round)

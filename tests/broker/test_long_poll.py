@@ -27,7 +27,8 @@ MAX_WAIT_S = 30
 def replicas(tmp_path):
     manager = ReplicaManager(BrokerConfig({"broker.id": str(ME), "log.dirs": str(tmp_path)}), 0)
     manager.can_lead = True
-    view = ClusterView(brokers={ME: BrokerInfo(ME, "h", 9000)}, topics={"t": TopicAssignment("t", uuid.uuid4(), {0: (ME,)})},
+    view = ClusterView(brokers={ME: BrokerInfo(ME, "h", 9000)},
+                       topics={"t": TopicAssignment("t", uuid.uuid4(), {0: (ME,)})},
                        states={("t", 0): PartitionState(ME, 0, (ME,), 1, 0)}, state_zxids={("t", 0): 10},
                        broker_epochs={ME: 5}, broker_sessions={ME: 77}, controller_id=ME, controller_epoch=1,
                        session_id=77)

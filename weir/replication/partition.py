@@ -340,7 +340,8 @@ class Partition:
     def answer_fetch(self, fetch_offset: int, current_leader_epoch: int, replica_id: int, now_ms: int, *,
                      replica_epoch: int = -1, log_start_offset: int = UNKNOWN_OFFSET, first: bool = True,
                      proven: bool = True, read_committed: bool = False,
-                     told: tuple[int, int, int] | None = None) -> tuple[FetchPartitionResult, int, Effects | None] | None:
+                     told: tuple[int, int, int] | None = None
+                     ) -> tuple[FetchPartitionResult, int, Effects | None] | None:
         """What a Fetch of this partition is answered, all but the records: (the result, the
         offset the read stops at, the effects of a follower's fetch). The shell reads the log from
         `fetch_offset` up to that offset when the result has no error. A follower (`replica_id`

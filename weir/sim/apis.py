@@ -57,7 +57,8 @@ class SimApis:
         broker = self.broker
         result, limit, _ = partition.answer_fetch(offset, current_leader_epoch, -1, broker.now, proven=broker.can_lead)
         batches = partition.log.read(offset, limit, 50) if not result.error_code else ()
-        broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, [b.value for b in batches]))
+        values = [b.value for b in batches]
+        broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, values))
 
     def fetch(self, src, rid, replica_epoch: int, session_id: int, session_epoch: int, sends: list,
               forgotten: list) -> None:

@@ -3,8 +3,8 @@ leader, fetching every partition followed from it in one request at a time, in o
 (KIP-227) with production's FetchSessionHandler. Each round, as production's: the partitions that
 truncate ask their OffsetForLeaderEpoch together first, then the others fetch; a partition whose
 answer says back off sits out the rounds for replica.fetch.backoff.ms (less while the leader
-catches up: `backoff_ms`). The partitions decide what
-to ask and what an answer means; this only sends, waits and schedules.
+catches up: `backoff_ms`). The partitions decide what to ask and what an answer means; this only
+sends, waits and schedules.
 
 The leader answers at once (no long poll here): a round that brought no records waits
 replica_fetch_wait_ms before the next, standing in for the wait the long poll would have made.

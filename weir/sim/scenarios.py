@@ -23,9 +23,9 @@ answers for its new leadership (issue 11, hole 2): its fetcher for the old leade
 the partition, as in production, and its core matches an answer to the leadership it asked in.
 The replica that takes over last is slow, so it lagged the others when the first leader crashed
 (the stalled one's answers promise too much) and its own answers come after the stale ones. Five
-brokers, four replicas, the controller on the fifth; timeouts in Kafka's proportions (replica.lag.time.max.ms and
-replica.socket.timeout.ms above the session timeout), so that the stale answers are still awaited
-and the stalled leader does not shrink its ISR to itself first.
+brokers, four replicas, the controller on the fifth; timeouts in Kafka's proportions
+(replica.lag.time.max.ms and replica.socket.timeout.ms above the session timeout), so that the
+stale answers are still awaited and the stalled leader does not shrink its ISR to itself first.
 
 empty-leadership: the story of stalled-successor with three replicas, but the replica that takes
 over first is the slow one: it is elected while it stalls, so it leads its epoch without writing

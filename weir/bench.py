@@ -175,7 +175,9 @@ def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, 
     for i in range(records):
         if rate:  # poll returns early when a delivery report comes: wait out the whole delay
             while (delay := start + i / rate - time.perf_counter()) > 0:
-                producer.poll(delay)
+                # at least 1 ms: confluent-kafka truncates poll's timeout to whole milliseconds, and
+                # poll(0) in a loop would spin, taking one of this machine's two cores from the brokers
+                producer.poll(max(delay, 0.001))
         while True:
             try:
                 producer.produce(topic, payload, partition=i % partitions, **each)

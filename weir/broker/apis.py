@@ -22,6 +22,7 @@ from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
 from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .fetch_sessions import FetchSessionCache
+from .fetch_waiters import keeps_waiting, records_size
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
 from .txn_verification import TxnVerifier
@@ -243,7 +244,7 @@ class DataApis:
         results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
                                  read_committed=read_committed, refused=refused, told=context.told)
         deadline = time.monotonic() + request.max_wait.total_seconds()
-        if _keeps_waiting(results, request.min_bytes, deadline):
+        if keeps_waiting(results, request.min_bytes, deadline - time.monotonic()):
             return self._fetch_later(header.api_version, request, context, wanted, results, seen, deadline,
                                      replica_id, replica_epoch, by_id, read_committed, refused)
         return encode_fetch_response(header.api_version, 0, *context.answer(results))
@@ -256,7 +257,7 @@ class DataApis:
         is not missed (it would wait out max_wait_ms for a record already there)."""
         waiters = self.replicas.waiters
         keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
-        while keys and _keeps_waiting(results, request.min_bytes, deadline):
+        while keys and keeps_waiting(results, request.min_bytes, deadline - time.monotonic()):
             await waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0, since=seen)
             seen = waiters.news
             results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
@@ -286,7 +287,7 @@ class DataApis:
                                             told=told.get((topic_key, p.partition)) if told else None)
                 results.append(result)  # None: the fetch session's answer leaves it out
                 if result is not None:
-                    budget -= _records_size(result)
+                    budget -= records_size(result)
             out.append((name or "", topic_key if by_id else None, results))
         return out
 
@@ -481,20 +482,3 @@ def _is_transactional(records) -> bool:
     """Whether a produced batch has the transactional bit (the low byte of its attributes)."""
     return records is not None and len(records) > ATTRIBUTES_LOW_BYTE and bool(
         records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT)
-
-
-def _records_size(result: FetchPartitionResult) -> int:
-    return sum(r.size for r in result.records) if result.records else 0
-
-
-def _bytes(results) -> int:
-    return sum(_records_size(p) for _, _, parts in results for p in parts if p is not None)
-
-
-def _has_error(results) -> bool:
-    return any(p.error_code for _, _, parts in results for p in parts if p is not None)
-
-
-def _keeps_waiting(results, min_bytes: int, deadline: float) -> bool:
-    """A fetch waits on while it has less than min_bytes, no error, and time left."""
-    return _bytes(results) < min_bytes and not _has_error(results) and deadline > time.monotonic()

@@ -207,8 +207,7 @@ class ReplicaManager:
         if effects.isr_proposal is not None:
             log.debug("%s-%d: proposing ISR %s", *partition.key, sorted(effects.isr_proposal.new_isr))
             self.send_isr_change(partition, effects.isr_proposal)
-        if effects.data_changed:
-            self.waiters.notify(partition.key, followers=effects.new_records)
+        self.waiters.on_effects(partition.key, effects)
 
     def _host(self, assignment: TopicAssignment, index: int, now_ms: int) -> Partition:
         config = self.log_config(assignment.name)

@@ -1,6 +1,8 @@
 """A simulated broker's request handlers (weir/broker/apis.py in production): Produce (with
 acks=all parked until the partition completes it), a client's read, a follower's Fetch of all it
-follows from us, and OffsetForLeaderEpoch, each answered from what the partition objects decide.
+follows from us (long-polled, in production's FetchWaiters, until there are records or
+replica.fetch.wait.max.ms passes), and OffsetForLeaderEpoch, each answered from what the partition
+objects decide.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import random
 from kio.schema.errors import ErrorCode
 
 from weir.broker.fetch_sessions import FetchSessionCache
+from weir.broker.fetch_waiters import keeps_waiting
 from weir.protocol.errors import KafkaError
 from weir.protocol.hot_requests import FetchPartition
 from weir.protocol.hot_responses import FetchPartitionResult
@@ -17,6 +20,25 @@ from weir.replication.partition import Effects, Partition
 from weir.replication.truncation import EpochEndOffset
 
 from weir.sim.memlog import SimBatch
+
+
+FOLLOWER_MIN_BYTES = 1  # replica.fetch.min.bytes
+
+
+class ParkedFetch:
+    """A follower's Fetch the leader holds until one of its partitions has news or
+    replica.fetch.wait.max.ms passes (production's DataApis._fetch_later). FetchWaiters sets it."""
+
+    def __init__(self, apis: SimApis, src, rid, replica_epoch: int, context, deadline: int) -> None:
+        self.apis, self.src, self.rid, self.replica_epoch = apis, src, rid, replica_epoch
+        self.context, self.deadline = context, deadline
+        self.keys = [(topic, p.partition) for topic, parts in context.wanted for p in parts]
+        self.answered = self.waking = False
+
+    def set(self) -> None:
+        if not self.waking:
+            self.waking = True
+            self.apis.broker.later(0, self.apis.again, self)
 
 
 class SimApis:
@@ -79,16 +101,55 @@ class SimApis:
         except KafkaError as e:
             broker.send(src, ("fetch_resp", rid, e.code, 0, []))
             return
-        results = [(topic, None, [self._fetch_one(src, topic, request, replica_epoch,
-                                                  context.told.get((topic, request.partition)))
-                                  for request in partitions])
-                   for topic, partitions in context.wanted]
-        session_id, sent = context.answer(results)
+        fetch = ParkedFetch(self, src, rid, replica_epoch, context, broker.now + broker.settings.replica_fetch_wait_ms)
+        seen = broker.waiters.news
+        results = self._read_all(fetch, first=True)
+        if fetch.keys and keeps_waiting(results, FOLLOWER_MIN_BYTES, fetch.deadline - broker.now):
+            # production's long poll parks a loop turn after this read: what comes between must not be missed
+            broker.later(0, self._park, fetch, seen)
+            broker.later(fetch.deadline - broker.now, self._expire, fetch)
+        else:
+            self._answer(fetch, results)
+
+    def _read_all(self, fetch: ParkedFetch, first: bool) -> list:
+        context = fetch.context
+        return [(topic, None, [self._fetch_one(fetch.src, topic, request, fetch.replica_epoch, first,
+                                               context.told.get((topic, request.partition)))
+                               for request in partitions])
+                for topic, partitions in context.wanted]
+
+    def _park(self, fetch: ParkedFetch, seen: int) -> None:
+        if not fetch.answered and not self.broker.waiters.park(fetch.keys, fetch, follower=True, since=seen):
+            self.again(fetch)
+
+    def again(self, fetch: ParkedFetch) -> None:
+        """A parked fetch heard news: read again (not timing the follower again), and answer or park."""
+        broker = self.broker
+        fetch.waking = False
+        if fetch.answered:
+            return
+        broker.waiters.unpark(fetch.keys, fetch, follower=True)
+        seen = broker.waiters.news
+        results = self._read_all(fetch, first=False)
+        if keeps_waiting(results, FOLLOWER_MIN_BYTES, fetch.deadline - broker.now):
+            self._park(fetch, seen)
+        else:
+            self._answer(fetch, results)
+
+    def _expire(self, fetch: ParkedFetch) -> None:
+        if not fetch.answered:
+            self.broker.waiters.unpark(fetch.keys, fetch, follower=True)
+            self._answer(fetch, self._read_all(fetch, first=False))
+
+    def _answer(self, fetch: ParkedFetch, results: list) -> None:
+        fetch.answered = True
+        session_id, sent = fetch.context.answer(results)
         answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
                    for topic, _, answered in sent for r in answered]
-        broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answers))
+        self.broker.send(fetch.src, ("fetch_resp", fetch.rid, ErrorCode.none, session_id, answers))
 
-    def _fetch_one(self, src, topic: str, request, replica_epoch: int, told) -> FetchPartitionResult | None:
+    def _fetch_one(self, src, topic: str, request, replica_epoch: int, first: bool,
+                   told) -> FetchPartitionResult | None:
         """The partition's answer; None when its session's `told` still stands (nothing to send)."""
         broker = self.broker
         partition = broker.partitions.get((topic, request.partition))
@@ -97,7 +158,7 @@ class SimApis:
         offset = request.fetch_offset
         answer = partition.answer_fetch(offset, request.current_leader_epoch, src, broker.now,
                                         replica_epoch=replica_epoch, log_start_offset=request.log_start_offset,
-                                        told=told)
+                                        first=first, told=told)
         if answer is None:
             return None
         result, limit, effects = answer

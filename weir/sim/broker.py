@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.fetch_waiters import FetchWaiters
 from weir.coordination.model import NO_LEADER, TopicAssignment, assigned_elsewhere
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
@@ -54,6 +55,7 @@ class SimBroker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.isr_sender = SimIsrSender(self)
         self.fetcher = SimFetcher(self)
+        self.waiters = FetchWaiters()  # followers' fetches parked here, as leader (production's long poll)
         self.apis = SimApis(self)
         self.stalled: list | None = None  # requests waiting while request handling is stalled
         self.controller = None
@@ -190,6 +192,7 @@ class SimBroker:
                 self.act(partition, Effects(partition.become_offline(), role_changed=True))
             self.logs.pop(key, None)
             self.hw_checkpoint.pop(key, None)
+            self.waiters.forget(key)
             self.trace(f"{key[0]}-{key[1]}: reassigned away, replica deleted")
 
     def apply_state(self, key, state, mzxid: int) -> None:
@@ -208,6 +211,7 @@ class SimBroker:
             self.trace(f"{key[0]}-{key[1]}: {partition.role}, leader {state.leader}, epoch {state.leader_epoch}, "
                        f"isr {list(state.isr)}, LEO {partition.log.log_end_offset}")
         self.act(partition, effects)
+        self.waiters.notify(key)
 
     def act(self, partition: Partition, effects: Effects) -> None:
         self.apis.complete(effects.completions)
@@ -218,6 +222,7 @@ class SimBroker:
         if effects.isr_proposal is not None:
             self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(effects.isr_proposal.new_isr)}")
             self.isr_sender.submit(partition.key, effects.isr_proposal)
+        self.waiters.on_effects(partition.key, effects)
 
     def _every_partition(self, event: str, interval_ms: int) -> None:
         for partition in self.partitions.values():

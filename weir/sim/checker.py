@@ -234,18 +234,17 @@ class Checker:
                                              f"b{leader_id}; committed: {committed[o] if o < len(committed) else None!r}")
                 return
 
-    def on_state_written(self, change, unclean_allowed: bool) -> None:
-        old, new = change.old, change.new
+    def on_state_written(self, key, old, new, unclean_allowed: bool) -> None:
         if old is None or new.leader in (NO_LEADER, old.leader) or new.leader in old.isr:
             return
-        ledger = self.ledgers[change.key]
+        ledger = self.ledgers[key]
         if unclean_allowed:
             ledger.unclean_epochs.add(new.leader_epoch)
             ledger.voided_below = max(ledger.voided_below, new.leader_epoch)
-            self.world.trace(f"checker: unclean election of b{new.leader} for {change.key} (epoch "
+            self.world.trace(f"checker: unclean election of b{new.leader} for {key} (epoch "
                              f"{new.leader_epoch}, old ISR {list(old.isr)})")
         else:
-            self.fail("clean-election", f"{change.key}: b{new.leader} elected in epoch {new.leader_epoch} outside the "
+            self.fail("clean-election", f"{key}: b{new.leader} elected in epoch {new.leader_epoch} outside the "
                                         f"ISR {list(old.isr)} with unclean election off")
 
     # ----- at the end

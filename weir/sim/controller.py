@@ -85,7 +85,8 @@ class SimController:
             self.busy = True
             event = self.queue.popleft()
             if self.core is None and event[0] != "elected":  # not in charge yet: as ControllerService
-                self._finish(event, (ErrorCode.not_controller, {}))
+                # a reassignment's answer is by partition; one missing is NOT_CONTROLLER (reassignment_apis)
+                self._finish(event, {} if event[0] == "reassign" else (ErrorCode.not_controller, {}))
                 return
             if event[0] == "elected":
                 handler = self.events.elected(event[1])
@@ -178,6 +179,8 @@ class SimController:
                                              current=data if result == BAD_VERSION else None)
                         for (t, p, _, new), (result, data) in zip(writes, results)])
         payload = [(state_path(t, p), expected, new) for t, p, expected, new in writes]
+        for t, p, _, new in writes:  # for the checker, which hears of the write when ZooKeeper applies it
+            self.world.unclean_allowed_by_write[(state_path(t, p), new.leader_epoch)] = self.core.unclean_allowed(t)
         self.broker.zk.request("write_states", self.epoch_version, payload, callback=written)
 
     def _view(self, snapshot) -> ClusterView:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from weir.log.leader_epoch_cache import LeaderEpochCache
+from weir.protocol.record_batch import HEADER_SIZE
 from weir.transactions.txn_index import TransactionIndex
 
 
@@ -52,6 +53,11 @@ class SimBatch(NamedTuple):
     @property
     def partition_leader_epoch(self) -> int:  # the header's name for it
         return self.leader_epoch
+
+    @property
+    def size(self) -> int:
+        """Its bytes, as a fetch counts them against fetch.min.bytes: a v2 batch header and the value."""
+        return HEADER_SIZE + len(self.value)
 
 
 class AppendInfo(NamedTuple):

@@ -6,14 +6,14 @@ answer says back off sits out the rounds for replica.fetch.backoff.ms (less whil
 catches up: `backoff_ms`). The partitions decide what to ask and what an answer means; this only
 sends, waits and schedules.
 
-The leader answers at once (no long poll here): a round that brought no records waits
-replica_fetch_wait_ms before the next, standing in for the wait the long poll would have made.
+The next round starts as soon as an answer is handled: the leader holds a fetch that finds nothing
+new (its long poll), as production's does.
 """
 
 from __future__ import annotations
 
 from weir.broker.fetch_session_handler import FetchSessionHandler
-from weir.replication.follower import AppendRecords, Backoff, SendFetch, SendOffsetForLeaderEpoch, backoff_ms
+from weir.replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch, backoff_ms
 
 
 class SimFetcher:
@@ -104,7 +104,6 @@ class LeaderFetcher:
                 self._back_off(p.key, error)
             broker.later(0, self._round)
             return
-        appended = False
         for key, partition_error, leader_hw, leader_log_start, batches in answers:  # only those with news
             partition = self._current(key)
             if partition is None or not isinstance(asks.get(key), SendFetch):
@@ -113,8 +112,7 @@ class LeaderFetcher:
                                             broker.now, leader_log_start)
             if isinstance(decision, Backoff):
                 self._back_off(key, decision.error)
-            appended = appended or isinstance(decision, AppendRecords)
-        broker.later(0 if appended else self.settings.replica_fetch_wait_ms, self._round)
+        broker.later(0, self._round)
 
     def _current(self, key):
         """The partition of `key` if it still follows this leader (perhaps in a newer epoch, whose

@@ -33,7 +33,7 @@ from weir.sim.events import EventLimitExceeded, EventQueue
 from weir.sim.nemesis import Fault, Nemesis, random_schedule
 from weir.sim.network import Network
 from weir.sim.settings import SimSettings
-from weir.sim.zookeeper import ZooKeeper, config_path, topic_path
+from weir.sim.zookeeper import ZooKeeper, config_path, state_path, topic_path
 
 LIVENESS_CHECK_MS = 100
 
@@ -82,6 +82,9 @@ class World:
         self.brokers_by_id = {b.id: b for b in self.brokers}
         self.touched: set = set()  # brokers that ran code in the current step: the checker looks at them
         self.checker = Checker(self)
+        self.zk.on_state_applied = self._on_state_applied
+        # (state path, leader epoch) -> whether the controller writing it allowed an unclean election then
+        self.unclean_allowed_by_write: dict[tuple[str, int], bool] = {}
         self.acks_choice = acks_choice or (lambda rng: rng.choice((-1, -1, -1, 1, 0)))
         if schedule is None:
             schedule = random_schedule(random.Random(f"schedule/{seed}"), settings)
@@ -128,7 +131,14 @@ class World:
         from weir.sim.controller import describe
         self.trace(f"controller b{controller.broker.id}: {change.topic}-{change.partition} {describe(change.new)} "
                    f"({change.reason})")
-        self.checker.on_state_written(change, controller.core.unclean_allowed(change.topic))
+
+    def _on_state_applied(self, path: str, old, new) -> None:
+        """The checker hears of an election when ZooKeeper applies it, not when the controller
+        hears back: the new leader may read the state (and lead) before that answer arrives, or
+        the answer may be lost. Whether unclean election was allowed is what the controller
+        judged when it wrote."""
+        key = next(key for key in self.keys if state_path(*key) == path)
+        self.checker.on_state_written(key, old, new, self.unclean_allowed_by_write[(path, new.leader_epoch)])
 
     def healthy(self) -> bool:
         for key in self.keys:

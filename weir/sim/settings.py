@@ -17,7 +17,7 @@ class SimSettings:
     zookeeper_session_timeout_ms: int = 1500  # zookeeper.session.timeout.ms
     replica_lag_time_max_ms: int = 600  # replica.lag.time.max.ms
     replica_fetch_backoff_ms: int = 60  # replica.fetch.backoff.ms
-    replica_fetch_wait_ms: int = 40  # an idle follower's wait before its next fetch (replica.fetch.wait.max.ms)
+    replica_fetch_wait_ms: int = 40  # replica.fetch.wait.max.ms: a fetch finding no records waits this long
     replica_fetch_max_records: int = 20
     fetch_timeout_ms: int = 250  # a fetch or OffsetForLeaderEpoch without an answer is retried
     alter_partition_timeout_ms: int = 250

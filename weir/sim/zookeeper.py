@@ -87,6 +87,8 @@ class ZooKeeper:
         self._next_sid = 0
         self.expiry_check_ms = expiry_check_ms
         self.on_expired = lambda session: None  # the checker and the trace listen
+        # (path, old state, new state) as each partition state write by a controller applies
+        self.on_state_applied = lambda path, old, new: None
         network.register(ZK, self.receive)
         network.on_zk_drop = self._missed
         self.create(CONTROLLER_EPOCH, 0)
@@ -277,6 +279,7 @@ class ZooKeeper:
                     results.append((BAD_VERSION, node.data))
                     continue
                 self.create(path, state)
+                self.on_state_applied(path, None, state)
                 results.append((OK, 0))
             elif node is None:
                 results.append((NO_NODE, None))
@@ -284,6 +287,8 @@ class ZooKeeper:
                 results.append((BAD_VERSION, node.data))
             else:
                 assert state.partition_epoch == node.version + 1, (state, node.version)
+                old = node.data
                 self.set(path, state)
+                self.on_state_applied(path, old, state)
                 results.append((OK, node.version))
         return OK, results

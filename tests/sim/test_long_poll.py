@@ -1,0 +1,34 @@
+"""weir sim's leaders hold their followers' fetches as production's do, in the same FetchWaiters:
+a fetch that finds no records parks; records wake it, and it is read again without timing the
+follower again (`Partition.answer_fetch(first=False)`, as in production); when
+replica.fetch.wait.max.ms passes it is answered as it is."""
+
+from weir.replication.partition import Partition
+from weir.sim.apis import SimApis
+from weir.sim.runner import run_seed
+
+
+def test_followers_fetches_are_parked_read_again_on_news_and_answered_at_max_wait(monkeypatch):
+    seen = {"woken": 0, "expired": 0, "read again": 0}
+
+    def counted(name, original):
+        def wrapper(self, *args, **kwargs):
+            seen[name] += 1
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    answer_fetch = Partition.answer_fetch
+
+    def answer(self, fetch_offset, current_leader_epoch, replica_id, now_ms, *, first=True, **kwargs):
+        if replica_id >= 0 and not first:
+            seen["read again"] += 1
+        return answer_fetch(self, fetch_offset, current_leader_epoch, replica_id, now_ms, first=first, **kwargs)
+
+    monkeypatch.setattr(SimApis, "again", counted("woken", SimApis.again))
+    monkeypatch.setattr(SimApis, "_expire", counted("expired", SimApis._expire))
+    monkeypatch.setattr(Partition, "answer_fetch", answer)
+    result = run_seed(0, schedule=[])
+    assert result.ok, result.violations
+    assert result.acked > 0
+    assert seen["woken"] > 0 and seen["expired"] > 0
+    assert seen["read again"] >= seen["woken"]

@@ -1,6 +1,7 @@
-"""A Fetch that must wait reads at once, then parks a loop turn later (its coroutine starts then).
-A record appended in between must wake it: otherwise a consumer, or a follower holding up an
-acks=all produce, waits out max_wait for a record that is already there."""
+"""A Fetch that must wait reads at once and parks in the same event. A record appended after that
+read must wake it: otherwise a consumer, or a follower holding up an acks=all produce, waits out
+max_wait for a record that is already there (it did, when the long poll parked a loop turn after
+its read)."""
 
 import asyncio
 import datetime
@@ -46,8 +47,8 @@ def fetch_at(offset: int) -> tuple[RequestHeader, FetchRequest]:
 
 def test_a_record_appended_between_the_read_and_the_parking_wakes_the_fetch(replicas):
     async def scenario():
-        parked = DataApis(replicas).fetch(*fetch_at(0))  # nothing to read yet: a coroutine, not started
-        assert asyncio.iscoroutine(parked)
+        parked = DataApis(replicas).fetch(*fetch_at(0))  # nothing to read yet: a future of the answer
+        assert isinstance(parked, asyncio.Future) and not parked.done()
         replicas.append("t", 0, bytearray(make_batch([b"already here"])), 1, 0)
         return await asyncio.wait_for(parked, MAX_WAIT_S / 10)
 

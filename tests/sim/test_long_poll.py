@@ -1,10 +1,10 @@
-"""weir sim's leaders hold their followers' fetches as production's do, in the same FetchWaiters:
-a fetch that finds no records parks; records wake it, and it is read again without timing the
-follower again (`Partition.answer_fetch(first=False)`, as in production); when
-replica.fetch.wait.max.ms passes it is answered as it is."""
+"""weir sim's leaders hold their followers' fetches in production's ParkedFetch: a fetch that finds
+no records parks; records wake it, and it is read again without timing the follower again
+(`Partition.answer_fetch(first=False)`); when replica.fetch.wait.max.ms passes it is answered as
+it is."""
 
+from weir.broker.fetch_waiters import ParkedFetch
 from weir.replication.partition import Partition
-from weir.sim.apis import SimApis
 from weir.sim.runner import run_seed
 
 
@@ -24,8 +24,8 @@ def test_followers_fetches_are_parked_read_again_on_news_and_answered_at_max_wai
             seen["read again"] += 1
         return answer_fetch(self, fetch_offset, current_leader_epoch, replica_id, now_ms, first=first, **kwargs)
 
-    monkeypatch.setattr(SimApis, "again", counted("woken", SimApis.again))
-    monkeypatch.setattr(SimApis, "_expire", counted("expired", SimApis._expire))
+    monkeypatch.setattr(ParkedFetch, "_read_again", counted("woken", ParkedFetch._read_again))
+    monkeypatch.setattr(ParkedFetch, "_expire", counted("expired", ParkedFetch._expire))
     monkeypatch.setattr(Partition, "answer_fetch", answer)
     result = run_seed(0, schedule=[])
     assert result.ok, result.violations

@@ -22,7 +22,7 @@ from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
 from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .fetch_sessions import FetchSessionCache
-from .fetch_waiters import keeps_waiting, records_size
+from .fetch_waiters import ParkedFetch, keeps_waiting, records_size
 from .replica_manager import ReplicaManager
 from .topics import INTERNAL_TOPICS
 from .txn_verification import TxnVerifier
@@ -214,8 +214,8 @@ class DataApis:
 
     def fetch(self, header: RequestHeader, request):
         """The answer at once when the first read settles it (enough data, an error, no wait
-        asked); else a coroutine that long-polls. Most fetches are answered at once, and so
-        cost the connection no task."""
+        asked); else a future of it, which a ParkedFetch settles (the long poll). Most fetches
+        are answered at once, and so cost the connection no task."""
         by_id = header.api_version >= 13
         if header.api_version >= 15:
             replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
@@ -240,29 +240,31 @@ class DataApis:
             else:
                 refused = denied(self.authz, header, TOPIC, named)
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
-        seen = self.replicas.waiters.news
-        results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=True,
-                                 read_committed=read_committed, refused=refused, told=context.told)
-        deadline = time.monotonic() + request.max_wait.total_seconds()
-        if keeps_waiting(results, request.min_bytes, deadline - time.monotonic()):
-            return self._fetch_later(header.api_version, request, context, wanted, results, seen, deadline,
-                                     replica_id, replica_epoch, by_id, read_committed, refused)
-        return encode_fetch_response(header.api_version, 0, *context.answer(results))
 
-    async def _fetch_later(self, version: int, request, context, wanted, results, seen: int, deadline: float,
-                           replica_id: int, replica_epoch: int, by_id: bool, read_committed: bool,
-                           refused: set[str] | None) -> list:
-        """Long-poll: read again whenever a partition has news. `results` were read when the
-        waiters' news count was `seen`; this starts a loop turn later, and what came between
-        is not missed (it would wait out max_wait_ms for a record already there)."""
-        waiters = self.replicas.waiters
-        keys = [(name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
-        while keys and keeps_waiting(results, request.min_bytes, deadline - time.monotonic()):
-            await waiters.wait(keys, deadline - time.monotonic(), follower=replica_id >= 0, since=seen)
-            seen = waiters.news
-            results = self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=False,
-                                     read_committed=read_committed, refused=refused, told=context.told)
-        return encode_fetch_response(version, 0, *context.answer(results))
+        def read(first: bool) -> list:
+            return self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=first,
+                                  read_committed=read_committed, refused=refused, told=context.told)
+        results = read(True)
+        max_wait_s = request.max_wait.total_seconds()
+        keys = keeps_waiting(results, request.min_bytes, max_wait_s) and [
+            (name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
+        if not keys:
+            return encode_fetch_response(header.api_version, 0, *context.answer(results))
+        # a long poll: the connection awaits the answer (and handles nothing else meanwhile, as Kafka)
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
+
+        def answer(results: list | None, error: Exception | None) -> None:
+            if answered.done():  # cancelled: the broker is stopping
+                return
+            if error is not None:
+                answered.set_exception(error)  # the connection logs it and closes
+            else:
+                answered.set_result(encode_fetch_response(header.api_version, 0, *context.answer(results)))
+        ParkedFetch(self.replicas.waiters, keys, follower=replica_id >= 0, min_bytes=request.min_bytes,
+                    deadline=loop.time() + max_wait_s, read=read, answer=answer, clock=loop.time,
+                    call_soon=loop.call_soon, call_at=loop.call_at)
+        return answered
 
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
                   read_committed: bool = False, refused: set[str] | None = None, told: dict) -> list:

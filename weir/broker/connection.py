@@ -223,7 +223,7 @@ class Connection(FrameReceiver):
         if isinstance(body, InOrder):
             self._queue_answer(header, asyncio.ensure_future(body.awaitable))
             return None
-        if inspect.iscoroutine(body) or (self._in_order and isinstance(body, list)):
+        if inspect.isawaitable(body) or (self._in_order and isinstance(body, list)):
             # a long poll; or buffers (a Fetch answer, perhaps for sendfile, which the in-order
             # writer cannot do) owed after answers still waiting
             return self._respond_later(header, body)
@@ -364,10 +364,10 @@ class Connection(FrameReceiver):
             self._write_frame([self._header(header), body])
 
     async def _respond_later(self, header: RequestHeader, pending) -> None:
-        """Answer with `pending` (a coroutine's result, or a body) once the answers owed
+        """Answer with `pending` (an awaitable's result, or a body) once the answers owed
         before it are written."""
         await self._in_order_drained.wait()
-        sending = self._respond(header, await pending if inspect.iscoroutine(pending) else pending)
+        sending = self._respond(header, await pending if inspect.isawaitable(pending) else pending)
         if sending is not None:
             await sending
 

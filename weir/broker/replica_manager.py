@@ -235,7 +235,6 @@ class ReplicaManager:
         self._complete(partition.become_offline())
         self.on_role_change(partition)
         self.logs.delete_partition(*key)
-        self.waiters.forget(key)
 
     def lose_leadership_proof(self) -> None:
         """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""

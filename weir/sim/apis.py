@@ -12,7 +12,7 @@ import random
 from kio.schema.errors import ErrorCode
 
 from weir.broker.fetch_sessions import FetchSessionCache
-from weir.broker.fetch_waiters import keeps_waiting
+from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting
 from weir.protocol.errors import KafkaError
 from weir.protocol.hot_requests import FetchPartition
 from weir.protocol.hot_responses import FetchPartitionResult
@@ -23,22 +23,6 @@ from weir.sim.memlog import SimBatch
 
 
 FOLLOWER_MIN_BYTES = 1  # replica.fetch.min.bytes
-
-
-class ParkedFetch:
-    """A follower's Fetch the leader holds until one of its partitions has news or
-    replica.fetch.wait.max.ms passes (production's DataApis._fetch_later). FetchWaiters sets it."""
-
-    def __init__(self, apis: SimApis, src, rid, replica_epoch: int, context, deadline: int) -> None:
-        self.apis, self.src, self.rid, self.replica_epoch = apis, src, rid, replica_epoch
-        self.context, self.deadline = context, deadline
-        self.keys = [(topic, p.partition) for topic, parts in context.wanted for p in parts]
-        self.answered = self.waking = False
-
-    def set(self) -> None:
-        if not self.waking:
-            self.waking = True
-            self.apis.broker.later(0, self.apis.again, self)
 
 
 class SimApis:
@@ -101,52 +85,30 @@ class SimApis:
         except KafkaError as e:
             broker.send(src, ("fetch_resp", rid, e.code, 0, []))
             return
-        fetch = ParkedFetch(self, src, rid, replica_epoch, context, broker.now + broker.settings.replica_fetch_wait_ms)
-        seen = broker.waiters.news
-        results = self._read_all(fetch, first=True)
-        if fetch.keys and keeps_waiting(results, FOLLOWER_MIN_BYTES, fetch.deadline - broker.now):
-            # production's long poll parks a loop turn after this read: what comes between must not be missed
-            broker.later(0, self._park, fetch, seen)
-            broker.later(fetch.deadline - broker.now, self._expire, fetch)
-        else:
-            self._answer(fetch, results)
 
-    def _read_all(self, fetch: ParkedFetch, first: bool) -> list:
-        context = fetch.context
-        return [(topic, None, [self._fetch_one(fetch.src, topic, request, fetch.replica_epoch, first,
-                                               context.told.get((topic, request.partition)))
-                               for request in partitions])
-                for topic, partitions in context.wanted]
+        def read(first: bool) -> list:
+            return [(topic, None, [self._fetch_one(src, topic, request, replica_epoch, first,
+                                                   context.told.get((topic, request.partition)))
+                                   for request in partitions])
+                    for topic, partitions in context.wanted]
 
-    def _park(self, fetch: ParkedFetch, seen: int) -> None:
-        if not fetch.answered and not self.broker.waiters.park(fetch.keys, fetch, follower=True, since=seen):
-            self.again(fetch)
-
-    def again(self, fetch: ParkedFetch) -> None:
-        """A parked fetch heard news: read again (not timing the follower again), and answer or park."""
-        broker = self.broker
-        fetch.waking = False
-        if fetch.answered:
+        def answer(results: list | None, error: Exception | None = None) -> None:
+            if error is not None:
+                raise error
+            session_id, sent = context.answer(results)
+            answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
+                       for topic, _, answered in sent for r in answered]
+            broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answers))
+        results = read(True)
+        max_wait = broker.settings.replica_fetch_wait_ms
+        keys = keeps_waiting(results, FOLLOWER_MIN_BYTES, max_wait) and [
+            (topic, p.partition) for topic, parts in context.wanted for p in parts]
+        if not keys:
+            answer(results)
             return
-        broker.waiters.unpark(fetch.keys, fetch, follower=True)
-        seen = broker.waiters.news
-        results = self._read_all(fetch, first=False)
-        if keeps_waiting(results, FOLLOWER_MIN_BYTES, fetch.deadline - broker.now):
-            self._park(fetch, seen)
-        else:
-            self._answer(fetch, results)
-
-    def _expire(self, fetch: ParkedFetch) -> None:
-        if not fetch.answered:
-            self.broker.waiters.unpark(fetch.keys, fetch, follower=True)
-            self._answer(fetch, self._read_all(fetch, first=False))
-
-    def _answer(self, fetch: ParkedFetch, results: list) -> None:
-        fetch.answered = True
-        session_id, sent = fetch.context.answer(results)
-        answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
-                   for topic, _, answered in sent for r in answered]
-        self.broker.send(fetch.src, ("fetch_resp", fetch.rid, ErrorCode.none, session_id, answers))
+        ParkedFetch(broker.waiters, keys, follower=True, min_bytes=FOLLOWER_MIN_BYTES, deadline=broker.now + max_wait,
+                    read=read, answer=answer, clock=lambda: broker.now, call_soon=lambda fn: broker.later(0, fn),
+                    call_at=lambda when, fn: broker.later(when - broker.now, fn))
 
     def _fetch_one(self, src, topic: str, request, replica_epoch: int, first: bool,
                    told) -> FetchPartitionResult | None:

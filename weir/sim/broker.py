@@ -192,7 +192,6 @@ class SimBroker:
                 self.act(partition, Effects(partition.become_offline(), role_changed=True))
             self.logs.pop(key, None)
             self.hw_checkpoint.pop(key, None)
-            self.waiters.forget(key)
             self.trace(f"{key[0]}-{key[1]}: reassigned away, replica deleted")
 
     def apply_state(self, key, state, mzxid: int) -> None:

@@ -142,7 +142,10 @@ class Connection(FrameReceiver):
     def _process(self) -> None:
         while self._frames and not self._busy and not self._closed:
             pending = self._handle(*self._frames.popleft())
-            if pending is not None:
+            if isinstance(pending, tuple):  # (header, a future of its answer): no task for it
+                self._busy = True
+                pending[1].add_done_callback(lambda done, header=pending[0]: self._answer_when_done(header, done))
+            elif pending is not None:
                 self._busy = True
                 asyncio.get_running_loop().create_task(self._finish(pending))
         if self._close_reason is not None:
@@ -154,6 +157,21 @@ class Connection(FrameReceiver):
                     self._close_delay_s = 0
             return
         self._throttle_reading()
+
+    def _answer_when_done(self, header: RequestHeader, done: asyncio.Future) -> None:
+        if done.cancelled():  # the broker is stopping
+            return
+        try:
+            sending = self._respond(header, done.result())
+        except Exception:
+            log.exception("request from %s failed", self.peer)
+            self.close("internal error")
+            sending = None
+        if sending is not None:  # a sendfile answer the socket did not take at once
+            asyncio.get_running_loop().create_task(self._finish(sending))
+            return
+        self._busy = False
+        self._process()
 
     async def _finish(self, pending: Coroutine) -> None:
         try:
@@ -176,8 +194,10 @@ class Connection(FrameReceiver):
             self.transport.resume_reading()
             self._reading_paused = False
 
-    def _handle(self, arrived: float, frame: bytes | memoryview) -> Coroutine | None:
-        """Answer one request now, or return a coroutine that will."""
+    def _handle(self, arrived: float, frame: bytes | memoryview
+                ) -> Coroutine | tuple[RequestHeader, asyncio.Future] | None:
+        """Answer one request now, or return a coroutine that will, or (its header, a future of
+        its answer) for a long poll, which costs no task."""
         started = time.perf_counter()
         auth = self.auth
         if auth is not None and auth.raw_tokens and auth.state == HANDSHAKEN:
@@ -223,6 +243,8 @@ class Connection(FrameReceiver):
         if isinstance(body, InOrder):
             self._queue_answer(header, asyncio.ensure_future(body.awaitable))
             return None
+        if isinstance(body, asyncio.Future) and not self._in_order:
+            return header, body  # a long poll with nothing owed before it: _process answers it when done
         if inspect.isawaitable(body) or (self._in_order and isinstance(body, list)):
             # a long poll; or buffers (a Fetch answer, perhaps for sendfile, which the in-order
             # writer cannot do) owed after answers still waiting

@@ -89,11 +89,63 @@ class BrokerInfo:
         return None
 
 
+class TopicsByName(dict):
+    """name -> TopicAssignment, with an index by topic id kept in step with every change (Kafka's
+    metadata cache keeps both). Every Produce and Fetch by id looks a topic up: an id that names
+    no topic (a deleted topic's, a client's mistake) must not cost a pass over all topics."""
+
+    __slots__ = ("names_by_id",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.names_by_id = {a.topic_id: name for name, a in self.items()}
+
+    def __setitem__(self, name: str, assignment: TopicAssignment) -> None:
+        self._unindex(name)
+        super().__setitem__(name, assignment)
+        self.names_by_id[assignment.topic_id] = name
+
+    def __delitem__(self, name: str) -> None:
+        self._unindex(name)
+        super().__delitem__(name)
+
+    def pop(self, name: str, *default):
+        self._unindex(name)
+        return super().pop(name, *default)
+
+    def popitem(self):
+        name, assignment = super().popitem()
+        self.names_by_id.pop(assignment.topic_id, None)
+        return name, assignment
+
+    def setdefault(self, name: str, assignment: TopicAssignment) -> TopicAssignment:
+        if name not in self:
+            self[name] = assignment
+        return self[name]
+
+    def update(self, *args, **kwargs) -> None:
+        for name, assignment in dict(*args, **kwargs).items():
+            self[name] = assignment
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        super().clear()
+        self.names_by_id.clear()
+
+    def _unindex(self, name: str) -> None:
+        current = self.get(name)
+        if current is not None and self.names_by_id.get(current.topic_id) == name:
+            del self.names_by_id[current.topic_id]
+
+
 @dataclass(slots=True)
 class ClusterView:
     """Everything a broker or the controller knows of the cluster at one moment."""
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)  # live ones
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    topics: TopicsByName = field(default_factory=TopicsByName)  # a dict given is made one
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # dynamic: broker id or <default>
@@ -109,19 +161,15 @@ class ClusterView:
     # The session this view was read in (None for a view not read from ZooKeeper): a broker's
     # registration in `brokers` is its own current one iff broker_sessions[id] == session_id.
     session_id: int | None = None
-    # topic id -> name, for topic_by_id: rebuilt when it misses or names a topic of another id
-    _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topics, TopicsByName):  # the watcher and the controller change it in place
+            self.topics = TopicsByName(self.topics)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicAssignment | None:
-        """The topic with id `topic_id` (requests of newer versions name topics by id), if any.
-        Every Produce and Fetch by id asks, so this is not a pass over all topics: an index of
-        names, checked against `topics` at each use (which the watcher and the controller change
-        in place), and rebuilt only when it misses or is out of date."""
-        assignment = self.topics.get(self._names_by_id.get(topic_id))
-        if assignment is not None and assignment.topic_id == topic_id:
-            return assignment
-        self._names_by_id = {a.topic_id: a.name for a in self.topics.values()}
-        return self.topics.get(self._names_by_id.get(topic_id))
+        """The topic with id `topic_id` (requests of newer versions name topics by id), if any."""
+        name = self.topics.names_by_id.get(topic_id)
+        return None if name is None else self.topics[name]
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         assignment = self.topic_by_id(topic_id)

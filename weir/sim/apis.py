@@ -1,8 +1,8 @@
 """A simulated broker's request handlers (weir/broker/apis.py in production): Produce (with
-acks=all parked until the partition completes it), a client's read, a follower's Fetch of all it
-follows from us (long-polled, in production's FetchWaiters, until there are records or
-replica.fetch.wait.max.ms passes), and OffsetForLeaderEpoch, each answered from what the partition
-objects decide.
+acks=all parked until the partition completes it), a client's read and a follower's Fetch of all
+it follows from us (both long-polled in production's ParkedFetch, until there are records or
+fetch.max.wait.ms / replica.fetch.wait.max.ms passes), and OffsetForLeaderEpoch, each answered
+from what the partition objects decide.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from weir.sim.memlog import SimBatch
 
 
 FOLLOWER_MIN_BYTES = 1  # replica.fetch.min.bytes
+CONSUMER_MIN_BYTES = 1  # fetch.min.bytes
+CONSUMER_MAX_RECORDS = 50
 
 
 class SimApis:
@@ -60,11 +62,28 @@ class SimApis:
                 broker.act(partition, Effects([done]))
 
     def read(self, src, rid, partition: Partition, offset: int, current_leader_epoch: int) -> None:
+        """A consumer's Fetch of one partition: long-polled like a follower's, but woken by a new HW
+        too (it reads up to the HW), and served only while our leadership is proven."""
         broker = self.broker
-        result, limit, _ = partition.answer_fetch(offset, current_leader_epoch, -1, broker.now, proven=broker.can_lead)
-        batches = partition.log.read(offset, limit, 50) if not result.error_code else ()
-        values = [b.value for b in batches]
-        broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, values))
+
+        def read(first: bool) -> list:
+            if broker.partitions.get(partition.key) is not partition:  # deleted here while parked
+                gone = FetchPartitionResult(partition.index, ErrorCode.not_leader_or_follower)
+                return [(partition.topic, None, [gone])]
+            result, limit, _ = partition.answer_fetch(offset, current_leader_epoch, -1, broker.now, first=first,
+                                                      proven=broker.can_lead)
+            if not result.error_code:
+                result.records = partition.log.read(offset, limit, CONSUMER_MAX_RECORDS) or None
+            return [(partition.topic, None, [result])]
+
+        def answer(results: list | None, error: Exception | None = None) -> None:
+            if error is not None:
+                raise error
+            result = results[0][2][0]
+            values = [b.value for b in result.records or ()]
+            broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, values))
+        self._answer_or_park(read, answer, [partition.key], follower=False, min_bytes=CONSUMER_MIN_BYTES,
+                             max_wait=broker.settings.fetch_max_wait_ms)
 
     def fetch(self, src, rid, replica_epoch: int, session_id: int, session_epoch: int, sends: list,
               forgotten: list) -> None:
@@ -99,14 +118,18 @@ class SimApis:
             answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
                        for topic, _, answered in sent for r in answered]
             broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answers))
+        keys = [(topic, p.partition) for topic, parts in context.wanted for p in parts]
+        self._answer_or_park(read, answer, keys, follower=True, min_bytes=FOLLOWER_MIN_BYTES,
+                             max_wait=broker.settings.replica_fetch_wait_ms)
+
+    def _answer_or_park(self, read, answer, keys: list, *, follower: bool, min_bytes: int, max_wait: int) -> None:
+        """The first read answers the fetch, or it parks (production's DataApis.fetch)."""
+        broker = self.broker
         results = read(True)
-        max_wait = broker.settings.replica_fetch_wait_ms
-        keys = keeps_waiting(results, FOLLOWER_MIN_BYTES, max_wait) and [
-            (topic, p.partition) for topic, parts in context.wanted for p in parts]
-        if not keys:
+        if not (keys and keeps_waiting(results, min_bytes, max_wait)):
             answer(results)
             return
-        ParkedFetch(broker.waiters, keys, follower=True, min_bytes=FOLLOWER_MIN_BYTES, deadline=broker.now + max_wait,
+        ParkedFetch(broker.waiters, keys, follower=follower, min_bytes=min_bytes, deadline=broker.now + max_wait,
                     read=read, answer=answer, clock=lambda: broker.now, call_soon=lambda fn: broker.later(0, fn),
                     call_at=lambda when, fn: broker.later(when - broker.now, fn))
 

@@ -19,6 +19,7 @@ class SimSettings:
     replica_fetch_backoff_ms: int = 60  # replica.fetch.backoff.ms
     replica_fetch_wait_ms: int = 40  # replica.fetch.wait.max.ms: a fetch finding no records waits this long
     replica_fetch_max_records: int = 20
+    fetch_max_wait_ms: int = 40  # fetch.max.wait.ms: a reader's fetch finding nothing new waits this long
     fetch_timeout_ms: int = 250  # a fetch or OffsetForLeaderEpoch without an answer is retried
     alter_partition_timeout_ms: int = 250
     request_timeout_ms: int = 500  # produce: acks=all waits this long in purgatory

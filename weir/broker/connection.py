@@ -164,8 +164,7 @@ class Connection(FrameReceiver):
         try:
             sending = self._respond(header, done.result())
         except Exception:
-            log.exception("request from %s failed", self.peer)
-            self.close("internal error")
+            self._failed()
             sending = None
         if sending is not None:  # a sendfile answer the socket did not take at once
             asyncio.get_running_loop().create_task(self._finish(sending))
@@ -173,12 +172,16 @@ class Connection(FrameReceiver):
         self._busy = False
         self._process()
 
+    def _failed(self) -> None:
+        """In an except block: a request's handling raised; log it and drop the connection."""
+        log.exception("request from %s failed", self.peer)
+        self.close("internal error")
+
     async def _finish(self, pending: Coroutine) -> None:
         try:
             await pending
         except Exception:
-            log.exception("request from %s failed", self.peer)
-            self.close("internal error")
+            self._failed()
         finally:
             self._busy = False
         self._process()
@@ -357,8 +360,7 @@ class Connection(FrameReceiver):
                 try:
                     body = task.result()
                 except Exception:
-                    log.exception("request from %s failed", self.peer)
-                    self.close("internal error")
+                    self._failed()
                     return
             sending = self._respond(header, body)
             assert sending is None, "in-order answers are never sendfile responses"

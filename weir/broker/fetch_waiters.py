@@ -55,11 +55,12 @@ class FetchWaiters:
 
     def notify(self, key: tuple[str, int], *, followers: bool = True) -> None:
         """Wake the fetches waiting on `key`; follower fetches only if `followers` (new records,
-        a role change), not for a moved HW or log start."""
-        for waiter in list(self._readers.get(key, ())):
+        a role change), not for a moved HW or log start. A waiter's set() only schedules its
+        wake-up (it unparks later), so the registry is not changed while this walks it."""
+        for waiter in self._readers.get(key, ()):
             waiter.set()
         if followers:
-            for waiter in list(self._followers.get(key, ())):
+            for waiter in self._followers.get(key, ()):
                 waiter.set()
 
     def on_effects(self, key: tuple[str, int], effects) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType
 
-from .model import NO_LEADER, ClusterView, PartitionState, TopicAssignment
+from .model import NO_LEADER, ClusterView, PartitionState, TopicAssignment, TopicsByName
 from .zk_client import KazooState, ZkSession
 from .zk_formats import (BROKER_IDS_PATH, CONFIG_BROKERS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH,
                          TOPICS_PATH, FormatError, broker_config_path, broker_path, decode_broker_endpoints,
@@ -139,7 +139,7 @@ class MetadataWatcher:
     def snapshot(self) -> ClusterView:
         """A copy of the view that later changes will not touch."""
         v = self.view
-        return ClusterView(brokers=dict(v.brokers), topics=dict(v.topics), states=dict(v.states),
+        return ClusterView(brokers=dict(v.brokers), topics=TopicsByName(v.topics), states=dict(v.states),
                            topic_configs={t: dict(c) for t, c in v.topic_configs.items()},
                            broker_configs={e: dict(c) for e, c in v.broker_configs.items()},
                            controller_id=v.controller_id, controller_epoch=v.controller_epoch,

@@ -76,9 +76,7 @@ class SimApis:
                 result.records = partition.log.read(offset, limit, CONSUMER_MAX_RECORDS) or None
             return [(partition.topic, None, [result])]
 
-        def answer(results: list | None, error: Exception | None = None) -> None:
-            if error is not None:
-                raise error
+        def answer(results: list) -> None:
             result = results[0][2][0]
             values = [b.value for b in result.records or ()]
             broker.send(src, ("read_resp", rid, result.error_code, result.high_watermark, offset, values))
@@ -111,9 +109,7 @@ class SimApis:
                                    for request in partitions])
                     for topic, partitions in context.wanted]
 
-        def answer(results: list | None, error: Exception | None = None) -> None:
-            if error is not None:
-                raise error
+        def answer(results: list) -> None:
             session_id, sent = context.answer(results)
             answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
                        for topic, _, answered in sent for r in answered]
@@ -123,14 +119,21 @@ class SimApis:
                              max_wait=broker.settings.replica_fetch_wait_ms)
 
     def _answer_or_park(self, read, answer, keys: list, *, follower: bool, min_bytes: int, max_wait: int) -> None:
-        """The first read answers the fetch, or it parks (production's DataApis.fetch)."""
+        """The first read answers the fetch, or it parks (production's DataApis.fetch). A read that
+        raises stops the run, as any exception in the simulation does."""
         broker = self.broker
         results = read(True)
         if not (keys and keeps_waiting(results, min_bytes, max_wait)):
             answer(results)
             return
+
+        def answer_or_raise(results: list | None, error: Exception | None) -> None:
+            if error is not None:
+                raise error
+            answer(results)
         ParkedFetch(broker.waiters, keys, follower=follower, min_bytes=min_bytes, deadline=broker.now + max_wait,
-                    read=read, answer=answer, clock=lambda: broker.now, call_soon=lambda fn: broker.later(0, fn),
+                    read=read, answer=answer_or_raise, clock=lambda: broker.now,
+                    call_soon=lambda fn: broker.later(0, fn),
                     call_at=lambda when, fn: broker.later(when - broker.now, fn))
 
     def _fetch_one(self, src, topic: str, request, replica_epoch: int, first: bool,

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.controller.decisions import ControllerConfig
 from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments
-from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView
+from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 
 from weir.sim.zookeeper import BAD_VERSION, FENCED, OK, state_path
@@ -188,7 +188,7 @@ class SimController:
         brokers = snapshot["brokers"]
         return ClusterView(
             brokers={b: BrokerInfo(b, "sim", 9092) for b in sorted(brokers)}, broker_epochs=dict(brokers),
-            topics=dict(snapshot["topics"]),
+            topics=TopicsByName(snapshot["topics"]),
             topic_configs={t: dict(snapshot["configs"].get(t, {})) for t in world.topics},
             states={key: state for key, (state, _) in snapshot["states"].items()},
             state_zxids={key: mzxid for key, (_, mzxid) in snapshot["states"].items()},

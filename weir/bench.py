@@ -30,6 +30,7 @@ Results are printed, never asserted: speed is measured here, not in tests.
 """
 
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -368,20 +369,18 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
     """Three brokers per side (its source tree, its broker settings), RF=3 acks=all into 6
     partitions (`idle_partitions` more, RF=3, and `idle_topics` topics of one partition, RF=1,
     written by nobody), rounds alternated between sides."""
-    from .local_cluster import LocalCluster
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
           f"median of {args.rounds} rounds, {len(sides)} x 3 brokers on 127.0.0.1, RF=3 acks=all"
           + (f", {idle_partitions} idle partitions" if idle_partitions else "")
           + (f", {idle_topics} idle topics" if idle_topics else ""))
-    clusters: dict[str, LocalCluster] = {}
+    clusters: dict = {}
     runs: dict[str, list] = {name: [] for name in sides}
     steady: dict[str, list] = {name: [] for name in sides}
     saved = os.environ.get("PYTHONPATH")
     try:
         for name, (tree, settings) in sides.items():
             os.environ["PYTHONPATH"] = tree  # the brokers started next import Weir from there
-            cluster = clusters[name] = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3,
-                                                    overrides={"zookeeper.session.timeout.ms": "6000", **settings})
+            cluster = clusters[name] = _scratch_cluster(3, **settings)
             cluster.start()
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
             _create_topic(cluster.bootstrap, "latency", 1, 3, **{"min.insync.replicas": "2"})
@@ -403,7 +402,7 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
         else:
             os.environ["PYTHONPATH"] = saved
         for cluster in clusters.values():
-            cluster.kill()
+            _discard(cluster)
     for name, (tree, settings) in sides.items():
         print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in settings.items())})")
     for name in sides:
@@ -415,6 +414,21 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
     print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
           f"broker CPU-seconds per million records {first['CPU s/M'] / second['CPU s/M']:.2f}")
     return 0
+
+
+def _scratch_cluster(size: int, **settings):
+    """A local cluster of `size` brokers in a new directory under the system's temp dir; the
+    caller `_discard`s it."""
+    from .local_cluster import LocalCluster
+    return LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), size,
+                        overrides={"zookeeper.session.timeout.ms": "6000", **settings})
+
+
+def _discard(cluster) -> None:
+    """Kill the cluster and remove its directory: each run writes gigabytes of logs, which would
+    otherwise pile up in the temp dir run after run."""
+    cluster.kill()
+    shutil.rmtree(cluster.data_dir, ignore_errors=True)
 
 
 def _with_cpu(cluster, records: int, run) -> dict:
@@ -430,7 +444,6 @@ def _with_cpu(cluster, records: int, run) -> dict:
 
 
 def _bench_loops(args) -> int:
-    from .local_cluster import LocalCluster
     try:
         import uvloop  # noqa: F401
     except ImportError:
@@ -443,15 +456,14 @@ def _bench_loops(args) -> int:
         for _ in range(args.rounds):
             for loop, figures in runs.items():
                 os.environ["WEIR_EVENT_LOOP"] = loop  # the brokers started next inherit it
-                cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3,
-                                       overrides={"zookeeper.session.timeout.ms": "6000"})
+                cluster = _scratch_cluster(3)
                 try:
                     cluster.start()
                     _create_topic(cluster.bootstrap, "rf3", 1, 3, **{"min.insync.replicas": "2"})
                     figures.append(_with_cpu(cluster, args.records, lambda: _produce(
                         cluster.bootstrap, args.records, args.record_size, "rf3", "all")))
                 finally:
-                    cluster.kill()
+                    _discard(cluster)
     finally:
         os.environ.pop("WEIR_EVENT_LOOP", None)
     standard, uv = _median(runs["asyncio"]), _median(runs["uvloop"])
@@ -463,15 +475,12 @@ def _bench_loops(args) -> int:
 
 
 def _bench_all(args) -> int:
-    from .local_cluster import LocalCluster
     print(f"{args.records:,} records of {args.record_size} bytes per run, confluent-kafka, median of "
           f"{args.rounds} rounds, brokers on 127.0.0.1")
     partitions = 6
-    settings = {"zookeeper.session.timeout.ms": "6000"}
     sink_port = free_port()
     sink = _start_sink(sink_port, partitions, args.record_size)
-    one = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 1, overrides=settings)
-    three = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), 3, overrides=settings)
+    one, three = _scratch_cluster(1), _scratch_cluster(3)
     try:
         one.start()
         three.start()
@@ -507,8 +516,8 @@ def _bench_all(args) -> int:
     finally:
         sink.terminate()
         sink.wait(30)
-        one.kill()
-        three.kill()
+        _discard(one)
+        _discard(three)
     ceiling = sink_figures["records/s"]
     print(f"{'target':<44}{'records/s':>12}{'x sink':>8}{'broker CPU-s per M':>20}")
     for name, figures in (("no-op sink (no callback: the client's ceiling)", sink_figures),
@@ -527,15 +536,13 @@ def _bench_all(args) -> int:
 
 
 def run_bench(args) -> int:
-    from .local_cluster import LocalCluster
     if args.workload in ("all", "compare", "loops", "sessions"):
         return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops,
                 "sessions": _bench_sessions}[args.workload](args)
     size = 3 if args.workload == "replication" else 1
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka, median of {args.rounds} rounds, "
           f"{size} broker(s) on 127.0.0.1")
-    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), size,
-                           overrides={"zookeeper.session.timeout.ms": "6000", "num.partitions": "1"})
+    cluster = _scratch_cluster(size, **{"num.partitions": "1"})
     try:
         cluster.start()
         {"produce": lambda: _bench_produce(cluster.bootstrap, args),
@@ -543,7 +550,7 @@ def run_bench(args) -> int:
          "replication": lambda: _bench_replication(cluster, args),
          "spark": lambda: _bench_spark(cluster.bootstrap, args)}[args.workload]()
     finally:
-        cluster.kill()
+        _discard(cluster)
     return 0
 
 

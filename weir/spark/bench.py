@@ -18,6 +18,7 @@ file footers, so the group-by is the fairer comparison. Results are printed, nev
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -114,6 +115,7 @@ def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions:
     admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
     produce(bootstrap, records, record_size, partitions)
     spark = local_session("weir-spark-bench", **{"spark.ui.showConsoleProgress": "false"})
+    scratch = tempfile.mkdtemp(prefix="weir-spark-bench-")
     try:
         def weir_read(schema: str | None = None):
             reader = spark.read.format("weir")
@@ -123,7 +125,7 @@ def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions:
             # splitting further (8 Spark partitions over 4 topic partitions, 2 cores) read 25% slower
             return reader.option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC).load()
         weir = weir_read()
-        parquet_path = str(Path(tempfile.mkdtemp(prefix="weir-spark-bench-")) / "rows.parquet")
+        parquet_path = str(Path(scratch) / "rows.parquet")
         weir.select("key", "value", "topic", "partition", "offset", "timestamp", "timestampType") \
             .write.parquet(parquet_path)
         parquet = spark.read.parquet(parquet_path)
@@ -144,6 +146,7 @@ def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions:
                     results[(name, query)] = min(results.get((name, query), float("inf")), best_of(1, action))
     finally:
         spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
     results["decode rows/s"] = decode_rate(bootstrap, records, rounds)
     return results
 

@@ -1,0 +1,14 @@
+"""`weir bench` as a user runs it: a real cluster, real confluent-kafka, and nothing left behind."""
+
+import os
+import subprocess
+import sys
+
+
+def test_a_bench_run_prints_its_figures_and_leaves_no_cluster_data_in_the_temp_dir(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "weir.cli", "bench", "produce", "--records", "2000", "--rounds", "1"],
+                         env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=180,
+                         stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "records/s" in run.stdout
+    assert list(tmp_path.iterdir()) == []

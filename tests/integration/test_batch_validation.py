@@ -112,3 +112,18 @@ def test_a_timestamp_too_far_ahead_is_refused_and_the_partition_goes_on(broker):
         result = produce(client, "future", make_batch([b"x"], timestamp=now_ms() + 7_200_000))
         assert result.error_code == INVALID_TIMESTAMP
         assert list_offset(client, "future").offset == 1
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_backfill_of_records_stamped_days_ago_fills_one_segment(broker, stack):
+    """log.roll.ms (7 days) counts in the records' time, as Kafka's: records stamped eight days ago
+    (CreateTime, a backfill or a mirror) go on filling the active segment. It was the clock: each
+    produce request after the first rolled a segment, three more open files each."""
+    stamped = now_ms() - 8 * 86_400_000
+    with RawClient(broker.port) as client:
+        create_topic(client, stack)
+    for request in range(5):  # each call flushes: one produce request or more
+        records = [(0, b"k", b"v%d-%d" % (request, i), (), stamped + i) for i in range(3)]
+        STACKS[stack](broker.bootstrap, stack, records)
+    assert sorted(p.name for p in (broker.data_dir / f"{stack}-0").glob("*.log")) == ["00000000000000000000.log"]
+    assert [m.timestamp for m in confluent_consume(broker.bootstrap, stack, 1, 15)] == [stamped + i for i in range(3)] * 5

@@ -6,6 +6,7 @@ from .batches import batch_headers, make_batch, record_values
 from .conftest import NOW
 
 BATCH = len(make_batch([b"v" * 100]))
+HOUR = 3_600_000
 
 
 def fill(log, count, now_ms=NOW, timestamp=NOW, epoch=0):
@@ -37,6 +38,28 @@ def test_rolls_by_time(open_log):
     log.append(make_batch([b"a"], timestamp=NOW), 0, NOW)
     log.append(make_batch([b"b"], timestamp=NOW + 500), 0, NOW + 500)
     log.append(make_batch([b"c"], timestamp=NOW + 1001), 0, NOW + 1001)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_records_stamped_long_ago_do_not_roll_a_segment_per_append(open_log):
+    """log.roll.ms counts in the records' time, as Kafka's: a producer replaying old records
+    (CreateTime, hours before the clock) fills one segment, not one segment (three files) per append."""
+    log = open_log(LogConfig(segment_ms=HOUR))
+    fill(log, 20, now_ms=NOW + 10 * HOUR, timestamp=NOW)
+    assert len(log.segments) == 1
+
+
+def test_rolls_by_the_records_time_even_when_the_clock_has_not_moved(open_log):
+    log = open_log(LogConfig(segment_ms=1000))
+    log.append(make_batch([b"a"], timestamp=NOW), 0, NOW)
+    log.append(make_batch([b"b"], timestamp=NOW + 1001), 0, NOW)
+    assert [s.base_offset for s in log.segments] == [0, 1]
+
+
+def test_a_segment_whose_first_batch_has_no_timestamp_rolls_by_the_clock(open_log):
+    log = open_log(LogConfig(segment_ms=1000))
+    for offset, now_ms in enumerate((NOW, NOW + 500, NOW + 1001)):
+        log.append(make_batch([b"%d" % offset], timestamp=-1), 0, now_ms)
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 

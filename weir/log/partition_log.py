@@ -210,7 +210,11 @@ class PartitionLog:
         """Write the batches and learn their leader epochs, all or nothing: if any step fails, the
         segment, the epoch cache and the LEO are as they were (the segment append is all or
         nothing by itself; the epochs, assigned first as Kafka does, are put back)."""
-        self._maybe_roll(len(buf), batches[-1].last_offset, now_ms)
+        max_timestamp, offset_of_max = -1, batches[0].last_offset
+        for batch in batches:
+            if batch.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+        self._maybe_roll(len(buf), batches[-1].last_offset, max_timestamp, now_ms)
         new_epochs, latest = [], self.leader_epochs.latest_epoch
         for batch in batches:
             if batch.leader_epoch > latest:
@@ -226,23 +230,21 @@ class PartitionLog:
                 self.leader_epochs.restore(epochs_before)
             raise
         self.log_end_offset = batches[-1].last_offset + 1
-        max_timestamp, offset_of_max = -1, batches[0].last_offset
-        for batch in batches:
-            if batch.max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
         if self.log_end_offset - self.recovery_point >= self.config.flush_interval_messages:
             self.flush(now_ms)
         return AppendInfo(batches[0].base_offset, batches[-1].last_offset, max_timestamp, offset_of_max)
 
-    def _maybe_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> None:
+    def _maybe_roll(self, incoming_bytes: int, last_offset: int, incoming_max_timestamp: int, now_ms: int) -> None:
         """Kafka's maybeRoll: a non-empty active segment is rolled when the append would
-        overflow log.segment.bytes, it is older than log.roll.ms less its jitter, an index is
-        full (segment.index.bytes), or an offset would not fit the index's int32 relative offsets."""
+        overflow log.segment.bytes, it has waited longer than log.roll.ms less its jitter
+        (`LogSegment.time_waited_for_roll`), an index is full (segment.index.bytes), or an offset
+        would not fit the index's int32 relative offsets."""
         active = self.active_segment
         if active.size == 0:
             return
         if (active.size + incoming_bytes > self.config.segment_bytes
-                or now_ms - active.roll_base_ms() > self.config.segment_ms - active.roll_jitter_ms
+                or active.time_waited_for_roll(now_ms, incoming_max_timestamp)
+                > self.config.segment_ms - active.roll_jitter_ms
                 or active.offset_index.is_full() or active.time_index.is_full()
                 or last_offset - active.base_offset > MAX_RELATIVE_OFFSET):
             self.roll(now_ms)

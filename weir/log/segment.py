@@ -267,10 +267,14 @@ class LogSegment:
         if self.max_timestamp > self.time_index.last_timestamp:
             self.time_index.append([(self.max_timestamp, self.offset_of_max_timestamp)])
 
-    def roll_base_ms(self) -> int:
-        """The time log.roll.ms counts from: the first batch's timestamp, as Kafka does, or the
-        segment's creation if that batch has none."""
-        return self.first_batch_timestamp if self.first_batch_timestamp >= 0 else self.created_ms
+    def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        """What log.roll.ms is compared with, as Kafka's timeWaitedForRoll: in message time when
+        the first batch has a timestamp (the incoming batches' largest less the first batch's),
+        so records stamped long ago do not roll a segment per append; else the wall-clock time
+        since the segment was created."""
+        if self.first_batch_timestamp >= 0:
+            return incoming_max_timestamp - self.first_batch_timestamp
+        return now_ms - self.created_ms
 
     def largest_timestamp(self) -> int:
         """What log.retention.ms compares with: the largest batch timestamp, or the file's

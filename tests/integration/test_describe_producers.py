@@ -5,7 +5,7 @@ across a restart; NOT_LEADER_OR_FOLLOWER from a broker that hosts no replica, as
 hand and through kafka-python's admin client."""
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.errors import NotLeaderForPartitionError  # NOT_LEADER_OR_FOLLOWER
@@ -82,3 +82,38 @@ def test_describe_producers_lists_a_partitions_idempotent_producers(start_cluste
             python_admin.describe_producers([TopicPartition("pids", 0)], broker_id=elsewhere.broker_id)
     finally:
         python_admin.close()
+
+
+def test_an_idle_producer_is_forgotten_after_the_expiration_and_goes_on_writing_where_it_stood(start_broker):
+    """producer.id.expiration.ms: the partition forgets a producer idle that long (Kafka's
+    removeExpiredProducers), so its table does not grow with every producer that ever wrote. The
+    producer, still running, sends its next sequence number to a partition with no state of it:
+    taken, as Kafka takes it (KIP-360), not refused with OUT_OF_ORDER_SEQUENCE_NUMBER, which
+    librdkafka treats as fatal."""
+    broker = start_broker(0, producer_id_expiration_ms="1500", log_retention_check_interval_ms="200")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # must outlive the future
+    admin.create_topics([NewTopic("pids", 1, 1)])["pids"].result(30)
+    errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                         "error_cb": errors.append})
+
+    def write(first: int) -> None:
+        for i in range(first, first + 3):
+            producer.produce("pids", b"v%d" % i, partition=0, on_delivery=lambda err, _: err and errors.append(err))
+        assert producer.flush(30) == 0
+
+    write(0)
+    [before] = describe(broker.port, ("pids", (0,))).topics[0].partitions
+    assert [p.last_sequence for p in before.active_producers] == [2]
+    wait_until(lambda: not describe(broker.port, ("pids", (0,))).topics[0].partitions[0].active_producers,
+               "the idle producer to be forgotten")
+    write(3)
+    assert errors == []
+    [after] = describe(broker.port, ("pids", (0,))).topics[0].partitions
+    assert [(p.producer_id, p.last_sequence) for p in after.active_producers] == [
+        (before.active_producers[0].producer_id, 5)]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
+    consumer.assign([ConfluentPartition("pids", 0, 0)])
+    values = [m.value() for m in consumer.consume(6, timeout=10)]
+    consumer.close()
+    assert values == [b"v%d" % i for i in range(6)]

@@ -14,10 +14,21 @@ def table_with(*batches) -> ProducerStateTable:
     return table
 
 
-def test_new_producer_must_start_at_sequence_zero():
+def test_a_producer_the_table_does_not_know_is_taken_at_any_sequence():
+    """Kafka since KIP-360: its earlier batches may be gone (retention, DeleteRecords) or its state
+    expired; it goes on from wherever it stands, and from there in order."""
     table = ProducerStateTable()
-    assert table.check(7, 0, 0, 10) is None
-    assert table.check(7, 0, 5, 10) == ErrorCode.out_of_order_sequence_number
+    assert table.check(7, 0, 5, 10) is None
+    table.record(7, 0, 5, 10, 100, 109)
+    assert table.check(7, 0, 15, 1) is None
+    assert table.check(7, 0, 16, 1) == ErrorCode.out_of_order_sequence_number
+
+
+def test_a_producer_known_only_by_a_transaction_marker_starts_at_sequence_zero():
+    table = ProducerStateTable()
+    table.record_marker(7, 2)
+    assert table.check(7, 2, 3, 1) == ErrorCode.out_of_order_sequence_number
+    assert table.check(7, 2, 0, 1) is None
 
 
 def test_next_batch_continues_the_sequence():
@@ -86,3 +97,13 @@ def test_a_snapshot_without_timestamps_reads_as_unknown():
     old = '{"7": {"epoch": 0, "batches": [[0, 2, 100, 102]]}}'  # written before timestamps were kept
     entry = ProducerStateTable.from_json(old).producers[7]
     assert (entry.last_sequence, entry.last_timestamp) == (2, -1)
+
+
+def test_producers_idle_for_the_expiration_are_forgotten_unless_kept():
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 1, 0, 0, max_timestamp=1_000)
+    table.record(8, 0, 0, 1, 1, 1, max_timestamp=1_000)
+    table.record(9, 0, 0, 1, 2, 2, max_timestamp=5_000)
+    table.remove_expired(11_000, 10_000, keep=lambda producer_id: producer_id == 8)
+    assert sorted(table.producers) == [8, 9]
+    assert table.check(7, 0, 1, 1) is None  # a forgotten producer goes on where it stood

@@ -541,8 +541,11 @@ class Partition:
         self._record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
 
     def expire_producers(self, now_ms: int, expiration_ms: int) -> None:
-        """producer.id.expiration.ms, for the transaction table (KIP-98)."""
+        """producer.id.expiration.ms: idle producers are forgotten by the transaction table
+        (KIP-98), then by the idempotence table, which keeps those the transaction table still
+        holds (an ongoing transaction, batches above the HW)."""
         self.txns.remove_expired_producers(now_ms, expiration_ms, self.high_watermark)
+        self.producers.remove_expired(now_ms, expiration_ms, keep=self.txns.holds_producer)
 
     def producer_snapshot(self) -> ProducerSnapshot:
         self._snapshot = ProducerSnapshot(self.log.log_end_offset, self.producers.to_json(), self.txns.snapshot())

@@ -6,8 +6,12 @@ Rules owned here (Kafka's ProducerStateManager / ProducerAppendInfo, KIP-98 idem
   (first = baseSequence, last = first + count - 1, wrapping at 2**31 - 1).
 - OLDER EPOCH: a batch whose epoch is below P's current epoch is from a fenced producer:
   INVALID_PRODUCER_EPOCH.
-- NEW EPOCH (or a producer never seen): its first batch must start at sequence 0; anything else
-  is OUT_OF_ORDER_SEQUENCE_NUMBER.
+- NO STATE: a producer the table does not know (never seen, or forgotten: EXPIRY) is taken at
+  any sequence, as Kafka's ProducerAppendInfo since KIP-360: its earlier batches may be gone
+  (retention, DeleteRecords, a replica that copied the log from a later start), and refusing
+  it would be fatal to a client that did nothing wrong.
+- NEW EPOCH (of a producer the table knows, or one known only by a transaction marker): its
+  first batch must start at sequence 0; anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
 - DUPLICATE: a batch whose (first, last) sequence equals one of the last five batches of P is a
   retry of a batch already appended: answered with that batch's original offsets and NOT
   appended again (the client retried because an answer was lost).
@@ -17,6 +21,9 @@ Rules owned here (Kafka's ProducerStateManager / ProducerAppendInfo, KIP-98 idem
   (max.in.flight.requests.per.connection <= 5), so five remembered batches catch every retry.
 - A producer's last timestamp is the max timestamp of its last batch, as appended (what
   DescribeProducers reports, with its epoch and last sequence).
+- EXPIRY (producer.id.expiration.ms): a producer whose last timestamp is that long before now is
+  forgotten (Kafka's removeExpiredProducers), unless the caller keeps it (an ongoing
+  transaction): the table does not grow with every producer that ever wrote.
 
 Theory of operation: one table per partition, on leaders and followers alike. The leader calls
 `check` before appending a produced batch and `record` after; followers `record` every batch
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -80,7 +88,9 @@ class ProducerStateTable:
         entry = self.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             return ErrorCode.invalid_producer_epoch
-        if entry is None or epoch > entry.epoch or not entry.batches:
+        if entry is None:
+            return None
+        if epoch > entry.epoch or not entry.batches:
             return None if first_sequence == 0 else ErrorCode.out_of_order_sequence_number
         last = last_sequence(first_sequence, record_count)
         for batch in entry.batches:
@@ -117,6 +127,13 @@ class ProducerStateTable:
         if entry is None or epoch > entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.last_timestamp = timestamp
+
+    def remove_expired(self, now_ms: int, expiration_ms: int, keep: Callable[[int], bool]) -> None:
+        """Forget the producers whose last batch is stamped `expiration_ms` or more before
+        `now_ms`, except those `keep(producer_id)` holds on to."""
+        for producer_id in [pid for pid, entry in self.producers.items()
+                            if now_ms - entry.last_timestamp >= expiration_ms and not keep(pid)]:
+            del self.producers[producer_id]
 
     def to_json(self) -> str:
         return json.dumps({str(pid): {"epoch": e.epoch, "batches": [

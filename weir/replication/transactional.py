@@ -143,6 +143,9 @@ class TransactionalAppends:
             self.table.on_high_watermark_updated(high_watermark)
         self.table.on_log_start_offset_incremented(self.log.log_start_offset)
 
+    def holds_producer(self, producer_id: int) -> bool:
+        return producer_id in self.table.producers
+
     def remove_expired_producers(self, now_ms: int, expiration_ms: int, high_watermark: int) -> None:
         """producer.id.expiration.ms: idle producers without an ongoing transaction, and
         verifications never used, are forgotten."""

@@ -46,7 +46,9 @@ def test_partitions_move_from_0_1_to_1_2_under_load_losing_nothing(cluster):
 
     for partition, reassign in enumerate((reassign_with_kafka_python, reassign_with_kafkajs)):
         reassign(cluster.bootstrap, "moving", partition, [1, 2])
-        assert partition_metadata(cluster.bootstrap, "moving")[partition] == (1, [1, 2], [1, 2])
+        # the controller is done; the broker answering Metadata learns the assignment through its watch
+        wait_until(lambda: partition_metadata(cluster.bootstrap, "moving")[partition] == (1, [1, 2], [1, 2]),
+                   "Metadata to show the new replicas")
         acked_before = len(producer.acked)
         producer.wait_acked(acked_before + 500)  # the new leader takes writes
     producer.stop()

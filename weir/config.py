@@ -194,7 +194,8 @@ SETTINGS = {s.name: s for s in [
             "SASL mechanisms served on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     Setting("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "The SASL mechanism brokers use with each other."),
     Setting("connections.max.idle.ms", int, 600000,
-            "A connection that has not finished authenticating within this is closed."),
+            "A connection with no request read or answer written for this long is closed, as is one that has "
+            "not finished authenticating within it (negative: idle connections stay)."),
     Setting("connections.max.reauth.ms", int, 0,
             "KIP-368: a SASL session lasts this long; the client must re-authenticate (0: for ever)."),
     Setting("connection.failed.authentication.delay.ms", int, 100,

@@ -13,6 +13,10 @@ file regions are copied there. On a SASL listener the connection feeds SaslHands
 SaslAuthenticate to its `Authenticator` (weir.security.authenticator), which decides; the
 connection serves nothing else until it says the client is authenticated, and closes a client
 that has not authenticated within `connections.max.idle.ms`.
+
+As Kafka's socket server, a connection with no request read and no answer written for
+`connections.max.idle.ms` is closed (a client that vanished without closing would otherwise hold
+it for ever); one with a request in progress is not idle. Clients reconnect when they next need to.
 """
 
 import asyncio
@@ -48,12 +52,14 @@ def _now_ms() -> int:
 
 
 class Connection(FrameReceiver):
-    def __init__(self, apis, max_request_bytes: int, listener: str = "", security=None) -> None:
+    def __init__(self, apis, max_request_bytes: int, listener: str = "", security=None,
+                 idle_ms: int = 600_000) -> None:
         """`apis`: `.handlers` by api key, `.api_versions_body(error)` for UNSUPPORTED_VERSION,
         `.metrics` (weir.broker.metrics.BrokerMetrics) for request times, and
         `.scram_credential(mechanism, user)` (awaitable) for SASL/SCRAM. `listener`: the name of
         the listener this connection came on (requests carry it, for Metadata's endpoints);
-        `security`: that listener's weir.security.broker_security.ListenerSecurity, if not PLAINTEXT."""
+        `security`: that listener's weir.security.broker_security.ListenerSecurity, if not PLAINTEXT;
+        `idle_ms`: connections.max.idle.ms (negative: never closed for idleness)."""
         super().__init__()
         self.apis = apis
         self.listener = listener
@@ -76,11 +82,16 @@ class Connection(FrameReceiver):
         self._closed = False
         self._close_reason: str | None = None  # set by a bad frame size: close when the queue drains
         self._close_delay_s: float | None = None  # after a failed authentication, how long the close waits
+        self._idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self._last_active = time.monotonic()  # a request read or an answer written
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio callbacks ---------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if self._idle_s is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s, self._close_if_idle)
         self.peer = transport.get_extra_info("peername")
         self._client_host = f"/{self.peer[0]}" if self.peer else ""
         sock = transport.get_extra_info("socket")
@@ -113,6 +124,16 @@ class Connection(FrameReceiver):
         self._closed = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+
+    def _close_if_idle(self) -> None:
+        idle_for = time.monotonic() - self._last_active
+        if self._busy or self._in_order or self._frames or idle_for < self._idle_s:
+            self._idle_timer = asyncio.get_running_loop().call_later(
+                max(self._idle_s - idle_for, 0) if idle_for < self._idle_s else self._idle_s, self._close_if_idle)
+            return
+        self.close(f"idle for more than connections.max.idle.ms ({self._idle_s * 1000:g} ms)", logging.INFO)
 
     # -- frames (weir.frame_receiver) ----------------------------------------------
 
@@ -126,6 +147,7 @@ class Connection(FrameReceiver):
         return self._limit()[0]
 
     def frame_received(self, frame: bytes | memoryview) -> None:
+        self._last_active = time.monotonic()
         self._frames.append((time.perf_counter(), frame))
 
     def frames_cut(self) -> None:
@@ -406,6 +428,7 @@ class Connection(FrameReceiver):
         """Write one response, copying any file regions (small ones)."""
         if self._closed:
             return
+        self._last_active = time.monotonic()
         buffers = [os.pread(i.fd, i.size, i.position) if isinstance(i, FileRegion) else i for i in items]
         size = sum(len(b) for b in buffers)
         # one write: each extra send() wakes the client once more
@@ -415,6 +438,7 @@ class Connection(FrameReceiver):
         """Write one response, sending file regions with zero-copy sendfile: straight to the
         socket while it takes them, a coroutine for whatever it does not take now."""
         size = sum(i.size if isinstance(i, FileRegion) else len(i) for i in items)
+        self._last_active = time.monotonic()
         self.transport.write(_SIZE.pack(size))
         for n, item in enumerate(items):
             if not isinstance(item, FileRegion):
@@ -458,9 +482,9 @@ class Connection(FrameReceiver):
             else:
                 self.transport.write(item)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, level: int = logging.WARNING) -> None:
         if not self._closed:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            log.log(level, "closing connection from %s: %s", self.peer, reason)
             self._closed = True
             self._frames.clear()
             if self.transport is not None:

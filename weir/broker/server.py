@@ -137,7 +137,7 @@ class Broker:
             self.servers.append(await loop.create_server(
                 lambda listener=listener, security=security: Connection(
                     apis, config["socket.request.max.bytes"], listener.name,
-                    security if listener.protocol != "PLAINTEXT" else None),
+                    security if listener.protocol != "PLAINTEXT" else None, config["connections.max.idle.ms"]),
                 listener.host, listener.port, reuse_address=True, backlog=1024, ssl=security.ssl_context,
                 ssl_handshake_timeout=min(security.idle_ms, 60000) / 1000 if security.ssl_context else None))
         self.server = self.servers[0]

@@ -129,11 +129,14 @@ class Connection(FrameReceiver):
 
     def _close_if_idle(self) -> None:
         idle_for = time.monotonic() - self._last_active
-        if self._busy or self._in_order or self._frames or idle_for < self._idle_s:
-            self._idle_timer = asyncio.get_running_loop().call_later(
-                max(self._idle_s - idle_for, 0) if idle_for < self._idle_s else self._idle_s, self._close_if_idle)
+        if idle_for < self._idle_s:  # active since: look again when it could first be idle
+            wait = self._idle_s - idle_for
+        elif self._busy or self._in_order or self._frames:  # a request in progress is not idle
+            wait = self._idle_s
+        else:
+            self.close(f"idle for more than connections.max.idle.ms ({self._idle_s * 1000:g} ms)", logging.INFO)
             return
-        self.close(f"idle for more than connections.max.idle.ms ({self._idle_s * 1000:g} ms)", logging.INFO)
+        self._idle_timer = asyncio.get_running_loop().call_later(wait, self._close_if_idle)
 
     # -- frames (weir.frame_receiver) ----------------------------------------------
 

@@ -41,9 +41,10 @@ class SimApis:
             if first is not None:
                 self.broker.send(completion.key[0], ("produce_resp", completion.key[1], completion.error, first))
 
-    def produce(self, src, rid, partition: Partition, value: str, producer_id: int, acks: int) -> None:
+    def produce(self, src, rid, partition: Partition, value: str, producer_id: int, timestamp: int,
+                acks: int) -> None:
         broker = self.broker
-        batch = SimBatch(value, producer_id)
+        batch = SimBatch(value, producer_id, max_timestamp=timestamp)
         try:
             produced = partition.produce(batch, batch, acks, broker.now, proven=broker.can_lead)
         except KafkaError as e:

@@ -121,6 +121,7 @@ class SimBroker:
         self.later(s.replica_lag_time_max_ms // 2, self._every_partition, "check_isr", s.replica_lag_time_max_ms // 2)
         self.later(100, self._every_partition, "expire", 100)
         self.later(s.flush_interval_ms, self._flush)
+        self.later(s.log_retention_check_interval_ms, self._maintain)
 
     def crash(self, lose_unflushed: bool) -> None:
         assert self.up
@@ -227,6 +228,13 @@ class SimBroker:
         for partition in self.partitions.values():
             self.act(partition, getattr(partition, event)(self.now))
         self.later(interval_ms, self._every_partition, event, interval_ms)
+
+    def _maintain(self) -> None:
+        """ReplicaManager.maintain: producers idle for producer.id.expiration.ms are forgotten (the
+        memory log keeps every record: no retention)."""
+        for partition in self.partitions.values():
+            partition.expire_producers(self.now, self.settings.producer_id_expiration_ms)
+        self.later(self.settings.log_retention_check_interval_ms, self._maintain)
 
     def _flush(self) -> None:
         for log in self.logs.values():

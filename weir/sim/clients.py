@@ -68,7 +68,7 @@ class Clients:
         gap = self.rng.randint(*world.settings.produce_gap_ms)
         rid = self._rid()
         self._next_pid += 1  # a producer id per record: the broker drops a duplicated request's copy
-        world.network.send(CLIENT, leader, ("produce", rid, key, value, self._next_pid, acks))
+        world.network.send(CLIENT, leader, ("produce", rid, key, value, self._next_pid, world.events.now, acks))
         if acks == 0:
             world.events.after(gap, self._produce, key)
             return

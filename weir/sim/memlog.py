@@ -43,7 +43,7 @@ class SimBatch(NamedTuple):
     producer_epoch: int = 0
     base_sequence: int = 0
     record_count: int = 1
-    max_timestamp: int = -1  # the simulation's records carry no timestamp
+    max_timestamp: int = -1  # the producer's clock when it sent the record (CreateTime)
     attributes: int = 0  # never transactional: the simulation has no transactions (yet)
 
     @property

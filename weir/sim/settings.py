@@ -24,6 +24,8 @@ class SimSettings:
     alter_partition_timeout_ms: int = 250
     request_timeout_ms: int = 500  # produce: acks=all waits this long in purgatory
     flush_interval_ms: int = 400  # the OS writes dirty pages back at least this often
+    log_retention_check_interval_ms: int = 500  # log.retention.check.interval.ms: producer expiry runs then
+    producer_id_expiration_ms: int = 2000  # producer.id.expiration.ms: short, so runs forget producers
     leader_imbalance_check_interval_ms: int = 2500  # leader.imbalance.check.interval.seconds
     auto_leader_rebalance_enable: bool = True
     max_delay_ms: int = 8

@@ -1,5 +1,5 @@
-"""Produce and consume with real Kafka clients: confluent-kafka, kafka-python, kcat, and (produce
-only) aiokafka and kafkajs.
+"""Produce and consume with real Kafka clients: confluent-kafka, kafka-python, kcat,
+@platformatic/kafka (consuming in a group), and (produce only) aiokafka and kafkajs.
 
 Each function takes the bootstrap address and works like a user's program
 would; the tests compare what went in with what came out.
@@ -131,6 +131,25 @@ def kafkajs_produce(bootstrap, topic, messages, compression="none", acks="all"):
                for partition, key, value, headers, ts in messages]
     subprocess.run(["node", str(JS_CLIENTS / "produce.js"), bootstrap, topic, compression],
                    input=json.dumps(payload).encode(), check=True, timeout=120)
+
+
+# -- @platformatic/kafka (Node.js, its own protocol code) --------------------------------
+
+def platformatic_produce(bootstrap, topic, messages, compression="none"):
+    """An idempotent producer, acks=all. Keys, values and headers must be text; no zstd on Node 20."""
+    payload = [{"partition": partition, "key": key.decode(), "value": value.decode(), "timestamp": str(ts),
+                "headers": {k: v.decode() for k, v in headers}} for partition, key, value, headers, ts in messages]
+    subprocess.run(["node", str(JS_CLIENTS / "platformatic.mjs"), "produce", bootstrap, topic, compression],
+                   input=json.dumps(payload).encode(), check=True, timeout=120)
+
+
+def platformatic_group_consume(bootstrap, topic, group, expected):
+    """Joins `group`, reads `expected` messages from the earliest offsets and commits them."""
+    result = subprocess.run(["node", str(JS_CLIENTS / "platformatic.mjs"), "consume", bootstrap, topic, group,
+                             str(expected)], capture_output=True, check=True, timeout=120)
+    return [Message(m["partition"], int(m["offset"]), m["key"].encode(), m["value"].encode(),
+                    tuple((k, v.encode()) for k, v in m["headers"]), int(m["timestamp"]))
+            for m in json.loads(result.stdout)]
 
 
 # -- kcat --------------------------------------------------------------------

@@ -3,7 +3,7 @@
 import pytest
 
 from clients import (confluent_consume, confluent_produce, kafka_python_consume, kafka_python_produce,
-                     kcat_consume, kcat_produce, make_messages)
+                     kcat_consume, kcat_produce, make_messages, platformatic_group_consume, platformatic_produce)
 
 PARTITIONS = 3
 COUNT = 100_000
@@ -30,15 +30,42 @@ def test_round_trip_in_order_per_partition(broker, client, codec):
     messages = make_messages(COUNT, PARTITIONS)
     produce(broker.bootstrap, topic, messages, compression=codec)
     received = consume(broker.bootstrap, topic, PARTITIONS, COUNT)
-    assert len(received) == COUNT
+    assert_received_in_order(messages, received, stamped_by_client=client != "kcat")
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])  # Node 20 has no zstd
+def test_platformatic_round_trip_through_a_consumer_group(broker, codec):
+    """@platformatic/kafka, a third independent protocol implementation (pure JavaScript): an
+    idempotent producer, then a consumer group member that reads everything and commits; the
+    group's committed offsets are each partition's end."""
+    from confluent_kafka import Consumer, TopicPartition
+    topic, group, count = f"round-trip-platformatic-{codec}", f"platformatic-{codec}", 20_000
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    messages = make_messages(count, PARTITIONS)
+    platformatic_produce(broker.bootstrap, topic, messages, compression=codec)
+    received = platformatic_group_consume(broker.bootstrap, topic, group, count)
+    assert_received_in_order(messages, received, stamped_by_client=True)
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    finally:
+        reader.close()
+    assert [tp.offset for tp in committed] == [len([m for m in messages if m[0] == p]) for p in range(PARTITIONS)]
+
+
+def assert_received_in_order(messages, received, *, stamped_by_client):
+    """Every message once, each partition's in the order sent at dense offsets from 0, with its key
+    and value; its headers and timestamp too, unless the client (kcat) sends one header for a whole
+    run and stamps the time itself."""
+    assert len(received) == len(messages)
     for partition in range(PARTITIONS):
         sent = [m for m in messages if m[0] == partition]
         got = [m for m in received if m.partition == partition]
         assert [m.offset for m in got] == list(range(len(sent))), "offsets are dense from 0, in order"
         assert [(m.key, m.value) for m in got] == [(k, v) for _, k, v, _, _ in sent]
-        if client == "kcat":  # kcat sends one header for a whole run and stamps the time itself
-            assert all(m.headers == (("kind", b"test"),) for m in got)
-            assert all(m.timestamp > 0 for m in got)
-        else:
+        if stamped_by_client:
             assert [m.headers for m in got] == [h for _, _, _, h, _ in sent]
             assert [m.timestamp for m in got] == [ts for _, _, _, _, ts in sent]
+        else:
+            assert all(m.headers == (("kind", b"test"),) for m in got)
+            assert all(m.timestamp > 0 for m in got)

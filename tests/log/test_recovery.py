@@ -175,3 +175,23 @@ def test_flush_if_due_by_time(open_log):
     assert log.recovery_point == 0
     log.flush_if_due(NOW + 1000)
     assert log.recovery_point == 2
+
+
+@pytest.mark.parametrize("garbage", [b"\xff" * 120, b"\x00\x00\x00\x05\xff\xff\xff\xf0" * 3,
+                                     b"\x00\x00\x00\x09\x00\x00\x02\x00\x00\x00\x00\x03\x00\x00\x01\x00"])
+def test_an_index_full_of_garbage_in_a_trusted_segment_is_rebuilt(open_log, log_dir, garbage):
+    """A clean shutdown trusts the segments, but an index whose positions are negative or
+    descend must not be read from: it is rebuilt (Kafka's LogLoader recovers a segment whose
+    index fails its sanity check). Before, the tail scan started at position -1: OSError at every
+    start."""
+    config = LogConfig(segment_bytes=BATCH * 10, index_interval_bytes=BATCH)
+    log = open_log(config)
+    fill(log, 0, 25)  # segments at 0, 20, 40
+    entries = len(log.segments[0].offset_index)
+    log.close()
+    (log_dir / "00000000000000000000.index").write_bytes(garbage)
+    log = open_log(config, clean_shutdown=True)
+    assert_intact_prefix(log, 25)
+    assert len(log.segments[0].offset_index) == entries > 0  # rebuilt
+    for offset in (0, 13, 19, 49):
+        assert batch_headers(log.read(offset, 1, 50).read_bytes())[0][0] == offset // 2 * 2

@@ -41,14 +41,23 @@ class OffsetIndex(IndexFile):
         self._relative_offsets = flat[0::2]
         self._positions = flat[1::2]
 
-    def looks_sane(self, log_size: int, next_offset: int) -> bool:
-        """Entries ascend and point inside the log (Kafka's sanityCheck, a little stronger)."""
-        n = len(self._positions)
+    def positions_look_sane(self, log_size: int) -> bool:
+        """Positions ascend from 0 on and point inside the log, relative offsets ascend from 0 on:
+        what a lookup needs before a read may start at one of them (a damaged file can hold
+        anything, negative positions too)."""
+        positions, offsets = self._positions, self._relative_offsets
+        n = len(positions)
         if n == 0:
             return True
-        if self._positions[-1] >= log_size or self.base_offset + self._relative_offsets[-1] >= next_offset:
+        if positions[0] < 0 or positions[-1] >= log_size or offsets[0] < 0:
             return False
-        return all(self._positions[i] < self._positions[i + 1] for i in range(n - 1))
+        return all(positions[i] < positions[i + 1] and offsets[i] < offsets[i + 1] for i in range(n - 1))
+
+    def looks_sane(self, log_size: int, next_offset: int) -> bool:
+        """Entries ascend and point inside the log (Kafka's sanityCheck, a little stronger)."""
+        if not self._positions:
+            return True
+        return self.positions_look_sane(log_size) and self.base_offset + self._relative_offsets[-1] < next_offset
 
     def __len__(self) -> int:
         return len(self._positions)

@@ -143,6 +143,8 @@ class LogSegment:
         self.time_index.load()
         if len(self.offset_index) and not len(self.time_index):
             return False  # time index lost: the largest timestamp (retention) would be wrong
+        if not self.offset_index.positions_look_sane(self.size):
+            return False  # checked before the tail scan starts at one of its positions
         if not self._load_tail():
             return False
         return (self.offset_index.looks_sane(self.size, self.next_offset)

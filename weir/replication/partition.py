@@ -126,7 +126,9 @@ class Partition:
         self.leader: LeaderPartition | None = None
         self.follower: FollowerPartition | None = None
         self.purgatory = ProducePurgatory()
-        self._high_watermark = min(high_watermark, log.log_end_offset)
+        # the checkpointed HW, within [log start, LEO] as Kafka's UnifiedLog.updateHighWatermark puts it: a
+        # damaged or stale checkpoint may hold anything (negative, or below a later DeleteRecords)
+        self._high_watermark = max(min(high_watermark, log.log_end_offset), log.log_start_offset)
         self.producers = ProducerStateTable()
         self.txns = TransactionalAppends(log, verification_enabled=transaction_verification)
         self._snapshot: ProducerSnapshot | None = None

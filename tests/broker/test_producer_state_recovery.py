@@ -1,6 +1,9 @@
 """Producer state is rebuilt from the log at start-up, from a snapshot plus the log after it."""
 
+import json
 import uuid
+
+import pytest
 
 from log.batches import make_batch
 from weir.broker.replica_manager import ReplicaManager
@@ -100,3 +103,35 @@ def test_a_checkpoint_writes_only_the_producer_snapshots_that_changed(tmp_path):
     assert (written(0), written(1)) == kept
     assert again.partitions[("t", 1)].producers.check(42, 0, 0, 1) == Duplicate(0, 0)
     again.close()
+
+
+@pytest.mark.parametrize("damage", [
+    lambda saved: saved.update(state="nonsense"),
+    lambda saved: saved.update(state=json.dumps({"42": {"epoch": 0}})),
+    lambda saved: saved.update(state=json.dumps({"42": {"epoch": "0", "batches": []}})),
+    lambda saved: saved.update(state=json.dumps({"42": {"epoch": 0, "batches": [[0, 2]]}})),
+    lambda saved: saved.update(state=json.dumps([42])),
+    lambda saved: saved.update(state={"42": {}}),
+    lambda saved: saved.clear() or saved.update(offset=0),
+])
+def test_a_damaged_producer_table_in_the_snapshot_is_rebuilt_from_the_log(tmp_path, damage):
+    """Kafka's ProducerStateManager drops a snapshot that fails its schema (CorruptSnapshotException)
+    and rebuilds from the log. A snapshot file whose JSON parsed but whose producer table did not
+    used to raise out of the partition's opening: the broker failed at every start."""
+    partition = reopen(tmp_path)
+    append(partition, 0, 3)
+    write_producer_snapshot(partition.log.directory, partition.producer_snapshot())
+    append(partition, 3, 2)
+    partition.log.close()
+    saved = json.loads((tmp_path / PRODUCER_SNAPSHOT).read_text())
+    damage(saved)
+    (tmp_path / PRODUCER_SNAPSHOT).write_text(json.dumps(saved))
+    again = reopen(tmp_path)
+    assert again.producers.check(42, 0, 0, 3) == Duplicate(0, 2)
+    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4)
+    assert again.producers.check(42, 0, 5, 1) is None
+
+
+def test_a_producer_snapshot_that_is_not_an_object_is_ignored(tmp_path):
+    (tmp_path / PRODUCER_SNAPSHOT).write_text("[1, 2, 3]")
+    assert read_producer_snapshot(tmp_path) is None

@@ -22,7 +22,7 @@ def read_producer_snapshot(directory: Path) -> ProducerSnapshot | None:
         saved = json.loads(path.read_text())
         txns = saved.get("txns")
         return ProducerSnapshot(int(saved["offset"]), saved["state"], txns if isinstance(txns, str) else None)
-    except (ValueError, KeyError, TypeError, OSError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as e:
         log.warning("%s: ignoring a damaged producer snapshot: %r", directory, e)
         return None
 

@@ -38,6 +38,7 @@ waiting on the partition should look again.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Protocol
 
@@ -59,6 +60,8 @@ from weir.replication.transactional import TransactionalAppends
 from weir.replication.truncation import EpochEndOffset, Truncation, answer_offset_for_leader_epoch
 from weir.transactions.markers import marker_batch, marker_of
 from weir.transactions.partition_txns import SENTINEL, AppendedBatch, AppendOrigin, VerificationGuard
+
+log = logging.getLogger(__name__)
 
 LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
 
@@ -538,7 +541,11 @@ class Partition:
     def _load_idempotent(self, snapshot: ProducerSnapshot | None) -> None:
         self.producers, start = ProducerStateTable(), self.log.log_start_offset
         if snapshot is not None and snapshot.offset <= self.log.log_end_offset:
-            self.producers, start = ProducerStateTable.from_json(snapshot.table_json), snapshot.offset
+            try:
+                self.producers, start = ProducerStateTable.from_json(snapshot.table_json), snapshot.offset
+            except (ValueError, KeyError, TypeError, AttributeError) as e:  # damaged: the log tells all
+                log.warning("%s-%d: ignoring a damaged producer snapshot at %d: %r", self.topic, self.index,
+                            snapshot.offset, e)
         self._snapshot = snapshot
         self._record_batches(h for h in self.log.batch_headers(start) if h.base_offset >= start)
 

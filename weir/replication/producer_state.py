@@ -142,9 +142,18 @@ class ProducerStateTable:
 
     @classmethod
     def from_json(cls, text: str) -> "ProducerStateTable":
+        """The table `to_json` wrote; ValueError, KeyError, TypeError or AttributeError if `text`
+        is not one (every field is checked to be an integer: a damaged file is refused here, not
+        at the first produce that reads it)."""
         table = cls()
         for pid, entry in json.loads(text).items():
-            table.producers[int(pid)] = ProducerEntry(entry["epoch"], deque(
-                (BatchMetadata(*b) for b in entry["batches"]), maxlen=BATCHES_REMEMBERED),
-                entry.get("last_timestamp", -1))  # snapshots written before it was kept: unknown
+            table.producers[int(pid)] = ProducerEntry(_integer(entry["epoch"]), deque(
+                (BatchMetadata(*map(_integer, b)) for b in entry["batches"]), maxlen=BATCHES_REMEMBERED),
+                _integer(entry.get("last_timestamp", -1)))  # snapshots written before it was kept: unknown
         return table
+
+
+def _integer(value) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{value!r} is not an integer")
+    return value

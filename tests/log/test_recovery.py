@@ -195,3 +195,39 @@ def test_an_index_full_of_garbage_in_a_trusted_segment_is_rebuilt(open_log, log_
     assert len(log.segments[0].offset_index) == entries > 0  # rebuilt
     for offset in (0, 13, 19, 49):
         assert batch_headers(log.read(offset, 1, 50).read_bytes())[0][0] == offset // 2 * 2
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_flushed_segments_after_a_hole_are_set_aside_not_deleted(open_log, log_dir, clean_shutdown, caplog):
+    """A flushed middle segment emptied (or removed) leaves a hole Weir's contiguous log cannot
+    serve across. The segments after it were flushed and acknowledged: Kafka keeps them (its
+    LogLoader deletes only segments from the recovery point on); Weir moves them out of the log
+    into a set-aside directory and says so. Before, they were deleted, without a word."""
+    config = LogConfig(segment_bytes=BATCH * 2)
+    log = open_log(config)
+    fill(log, 0, 6)  # segments at 0, 4, 8, each of two batches
+    log.close()
+    kept = {name: (log_dir / name).read_bytes() for name in ("00000000000000000008.log", "00000000000000000008.index")}
+    os.truncate(log_dir / "00000000000000000004.log", 0)
+    log = open_log(config, clean_shutdown=clean_shutdown, recovery_point=None if clean_shutdown else 12)
+    assert [s.base_offset for s in log.segments] == [0, 4] and log.log_end_offset == 4
+    assert not (log_dir / "00000000000000000008.log").exists()
+    [aside] = log_dir.glob("set-aside-*")
+    assert {name: (aside / name).read_bytes() for name in kept} == kept
+    assert "segments at 8 hold flushed data" in caplog.text and "set-aside" in caplog.text
+    assert log.append(make_batch([b"after"]), 1, NOW).first_offset == 4
+    log.close()
+    log = open_log(config, clean_shutdown=True)
+    assert log.log_end_offset == 5 and aside.is_dir()
+
+
+def test_segments_after_a_torn_unflushed_segment_are_still_deleted(open_log, log_dir):
+    """Above the recovery point a cut segment's successors are deleted, as Kafka's recoverLog does."""
+    config = LogConfig(segment_bytes=BATCH * 2)
+    log = open_log(config)
+    fill(log, 0, 6)
+    crash(log)
+    os.truncate(log_dir / "00000000000000000004.log", BATCH + 10)
+    log = open_log(config, recovery_point=4)
+    assert log.log_end_offset == 6 and not (log_dir / "00000000000000000008.log").exists()
+    assert not list(log_dir.glob("set-aside-*"))

@@ -20,6 +20,7 @@ here reads the clock: callers pass `now_ms`.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -43,6 +44,9 @@ from weir.log.txn_index_files import AbortedTxnIndexes
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
 CLEANING_DIRECTORY = "cleaning"
+SET_ASIDE_PREFIX = "set-aside-"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class PartitionLog:
         After a clean shutdown every segment is trusted (checked only for sanity). Otherwise
         segments from the one holding `recovery_point` on are recovered: CRC-checked and cut at
         the first bad batch, with later segments deleted. Without a recovery point, all are.
+        Flushed segments after a hole (one emptied or removed) are set aside, not deleted.
         """
         directory.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(directory / CLEANING_DIRECTORY, ignore_errors=True)  # a cleaning cut short
@@ -113,11 +118,17 @@ class PartitionLog:
 
         segments: list[LogSegment] = []
         recovering = dropping = False
+        set_aside: list[int] = []
         for i, base in enumerate(bases):
             if not dropping and segments and segments[-1].next_offset != base:
                 dropping = True  # a hole or an overlap: nothing after it can be trusted
             if dropping:
-                _delete_segment_files(directory, base)
+                if clean_shutdown or (recovery_point is not None and base < recovery_point):
+                    set_aside.append(base)  # flushed data: kept on disk (below)
+                else:
+                    logger.warning("%s: deleting segment %d, after the log's recovered end at offset %d",
+                                   directory, base, segments[-1].next_offset if segments else base)
+                    _delete_segment_files(directory, base)
                 continue
             segment = cls._new_segment(directory, base, config, now_ms)
             if recovering or i >= first_unsafe or not segment.load_trusted():
@@ -126,6 +137,8 @@ class PartitionLog:
                     dropping = True
             segments.append(segment)
 
+        if set_aside:
+            _set_aside_segments(directory, set_aside, segments[-1].next_offset if segments else set_aside[0], now_ms)
         log_start_offset = max(log_start_offset, segments[0].base_offset if segments else 0)
         if segments and segments[-1].next_offset < log_start_offset:
             # The checkpointed start is beyond what survived: start over there (as Kafka does).
@@ -628,6 +641,30 @@ def _clean_and_list_segments(directory: Path) -> list[int]:
         if base not in logs:
             os.unlink(path)
     return sorted(logs)
+
+
+def _set_aside_segments(directory: Path, bases: list[int], log_end_offset: int, now_ms: int) -> None:
+    """Segments below the recovery point that do not follow on from the segment before them (one
+    was emptied, removed or renamed by hand or by the file system): Weir's log must be contiguous,
+    so they leave it, but their data was flushed and acknowledged, so they are moved into a
+    `set-aside-<time>` directory of the partition (where nothing reads them, and which goes with
+    the partition) instead of being deleted, and said loudly. Kafka would keep serving them
+    beyond the gap: its LogLoader deletes segments only from the one holding the recovery point on,
+    after one of those was cut (recoverLog)."""
+    target = directory / f"{SET_ASIDE_PREFIX}{now_ms}"
+    target.mkdir(exist_ok=True)
+    for base in bases:
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            name = f"{base:020d}{suffix}"
+            try:
+                os.rename(directory / name, target / name)
+            except FileNotFoundError:
+                pass
+    fsync_directory(target)
+    fsync_directory(directory)
+    logger.error("%s: the segments at %s hold flushed data but do not follow on from the log's end at offset %d "
+                 "(a segment was emptied, removed or renamed): moved to %s and no longer served", directory,
+                 ", ".join(map(str, bases)), log_end_offset, target)
 
 
 def _delete_segment_files(directory: Path, base_offset: int) -> None:

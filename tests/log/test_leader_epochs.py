@@ -58,3 +58,26 @@ def test_log_start_moving_up_trims_epochs(open_log):
     append(log, 3, 1)
     log.delete_records_before(3)
     assert log.leader_epochs.entries == [(2, 3), (3, 5)]
+
+
+def test_a_checkpoint_that_does_not_match_the_log_is_rebuilt_from_the_batches(open_log, log_dir):
+    """After a clean shutdown no segment is recovered, so nothing else would relearn the epochs: a
+    damaged, lost or foreign checkpoint would leave OffsetsForLeaderEpoch answering from a wrong
+    cache (or none), and followers truncating by it (KIP-101)."""
+    config = LogConfig(segment_bytes=BATCH * 2)
+    log = open_log(config)
+    append(log, 1, 3)
+    append(log, 3, 2)
+    log.close()
+    checkpoint = log_dir / "leader-epoch-checkpoint"
+    for damaged in ["0\n2\n1 0\n", "0\n2\n1 0\nthree 3\n", "1\n2\n1 0\n3 3\n", "0\n2\n3 3\n1 0\n",
+                    "0\n1\n7 0\n", "0\n1\n1 0\n", ""]:
+        checkpoint.write_text(damaged)
+        reopened = open_log(config, clean_shutdown=True)
+        assert reopened.leader_epochs.entries == [(1, 0), (3, 3)], damaged
+        assert reopened.end_offset_for_epoch(1) == (1, 3), damaged
+        assert checkpoint.read_text() == "0\n2\n1 0\n3 3\n", damaged
+        reopened.close()
+    checkpoint.unlink()
+    assert open_log(config, clean_shutdown=True).leader_epochs.entries == [(1, 0), (3, 3)]
+

@@ -27,24 +27,31 @@ UNDEFINED_EPOCH_OFFSET = -1
 class LeaderEpochCache:
     def __init__(self, path: Path, entries: list[tuple[int, int]]):
         self.path = path
+        self.damaged = False
         self._epochs = [e for e, _ in entries]
         self._start_offsets = [o for _, o in entries]
 
     @classmethod
     def open(cls, directory: Path) -> "LeaderEpochCache":
+        """The cache in `directory`'s checkpoint; `damaged` is set if the file is there but is not
+        one (unreadable, or entries that do not ascend): the log then rebuilds it (`rebuild`)."""
         path = directory / LEADER_EPOCH_CHECKPOINT
         entries: list[tuple[int, int]] = []
+        damaged = False
         try:
             lines = path.read_text().splitlines()
-            if int(lines[0]) == 0:
-                for line in lines[2:2 + int(lines[1])]:
-                    epoch, offset = line.split(" ")
-                    entries.append((int(epoch), int(offset)))
+            if int(lines[0]) != 0 or len(lines) != 2 + int(lines[1]):
+                raise ValueError(f"version {lines[0]}, {len(lines) - 2} of {lines[1]} entries")
+            for line in lines[2:]:
+                epoch, offset = line.split(" ")
+                entries.append((int(epoch), int(offset)))
+            damaged = any(e1 >= e2 or o1 >= o2 for (e1, o1), (e2, o2) in zip(entries, entries[1:]))
+        except FileNotFoundError:
+            pass
         except (OSError, ValueError, IndexError):
-            entries = []  # rebuilt from the batches during recovery
-        cache = cls(path, [])
-        for epoch, offset in entries:
-            cache._add(epoch, offset)
+            damaged = True
+        cache = cls(path, [] if damaged else entries)
+        cache.damaged = damaged
         return cache
 
     @property
@@ -74,6 +81,21 @@ class LeaderEpochCache:
             self._start_offsets.pop()
         self._epochs.append(epoch)
         self._start_offsets.append(start_offset)
+
+    def epoch_at(self, offset: int) -> int:
+        """The epoch in which `offset` was written, as far as the cache knows."""
+        i = bisect_right(self._start_offsets, offset) - 1
+        return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
+
+    def rebuild(self, batches) -> None:
+        """Learn every epoch again from the log's `batches` (each with .leader_epoch and
+        .base_offset), in order, and persist that."""
+        self._epochs, self._start_offsets = [], []
+        for batch in batches:
+            if batch.leader_epoch > self.latest_epoch:
+                self._add(batch.leader_epoch, batch.base_offset)
+        self.damaged = False
+        self._persist()
 
     def start_offset_of(self, epoch: int) -> int | None:
         i = bisect_left(self._epochs, epoch)

@@ -148,10 +148,33 @@ class PartitionLog:
         if not segments:
             segments = [cls._new_segment(directory, log_start_offset, config, now_ms)]
         log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs, rng)
+        log._check_leader_epochs()
         leader_epochs.truncate_from_end(log.log_end_offset)
         leader_epochs.truncate_from_start(log.log_start_offset)
         log.flush()  # recovered tails are now durable, so the recovery point is the LEO
         return log
+
+    def _check_leader_epochs(self) -> None:
+        """A checkpoint that is damaged, or does not name the epoch the last batch was written in
+        (lost, or another log's), is rebuilt from every batch's leader epoch: OffsetsForLeaderEpoch
+        answers from it, and followers truncate by those answers (KIP-101). Kafka would take the
+        log directory offline."""
+        epochs, last = self.leader_epochs, self._last_batch()
+        if not epochs.damaged and (last is None or last.leader_epoch < 0
+                                   or epochs.epoch_at(last.base_offset) == last.leader_epoch):
+            return
+        logger.warning("%s: %s does not match the log (%s); rebuilding it from the batches", self.directory,
+                       epochs.path.name, "damaged" if epochs.damaged else
+                       f"epoch {epochs.epoch_at(last.base_offset)} at offset {last.base_offset}, "
+                       f"where the batch says {last.leader_epoch}")
+        epochs.rebuild(batch for segment in self._segments
+                       for batch in scan_file(segment.fd, 0, segment.size, verify_crc=False))
+
+    def _last_batch(self) -> BatchInfo | None:
+        for segment in reversed(self._segments):
+            if segment.next_offset > segment.base_offset:
+                return segment.find_batch(segment.next_offset - 1)
+        return None
 
     @staticmethod
     def _new_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:

@@ -396,11 +396,17 @@ class PartitionLog:
         return self.txn_indexes.collect(fetch_offset, upper_bound_offset, self._bases)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets
+        MAX_TIMESTAMP, KIP-734), as Kafka's UnifiedLog answers since KAFKA-16310: the first batch
+        with the largest maxTimestamp, then inside it the first record at that time (for
+        LogAppendTime, the batch's first record)."""
         newest = max(self.segments, key=lambda segment: segment.max_timestamp)
         if newest.max_timestamp < 0:
             return None
-        return newest.offset_of_max_timestamp, newest.max_timestamp
+        batch = newest.find_batch(newest.offset_of_max_timestamp)
+        found = batch and first_record_at_or_after(os.pread(newest.fd, batch.size, batch.position),
+                                                   newest.max_timestamp)
+        return found or (newest.offset_of_max_timestamp, newest.max_timestamp)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch (KIP-101): (largest epoch <= leader_epoch, its end offset)."""

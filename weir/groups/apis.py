@@ -32,6 +32,13 @@ def _ms(value) -> int:
     return value // _MS if isinstance(value, timedelta) else int(value)
 
 
+def _metadata_length(metadata: str) -> int:
+    """A committed offset's metadata as Kafka measures it against offset.metadata.max.bytes:
+    Java's String.length(), UTF-16 code units, not bytes (GroupMetadataManager.
+    validateOffsetMetadataLength, KafkaApis' TxnOffsetCommit check)."""
+    return len(metadata.encode("utf-16-le")) // 2
+
+
 class GroupApis:
     def __init__(self, coordinator: GroupCoordinator, transactions=None, authz: RequestAuthorizer | None = None) -> None:
         """`transactions`: the transaction coordinator's shell, for FindCoordinator key type 1
@@ -235,7 +242,7 @@ class GroupApis:
                 results[key] = ErrorCode.topic_authorization_failed
             elif name not in topics or p.partition_index not in topics[name].replicas:
                 results[key] = ErrorCode.unknown_topic_or_partition
-            elif len(metadata.encode()) > self.coordinator.group_config.max_metadata_bytes:
+            elif _metadata_length(metadata) > self.coordinator.group_config.max_metadata_bytes:
                 results[key] = ErrorCode.offset_metadata_too_large
             else:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
@@ -291,7 +298,7 @@ class GroupApis:
                     results[key] = ErrorCode.unknown_topic_or_partition
                 elif error is not None:
                     results[key] = error
-                elif len(metadata.encode()) > self.coordinator.group_config.max_metadata_bytes:
+                elif _metadata_length(metadata) > self.coordinator.group_config.max_metadata_bytes:
                     results[key] = ErrorCode.offset_metadata_too_large
                 else:
                     epoch = p.committed_leader_epoch if version >= 2 else -1

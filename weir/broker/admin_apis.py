@@ -29,7 +29,7 @@ from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
 from .topic_configs import LIST_CONFIGS, ConfigType, validate_topic_configs
-from .topics import INTERNAL_TOPICS, validate_topic_name
+from .topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ class AdminApis:
         validate_topic_name(name)
         if name in self.view.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        check_no_collision(name, self.view.topics)
         validate_topic_configs(configs, self.config)
         brokers = list(self.view.brokers.values())
         try:

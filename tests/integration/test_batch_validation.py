@@ -127,3 +127,23 @@ def test_a_backfill_of_records_stamped_days_ago_fills_one_segment(broker, stack)
         STACKS[stack](broker.bootstrap, stack, records)
     assert sorted(p.name for p in (broker.data_dir / f"{stack}-0").glob("*.log")) == ["00000000000000000000.log"]
     assert [m.timestamp for m in confluent_consume(broker.bootstrap, stack, 1, 15)] == [stamped + i for i in range(3)] * 5
+
+
+@pytest.mark.parametrize("acks", ["2", "3"])
+def test_acks_other_than_minus_one_zero_or_one_is_refused_and_nothing_is_written(broker, acks):
+    """librdkafka takes acks up to 1000 (an old Kafka's meaning: that many replicas); Kafka's
+    ReplicaManager.isValidRequiredAcks refuses all but -1, 0 and 1 with INVALID_REQUIRED_ACKS, before
+    any append. Weir appended and answered as for acks=1: the producer believed two replicas held it."""
+    from confluent_kafka import KafkaError, Producer
+    with RawClient(broker.port) as client:
+        create_topic(client, "acks")
+    errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "retries": 0,
+                         "enable.idempotence": False})
+    producer.produce("acks", b"refused", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_REQUIRED_ACKS]
+    with RawClient(broker.port) as client:
+        assert list_offset(client, "acks").offset == 0
+    confluent_produce(broker.bootstrap, "acks", [(0, b"k", b"acks=all", (), now_ms())])
+    assert [m.value for m in confluent_consume(broker.bootstrap, "acks", 1, 1)] == [b"acks=all"]

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
+VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
 
 
@@ -104,6 +105,8 @@ class DataApis:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
                     if refused and name in refused:
                         raise KafkaError(refused[name], f"{header.principal} may not write to {name}")
+                    if request.acks not in VALID_ACKS and self._known_partition(name, data.index):
+                        raise KafkaError(ErrorCode.invalid_required_acks, f"acks={request.acks}: only -1, 0 or 1")
                     if name in INTERNAL_TOPICS:
                         raise KafkaError(ErrorCode.invalid_topic_exception, f"{name} is written by the broker only")
                     validated = None
@@ -133,6 +136,12 @@ class DataApis:
             self._settle(waiting)
             return encode_produce_response(header.api_version, topics_out)
         return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
+
+    def _known_partition(self, name: str, index: int) -> bool:
+        """The partition exists (else the append answers UNKNOWN_TOPIC_OR_PARTITION, which Kafka
+        checks before the acks)."""
+        assignment = self.replicas.view.topics.get(name)
+        return assignment is not None and index in assignment.replicas
 
     def _refused_producing(self, header: RequestHeader, request, names: list) -> dict[str, ErrorCode]:
         """Topic → error, for the topics this producer may not write to (`names`: its topics' names,

@@ -278,7 +278,8 @@ class DataApis:
     def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
                   read_committed: bool = False, refused: set[str] | None = None, told: dict) -> list:
         out = []
-        budget = max_bytes
+        budget = max(max_bytes, 0)
+        min_one = True  # Kafka's minOneMessage: until a partition has given records (KIP-74)
         now = now_ms()
         for name, topic_key, partitions in wanted:
             results = []
@@ -289,16 +290,19 @@ class DataApis:
                 if refused and name in refused:
                     results.append(FetchPartitionResult(p.partition, ErrorCode.topic_authorization_failed))
                     continue
-                # The log returns at least one whole batch (KIP-74), so a
-                # consumer progresses past a batch larger than its limits.
+                # The first partition with records gives at least one whole batch (KIP-74), even
+                # past max_bytes or partition_max_bytes (0 too), so a consumer progresses past a
+                # batch larger than its limits; the partitions after it keep to what is left.
                 result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, now, replica_epoch, first=first,
                                             log_start_offset=getattr(p, "log_start_offset", -1),
                                             read_committed=read_committed,
-                                            told=told.get((topic_key, p.partition)) if told else None)
+                                            told=told.get((topic_key, p.partition)) if told else None,
+                                            min_one_batch=min_one)
                 results.append(result)  # None: the fetch session's answer leaves it out
-                if result is not None:
-                    budget -= records_size(result)
+                if result is not None and records_size(result):
+                    budget = max(budget - records_size(result), 0)
+                    min_one = False
             out.append((name or "", topic_key if by_id else None, results))
         return out
 

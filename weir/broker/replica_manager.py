@@ -325,13 +325,14 @@ class ReplicaManager:
     def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
              log_start_offset: int = -1, read_committed: bool = False,
-             told: tuple[int, int, int] | None = None) -> FetchPartitionResult | None:
+             told: tuple[int, int, int] | None = None, min_one_batch: bool = True) -> FetchPartitionResult | None:
         """A fetch from a consumer (replica_id < 0: committed data only; `read_committed`: below
         the last stable offset, with the aborted transactions of what it returns, KIP-98) or a
         follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
         epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
         `first` false: the follower's position is taken once per request. None when the
-        follower's fetch session was `told` all there is (`Partition.answer_fetch`)."""
+        follower's fetch session was `told` all there is (`Partition.answer_fetch`). With
+        `min_one_batch` the first batch comes whole whatever `max_bytes` (KIP-74)."""
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
@@ -345,13 +346,13 @@ class ReplicaManager:
         result, limit, effects = answer
         if effects is not None:
             self._act(partition, effects)
-        if result.error_code or offset >= limit or max_bytes <= 0:
+        if result.error_code or offset >= limit or (max_bytes <= 0 and not min_one_batch):
             return result
         throttled = follower and self.leader_throttled(partition, replica_id)
         if throttled and self.leader_quota.is_exceeded(now_ms / 1000):
             return result
         try:
-            fetched = partition.log.read(offset, max_bytes, limit)
+            fetched = partition.log.read(offset, max(max_bytes, 0), limit, min_one_batch=min_one_batch)
         except OffsetOutOfRange:
             result.error_code = ErrorCode.offset_out_of_range
             return result

@@ -6,6 +6,8 @@ import time
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from waiting import wait_until
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -42,3 +44,34 @@ def test_max_timestamp_answers_the_record_with_the_largest_timestamp_not_its_bat
     _produce_one_batch(broker.bootstrap, "append-time", [start + 100, start + 999, start + 200])
     found = _list_offset(admin, "append-time", OffsetSpec.max_timestamp())
     assert found.offset == 0 and found.timestamp >= before
+
+
+def test_the_leader_epoch_answered_is_the_epoch_of_the_offset_found(broker):
+    """Kafka answers the epoch of the record found (UnifiedLog.fetchOffsetByTimestamp: the earliest
+    epoch entry for EARLIEST, the batch's partitionLeaderEpoch for a time, the leader's for
+    LATEST, none when no record is found); Weir answered the current leader epoch for all."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("epochs", 1, 1)])["epochs"].result(30)
+    start = now_ms() - 60_000
+    _produce_one_batch(broker.bootstrap, "epochs", [start + 100])
+    first_epoch = _list_offset(admin, "epochs", OffsetSpec.latest()).leader_epoch
+    broker.kill()
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def latest():
+        found = _list_offset(admin, "epochs", OffsetSpec.latest())
+        return found if found.leader_epoch > first_epoch else None
+    new_epoch = wait_until(latest, "a new leader epoch after the restart").leader_epoch
+    _produce_one_batch(broker.bootstrap, "epochs", [start + 200])
+
+    earliest = _list_offset(admin, "epochs", OffsetSpec.earliest())
+    assert (earliest.offset, earliest.leader_epoch) == (0, first_epoch)
+    by_time = _list_offset(admin, "epochs", OffsetSpec.for_timestamp(start + 50))
+    assert (by_time.offset, by_time.timestamp, by_time.leader_epoch) == (0, start + 100, first_epoch)
+    newest = _list_offset(admin, "epochs", OffsetSpec.max_timestamp())
+    assert (newest.offset, newest.timestamp, newest.leader_epoch) == (1, start + 200, new_epoch)
+    latest_now = _list_offset(admin, "epochs", OffsetSpec.latest())
+    assert (latest_now.offset, latest_now.leader_epoch) == (2, new_epoch)
+    none = _list_offset(admin, "epochs", OffsetSpec.for_timestamp(start + 300))
+    assert (none.offset, none.leader_epoch) == (-1, None)  # confluent-kafka: None for -1

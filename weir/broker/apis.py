@@ -322,8 +322,8 @@ class DataApis:
                         raise KafkaError(ErrorCode.topic_authorization_failed)
                     partition = self.replicas.leader_partition(t.name, p.partition_index,
                                                                getattr(p, "current_leader_epoch", -1))
-                    out["leader_epoch"] = partition.leader_epoch
-                    out["offset"], out["timestamp"] = self._offset_for(partition, p.timestamp, read_committed)
+                    out["offset"], out["timestamp"], out["leader_epoch"] = self._offset_for(partition, p.timestamp,
+                                                                                           read_committed)
                 except KafkaError as e:
                     out["error_code"] = e.code
                 partitions.append(out)
@@ -331,12 +331,14 @@ class DataApis:
         return {"throttle_time": 0, "topics": topics}
 
     @staticmethod
-    def _offset_for(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
+    def _offset_for(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
+        """(offset, timestamp, leader epoch), the epoch as Kafka's UnifiedLog.fetchOffsetByTimestamp
+        gives it: the leader's for LATEST, else the epoch of the offset found (-1 when none is)."""
         plog = partition.log
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
-            return plog.log_start_offset, -1
+            return plog.log_start_offset, -1, plog.leader_epochs.epoch_for_offset(plog.log_start_offset)
         if timestamp == LATEST:
-            return partition.latest_offset(read_committed), -1
+            return partition.latest_offset(read_committed), -1, partition.leader_epoch
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
         elif timestamp >= 0:
@@ -344,8 +346,8 @@ class DataApis:
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
         if found is None or found[0] >= (partition.last_stable_offset if read_committed else partition.high_watermark):
-            return -1, -1
-        return found
+            return -1, -1, -1
+        return found[0], found[1], plog.leader_epochs.epoch_for_offset(found[0])
 
     # -- DescribeProducers (KIP-664) ---------------------------------------------
 

@@ -82,8 +82,9 @@ class LeaderEpochCache:
         self._epochs.append(epoch)
         self._start_offsets.append(start_offset)
 
-    def epoch_at(self, offset: int) -> int:
-        """The epoch in which `offset` was written, as far as the cache knows."""
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose records include `offset`: the last entry starting at or before it
+        (Kafka's LeaderEpochFileCache.epochForOffset); -1 if none does."""
         i = bisect_right(self._start_offsets, offset) - 1
         return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
 

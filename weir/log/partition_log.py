@@ -161,11 +161,11 @@ class PartitionLog:
         log directory offline."""
         epochs, last = self.leader_epochs, self._last_batch()
         if not epochs.damaged and (last is None or last.leader_epoch < 0
-                                   or epochs.epoch_at(last.base_offset) == last.leader_epoch):
+                                   or epochs.epoch_for_offset(last.base_offset) == last.leader_epoch):
             return
         logger.warning("%s: %s does not match the log (%s); rebuilding it from the batches", self.directory,
                        epochs.path.name, "damaged" if epochs.damaged else
-                       f"epoch {epochs.epoch_at(last.base_offset)} at offset {last.base_offset}, "
+                       f"epoch {epochs.epoch_for_offset(last.base_offset)} at offset {last.base_offset}, "
                        f"where the batch says {last.leader_epoch}")
         epochs.rebuild(batch for segment in self._segments
                        for batch in scan_file(segment.fd, 0, segment.size, verify_crc=False))

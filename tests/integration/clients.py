@@ -1,17 +1,21 @@
 """Produce and consume with real Kafka clients: confluent-kafka, kafka-python, kcat,
-@platformatic/kafka (consuming in a group), and (produce only) aiokafka and kafkajs.
+@platformatic/kafka and Sarama (consuming in a group), and (produce only) aiokafka and kafkajs.
 
 Each function takes the bootstrap address and works like a user's program
 would; the tests compare what went in with what came out.
 """
 
 import asyncio
+import functools
 import json
+import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 JS_CLIENTS = Path(__file__).parent.parent / "js"
+GO_CLIENTS = Path(__file__).parent.parent / "go"
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,38 @@ def platformatic_group_consume(bootstrap, topic, group, expected):
                              str(expected)], capture_output=True, check=True, timeout=120)
     return [Message(m["partition"], int(m["offset"]), m["key"].encode(), m["value"].encode(),
                     tuple((k, v.encode()) for k, v in m["headers"]), int(m["timestamp"]))
+            for m in json.loads(result.stdout)]
+
+
+# -- Sarama (Go, its own protocol code; Debian's golang-github-shopify-sarama-dev) -------------
+
+@functools.cache
+def sarama_client() -> str:
+    """The Go program tests/go/sarama built once per test process (GOPATH mode: Debian ships the
+    library and its dependencies as source under /usr/share/gocode)."""
+    binary = os.path.join(tempfile.mkdtemp(prefix="weir-sarama-"), "sarama-client")
+    env = {**os.environ, "GOPATH": "/usr/share/gocode", "GO111MODULE": "off"}
+    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(), "weir-test-gocache"))
+    subprocess.run(["go", "build", "-o", binary, "."], cwd=GO_CLIENTS / "sarama", env=env, check=True,
+                   capture_output=True, timeout=300)
+    return binary
+
+
+def sarama_produce(bootstrap, topic, messages, compression="none"):
+    """An idempotent async producer, acks=all, Sarama speaking Kafka 2.1's protocol versions.
+    Keys, values and headers must be text."""
+    payload = [{"partition": partition, "key": key.decode(), "value": value.decode(), "timestamp": ts,
+                "headers": [(k, v.decode()) for k, v in headers]} for partition, key, value, headers, ts in messages]
+    subprocess.run([sarama_client(), "produce", bootstrap, topic, compression], input=json.dumps(payload).encode(),
+                   check=True, timeout=120)
+
+
+def sarama_group_consume(bootstrap, topic, group, expected):
+    """Joins `group`, reads `expected` messages from the oldest offsets and commits them."""
+    result = subprocess.run([sarama_client(), "consume", bootstrap, topic, group, str(expected)],
+                            capture_output=True, check=True, timeout=120)
+    return [Message(m["partition"], m["offset"], m["key"].encode(), m["value"].encode(),
+                    tuple((k, v.encode()) for k, v in m.get("headers") or ()), m["timestamp"])
             for m in json.loads(result.stdout)]
 
 

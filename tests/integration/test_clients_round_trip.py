@@ -3,7 +3,8 @@
 import pytest
 
 from clients import (confluent_consume, confluent_produce, kafka_python_consume, kafka_python_produce,
-                     kcat_consume, kcat_produce, make_messages, platformatic_group_consume, platformatic_produce)
+                     kcat_consume, kcat_produce, make_messages, platformatic_group_consume, platformatic_produce,
+                     sarama_group_consume, sarama_produce)
 
 PARTITIONS = 3
 COUNT = 100_000
@@ -33,17 +34,24 @@ def test_round_trip_in_order_per_partition(broker, client, codec):
     assert_received_in_order(messages, received, stamped_by_client=client != "kcat")
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])  # Node 20 has no zstd
-def test_platformatic_round_trip_through_a_consumer_group(broker, codec):
-    """@platformatic/kafka, a third independent protocol implementation (pure JavaScript): an
-    idempotent producer, then a consumer group member that reads everything and commits; the
-    group's committed offsets are each partition's end."""
+GROUP_CLIENTS = {  # more independent protocol implementations, consuming as group members
+    "platformatic": (platformatic_produce, platformatic_group_consume),  # pure JavaScript
+    "sarama": (sarama_produce, sarama_group_consume),  # Go
+}
+
+
+@pytest.mark.parametrize("client, codec", [(client, codec) for client in GROUP_CLIENTS for codec in CODECS
+                                           if (client, codec) != ("platformatic", "zstd")])  # Node 20: no zstd
+def test_round_trip_through_a_consumer_group(broker, client, codec):
+    """An idempotent acks=all producer, then a consumer group member that reads everything and
+    commits; the group's committed offsets are each partition's end."""
     from confluent_kafka import Consumer, TopicPartition
-    topic, group, count = f"round-trip-platformatic-{codec}", f"platformatic-{codec}", 20_000
+    produce, group_consume = GROUP_CLIENTS[client]
+    topic, group, count = f"round-trip-{client}-{codec}", f"{client}-{codec}", 20_000
     create_topic(broker.bootstrap, topic, PARTITIONS)
     messages = make_messages(count, PARTITIONS)
-    platformatic_produce(broker.bootstrap, topic, messages, compression=codec)
-    received = platformatic_group_consume(broker.bootstrap, topic, group, count)
+    produce(broker.bootstrap, topic, messages, compression=codec)
+    received = group_consume(broker.bootstrap, topic, group, count)
     assert_received_in_order(messages, received, stamped_by_client=True)
     reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     try:

@@ -181,14 +181,24 @@ async def execute(client: ClusterClient, args) -> int:
 
 
 async def _alter_configs(client: ClusterClient, resources: list[tuple[int, str, dict[str, str | None]]]) -> None:
-    """IncrementalAlterConfigs: SET each name with a value, DELETE each with None."""
-    response = await client.call_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"validate_only": False, "resources": [
-        {"resource_type": kind, "resource_name": name, "configs": [
+    """IncrementalAlterConfigs: SET each name with a value, DELETE each with None. A broker's own
+    configs go to that broker, as Kafka's admin client sends them (a broker refuses another's);
+    the rest to any broker."""
+    by_target: dict[int | None, list] = {}
+    for kind, name, configs in resources:
+        target = int(name) if kind == RESOURCE_BROKER and name else None
+        by_target.setdefault(target, []).append({"resource_type": kind, "resource_name": name, "configs": [
             {"name": k, "config_operation": OP_DELETE if v is None else OP_SET, "value": v}
-            for k, v in sorted(configs.items())]} for kind, name, configs in resources]})
-    for result in response.responses:
-        if result.error_code != ErrorCode.none:
-            raise KafkaError(ErrorCode(result.error_code), result.error_message)
+            for k, v in sorted(configs.items())]})
+    for target, body in by_target.items():
+        request = {"validate_only": False, "resources": body}
+        if target is None:
+            response = await client.call_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+        else:
+            response = await (await client.connection(target)).call(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+        for result in response.responses:
+            if result.error_code != ErrorCode.none:
+                raise KafkaError(ErrorCode(result.error_code), result.error_message)
 
 
 async def set_throttles(client: ClusterClient, moves, current, rate: int) -> None:

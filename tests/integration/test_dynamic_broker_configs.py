@@ -81,7 +81,7 @@ def test_dynamic_broker_configs_apply_at_once_in_kafkas_order(broker):
 
 @pytest.mark.parametrize("name, value, error", [
     ("log.dirs", "/elsewhere", "INVALID_REQUEST"), ("zookeeper.connect", "elsewhere:2181", "INVALID_REQUEST"),
-    ("log.retention.ms", "-2", "INVALID_CONFIG"), ("leader.replication.throttled.rate", "fast", "INVALID_CONFIG")])
+    ("log.retention.ms", "-2", "INVALID_REQUEST"), ("leader.replication.throttled.rate", "fast", "INVALID_REQUEST")])
 def test_what_cannot_change_at_run_time_is_refused(broker, name, value, error):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     with pytest.raises(KafkaException) as refused:

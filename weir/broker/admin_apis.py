@@ -8,6 +8,7 @@ answered by the active controller only (NOT_CONTROLLER elsewhere).
 
 import asyncio
 import logging
+from collections import Counter
 import random
 import uuid
 
@@ -28,7 +29,7 @@ from ..security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPI
 from .controller_service import ControllerService
 from .replica_manager import ReplicaManager
 from . import topic_configs
-from .topic_configs import LIST_CONFIGS, ConfigType, validate_topic_configs
+from .topic_configs import LIST_CONFIGS, MAX_INT, MIN_INT, ConfigType, validate_topic_configs
 from .topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -396,8 +397,7 @@ class AdminApis:
 
     def alter_configs(self, header: RequestHeader, request):
         """AlterConfigs replaces a topic's whole set of overrides."""
-        return self._alter_configs(header, request, lambda current, r: {c.name: c.value for c in r.configs
-                                                                        if c.value is not None})
+        return self._alter_configs(header, request, lambda current, r: {c.name: c.value for c in r.configs})
 
     def incremental_alter_configs(self, header: RequestHeader, request):
         def apply(current: dict, r) -> dict:
@@ -433,10 +433,14 @@ class AdminApis:
 
     async def _alter_configs(self, header: RequestHeader, request, apply) -> dict:
         responses = []
+        named = Counter((r.resource_type, r.resource_name) for r in request.resources)
         for r in request.resources:
             out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
+                if named[(r.resource_type, r.resource_name)] > 1:
+                    raise KafkaError(ErrorCode.invalid_request, "Each resource must appear at most once.")
+                _check_config_entries(r)
                 self._check_config_access(header, r)
                 if r.resource_type == RESOURCE_BROKER:
                     await self._alter_broker_configs(r, apply, request.validate_only)
@@ -444,6 +448,8 @@ class AdminApis:
                     continue
                 if r.resource_type != RESOURCE_TOPIC:
                     raise KafkaError(ErrorCode.invalid_request, "only topic and broker configs can be altered")
+                if not r.resource_name:
+                    raise KafkaError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
                 if r.resource_name not in self.view.topics:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {r.resource_name!r}")
                 # From ZooKeeper, not our view: a change made a moment ago may not have reached it.
@@ -460,11 +466,18 @@ class AdminApis:
         return {"throttle_time": 0, "responses": responses}
 
     async def _alter_broker_configs(self, r, apply, validate_only: bool) -> None:
-        """Dynamic broker configs (KIP-226): resource name "" is the cluster-wide default, a broker
-        id that broker's own; only the settings Kafka lets a running cluster change."""
-        entity = DEFAULT_ENTITY if r.resource_name == "" else r.resource_name
-        if entity != DEFAULT_ENTITY and not entity.isdigit():
-            raise KafkaError(ErrorCode.invalid_request, f"{entity!r} is not a broker id")
+        """Dynamic broker configs (KIP-226): resource name "" is the cluster-wide default, this
+        broker's id its own (another's is INVALID_REQUEST, as Kafka: clients send that one to that
+        broker); only the settings Kafka lets a running cluster change, a bad value INVALID_REQUEST."""
+        entity = DEFAULT_ENTITY
+        if r.resource_name != "":  # as Kafka: this broker's id alone (ConfigAdminManager)
+            if not _is_int(r.resource_name):
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"Node id must be an integer, but it is: {r.resource_name}")
+            if int(r.resource_name) != self.broker_id:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"Unexpected broker id, expected {self.broker_id}, but received {r.resource_name}")
+            entity = str(self.broker_id)
         updated = apply(await self.store.read_broker_config(entity) or {}, r)
         fixed = sorted(name for name in updated if name not in dynamic_settings())
         if fixed:
@@ -473,8 +486,8 @@ class AdminApis:
         try:
             for name, value in updated.items():
                 parse_dynamic(name, value)
-        except ConfigError as e:
-            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        except ConfigError as e:  # INVALID_REQUEST, not INVALID_CONFIG: Kafka's (KAFKA-13609)
+            raise KafkaError(ErrorCode.invalid_request, str(e)) from None
         if not validate_only:
             await self.store.set_broker_config(entity, updated)
             log.info("dynamic broker configs of %s now %s", entity, updated)
@@ -556,6 +569,24 @@ def _election_results(results: dict[tuple[str, int], ErrorCode]) -> list[dict]:
         by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
                                                "error_message": None if not code else code.name})
     return [{"topic": t, "partition_result": parts} for t, parts in by_topic.items()]
+
+
+def _check_config_entries(r) -> None:
+    """Kafka's ConfigAdminManager.preprocess: a config named twice in a resource, or a null value
+    but to DELETE (IncrementalAlterConfigs) or at all (AlterConfigs), is INVALID_REQUEST."""
+    names = [c.name for c in r.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    nulls = [c.name for c in r.configs if c.value is None and getattr(c, "config_operation", None) != OP_DELETE]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}")
+
+
+def _is_int(text: str) -> bool:
+    try:
+        return MIN_INT <= int(text) <= MAX_INT
+    except ValueError:
+        return False
 
 
 def _legal(name: str) -> bool:

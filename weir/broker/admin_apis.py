@@ -516,6 +516,8 @@ class AdminApis:
         if not self.controller.active:
             return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "replica_election_results": []}
         results = await self.controller.call("elect_leaders", election, partitions) or {}
+        if partitions is None:  # all: as Kafka, only those elected or failed (KafkaApis.handleElectLeaders)
+            results = {key: code for key, code in results.items() if code != ErrorCode.election_not_needed}
         return {"throttle_time": 0, "error_code": 0, "replica_election_results": _election_results(results)}
 
     def alter_partition(self, header: RequestHeader, request):

@@ -260,12 +260,21 @@ class AdminApis:
 
     async def _delete_topics(self, header: RequestHeader, request) -> dict:
         """As Kafka: a topic id names its topic, else UNKNOWN_TOPIC_ID; a topic named by id that the
-        principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name."""
-        if header.api_version >= 6:
-            wanted = [(t.name, ZERO_UUID) if t.name is not None else (self.view.topic_name(t.topic_id), t.topic_id)
-                      for t in request.topics]
-        else:
-            wanted = [(n, ZERO_UUID) for n in request.topic_names]
+        principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name. A topic given by
+        both name and id, or delete.topic.enable=false, refuses every topic of the request
+        (KafkaApis.handleDeleteTopicsRequest)."""
+        given = ([(t.name, t.topic_id or ZERO_UUID) for t in request.topics] if header.api_version >= 6
+                 else [(n, ZERO_UUID) for n in request.topic_names])
+        refusal = None  # as Kafka, for the whole request and before anything else
+        if any(name is not None and topic_id != ZERO_UUID for name, topic_id in given):
+            refusal = ErrorCode.invalid_request  # "Topic name and topic ID can not both be specified."
+        elif not self.config["delete.topic.enable"]:
+            refusal = ErrorCode.invalid_request if header.api_version < 3 else ErrorCode.topic_deletion_disabled
+        if refusal is not None:
+            return {"throttle_time": 0, "responses": [{"name": name, "topic_id": topic_id, "error_code": refusal,
+                                                       "error_message": None} for name, topic_id in given]}
+        wanted = [(name, topic_id) if name is not None else (self.view.topic_name(topic_id), topic_id)
+                  for name, topic_id in given]
         names = [name for name, _ in wanted if name is not None]
         refused = denied(self.authz, header, TOPIC, names)
         hidden = denied(self.authz, header, TOPIC, names, ApiKey.METADATA)  # Metadata's check: DESCRIBE
@@ -284,8 +293,6 @@ class AdminApis:
                 out["error_code"] = ErrorCode.unknown_topic_or_partition
             elif assignment.name in INTERNAL_TOPICS:
                 out["error_code"], out["error_message"] = ErrorCode.invalid_topic_exception, "internal topic"
-            elif not self.config["delete.topic.enable"]:
-                out["error_code"] = ErrorCode.topic_deletion_disabled
             else:
                 try:
                     await self.store.delete_topic(assignment.name)

@@ -76,6 +76,9 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
         assert [(t.transactional_id, t.producer_id) for t in listed.transaction_states] == [("txn-a", pid)]
         listed = await list_transactions(port, states=["Bogus"], producer_ids=[pid + 1])
         assert list(listed.unknown_state_filters) == ["Bogus"] and not listed.transaction_states
+        # every state Kafka has is known, those never current too (TransactionState.fromName)
+        listed = await list_transactions(port, states=["Dead", "PrepareEpochFence", "Bogus"])
+        assert list(listed.unknown_state_filters) == ["Bogus"] and not listed.transaction_states
         listed = await list_transactions(port, duration_ms=3_600_000)
         assert not listed.transaction_states
 

@@ -23,8 +23,9 @@ from ..transactions.state_log import TransactionState
 from .txn_coordinator import TransactionCoordinatorShell, now_ms
 
 _MS = timedelta(milliseconds=1)
-STATE_NAMES = {s.kafka_name: s for s in TransactionState
-               if s not in (TransactionState.DEAD, TransactionState.PREPARE_EPOCH_FENCE)}
+# every state is a known ListTransactions filter, as Kafka's TransactionState.fromName (AllStates),
+# Dead and PrepareEpochFence too, though no listed transaction is ever in them
+STATE_NAMES = {s.kafka_name: s for s in TransactionState}
 
 
 def _ms(value) -> int:

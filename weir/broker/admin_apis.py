@@ -38,6 +38,7 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _BROKER_SETTING_TYPES = {bool: ConfigType.BOOLEAN, str: ConfigType.STRING, float: ConfigType.DOUBLE}
 ZERO_UUID = uuid.UUID(int=0)
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's log: never a topic (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME)
 METADATA_WAIT_S = 10
 
 
@@ -228,12 +229,18 @@ class AdminApis:
     async def _create_topics(self, request, refused: set[str], configs_hidden: set[str]) -> dict:
         """configs_hidden: no DESCRIBE_CONFIGS, so no configs in the answer (Kafka's topic_config_error_code)."""
         results = []
+        named = Counter(t.name for t in request.topics)
         for t in request.topics:
             out = {"name": t.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
                    "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": []}
-            if t.name in configs_hidden:
+            if t.name in configs_hidden and t.name != CLUSTER_METADATA_TOPIC:
                 out["topic_config_error_code"] = ErrorCode.topic_authorization_failed
-            try:
+            try:  # as Kafka's KafkaApis.handleCreateTopicsRequest, in its order
+                if t.name == CLUSTER_METADATA_TOPIC:
+                    raise KafkaError(ErrorCode.invalid_request,
+                                     f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+                if named[t.name] > 1:
+                    raise KafkaError(ErrorCode.invalid_request, "Found multiple entries for this topic.")
                 if t.name in refused:
                     raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
                 configs = {c.name: c.value for c in t.configs}
@@ -307,8 +314,16 @@ class AdminApis:
 
     async def _create_partitions(self, request, refused: set[str]) -> dict:
         results = []
+        named = Counter(t.name for t in request.topics)
+        answered = set()
         for t in request.topics:
             out = {"name": t.name, "error_code": 0, "error_message": None}
+            if named[t.name] > 1:  # as Kafka's KafkaApis.handleCreatePartitionsRequest: once, and nothing added
+                if t.name not in answered:
+                    answered.add(t.name)
+                    results.append({**out, "error_code": ErrorCode.invalid_request,
+                                    "error_message": "Duplicate topic in request."})
+                continue
             try:
                 if t.name in refused:
                     raise KafkaError(ErrorCode.topic_authorization_failed)

@@ -6,7 +6,7 @@ makes the leader store batches in the topic's codec, whatever the producer sent.
 import struct
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewTopic, ResourceType)
 from kafka import KafkaConsumer, KafkaProducer
@@ -183,3 +183,15 @@ def test_an_altered_log_config_applies_to_the_open_log(start_broker):
         producer.flush(30)
         return len(list((broker.data_dir / "resized-0").glob("*.log"))) >= 3
     wait_until(rolled, "segments of at most 1000 bytes without a restart")
+
+
+def test_describing_a_topic_whose_name_is_illegal_is_an_invalid_topic(broker):
+    """Kafka's ConfigHelper checks the name first (Topic.validate): INVALID_TOPIC_EXCEPTION, and
+    UNKNOWN_TOPIC_OR_PARTITION only for a legal name that no topic has."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for name, error in (("bad name!", KafkaError.TOPIC_EXCEPTION), ("." * 2, KafkaError.TOPIC_EXCEPTION),
+                        ("x" * 250, KafkaError.TOPIC_EXCEPTION), ("absent", KafkaError.UNKNOWN_TOPIC_OR_PART)):
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        with pytest.raises(KafkaException) as refused:
+            admin.describe_configs([resource])[resource].result(30)
+        assert refused.value.args[0].code() == error, name

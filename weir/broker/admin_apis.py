@@ -396,6 +396,7 @@ class AdminApis:
 
     def _config_entries(self, resource_type: int, name: str) -> list[topic_configs.ConfigEntry]:
         if resource_type == RESOURCE_TOPIC:
+            validate_topic_name(name)  # as Kafka's ConfigHelper (Topic.validate): INVALID_TOPIC_EXCEPTION
             if name not in self.view.topics:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
             return topic_configs.describe(self.view.topic_configs.get(name, {}), self.config)

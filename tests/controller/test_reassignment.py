@@ -97,6 +97,21 @@ def test_targets_kafka_refuses(target, allow_change, message):
     assert assignment(store) == ((1, 2), (), ())
 
 
+def test_only_the_replicas_a_move_adds_must_be_alive():
+    """Kafka's KafkaController.validateReplicas: the adding replicas must be live brokers; a replica
+    the partition already has may be kept while its broker is down (it catches up on return)."""
+    store = Store({"t": {0: (1, 2)}}, live=(1, 2, 3))
+    events = elected(store)
+    store.live = (1, 3)
+    drive(store, events.handle("metadata"))  # 2 dies
+    assert reassign(store, events, {KEY: (1, 2, 4)})[KEY][0] == ErrorCode.invalid_replica_assignment  # 4: none
+    assert assignment(store) == ((1, 2), (), ())
+    assert reassign(store, events, {KEY: (1, 2, 3)}) == {KEY: OK}
+    assert assignment(store) == ((1, 2, 3), (3,), ())
+    catch_up(store, events, (1, 3))  # 2, still down, holds the move until it is back in sync
+    assert assignment(store) == ((1, 2, 3), (3,), ())
+
+
 def test_unknown_partitions_and_moves_that_would_need_an_unclean_election_are_refused():
     store = Store({"t": {0: (1, 2)}}, live=(1, 2, 3, 4))
     events = elected(store)

@@ -9,7 +9,8 @@ Rules owned here (ControllerCore applies them; AlterPartition's ISR rules stay i
   of the current leader; its leader adds them to the ISR once they have caught up (AlterPartition).
 - CANCEL (no target): the replicas become the original ones again.
 - REFUSED: an unknown partition → UNKNOWN_TOPIC_OR_PARTITION; a cancel with nothing in progress →
-  NO_REASSIGNMENT_IN_PROGRESS; an empty target, a duplicate or a broker that is not registered →
+  NO_REASSIGNMENT_IN_PROGRESS; an empty target, a duplicate or an added replica whose broker is
+  not registered (a replica the partition has may stay while its broker is down) →
   INVALID_REPLICA_ASSIGNMENT; a change that leaves no ISR member able to lead →
   INVALID_REPLICA_ASSIGNMENT (it would need an unclean election).
 - COMPLETE. Once every target replica is in the ISR, the ISR keeps only target replicas and the
@@ -63,13 +64,15 @@ def move_to(original: Sequence[int], target: Sequence[int]) -> Move:
                 tuple(r for r in original if r not in target))
 
 
-def invalid_target(target: Sequence[int], registered: Collection[int]) -> str | None:
-    """Why `target` cannot be a partition's replicas, or None."""
+def invalid_target(target: Sequence[int], registered: Collection[int], original: Collection[int] = ()) -> str | None:
+    """Why `target` cannot be the replicas of a partition whose replicas are `original`, or None.
+    As Kafka's KafkaController.validateReplicas, only the replicas added must be registered
+    (alive): one the partition has may stay while its broker is down."""
     if not target:
         return "the replica list is empty"
     if len(set(target)) != len(target):
         return f"the replica list {list(target)} has duplicates"
-    missing = sorted(set(target) - set(registered))
+    missing = sorted(set(target) - set(original) - set(registered))
     if missing:
         return f"brokers {missing} are not registered"
     return None
@@ -135,7 +138,7 @@ class ReassignmentDecisions:
                     continue
                 move = Move(original)
             else:
-                problem = invalid_target(target, self.view.brokers)
+                problem = invalid_target(target, self.view.brokers, original)
                 if problem is None and not allow_replication_factor_change and len(target) != len(original):
                     problem = f"the replication factor would change from {len(original)} to {len(target)}"
                 if problem is not None:

@@ -557,4 +557,18 @@ def test_offset_delete_spares_the_topics_a_consumer_group_subscribes_to():
     assert d.group.deletable_offsets(keys) == (ErrorCode.non_empty_group, {})
     empty = Driver().group
     assert empty.deletable_offsets(keys) == (None, {key: ErrorCode.none for key in keys})
-    assert subscribed_topics(b"\x00") == set(), "an unreadable subscription subscribes to nothing, as in Kafka"
+
+
+def test_offset_delete_spares_every_topic_while_a_subscription_cannot_be_read():
+    """Kafka's computeSubscribedTopics: a subscription that is no ConsumerProtocolSubscription v0
+    prefix leaves the subscribed topics unknown, and isSubscribedToTopic is then true for all."""
+    assert subscribed_topics(b"\x00") is None
+    assert subscribed_topics(consumer_subscription("orders")[:-4]) is None  # no user data
+    assert subscribed_topics(consumer_subscription("orders")) == {"orders"}
+    d = Driver()
+    d.join_new(protocols=(("range", consumer_subscription("orders")),))
+    d.join_new(protocols=(("range", b"\x00\x01garbage"),))
+    d.until_join_completes()
+    assert d.group.is_(S.COMPLETING_REBALANCE) and len(d.group.members) == 2
+    keys = [("orders", 0), ("refunds", 1)]
+    assert d.group.deletable_offsets(keys) == (None, {key: ErrorCode.group_subscribed_to_topic for key in keys})

@@ -233,6 +233,10 @@ class Group:
         self.initial_delay_remaining_ms: int | None = None  # set while in the initial delayed join
         self.new_member_added = False
         self.storing_assignment: int | None = None  # generation whose assignment is being stored
+        # Kafka's subscribedTopics: what the members of a consumer group's generation subscribe
+        # to, fixed when the generation begins; None when not known (not a consumer group, or a
+        # subscription it cannot read) - then every topic counts as subscribed
+        self.subscribed_topics: frozenset[str] | None = None
 
     # -- small queries -------------------------------------------------------------
 
@@ -266,6 +270,25 @@ class Group:
         for member in self.members.values():
             votes[next(p for p in member.protocol_names if p in votes)] += 1
         return max(candidates, key=lambda p: (votes[p], -candidates.index(p)))
+
+    def _compute_subscribed_topics(self) -> frozenset[str] | None:
+        """Kafka's computeSubscribedTopics (GroupMetadata.scala, ClassicGroup.java)."""
+        if self.protocol_type != "consumer":
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            subscribed = subscribed_topics(member.metadata(self.protocol))
+            if subscribed is None:
+                return None
+            topics |= subscribed
+        return frozenset(topics)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return self.subscribed_topics is None or topic in self.subscribed_topics
 
     def is_static_member_fenced(self, instance_id: str | None, member_id: str) -> bool:
         return instance_id is not None and instance_id in self.static_members \
@@ -347,10 +370,12 @@ class Group:
         self.generation += 1
         if not self.members:
             self.protocol = None
+            self.subscribed_topics = self._compute_subscribed_topics()
             self._transition(S.EMPTY, now_ms)
             effects.store = StoreGroup(self.group_id, self.generation, self.to_record(), "empty")
             return
         self.protocol = self.select_protocol()
+        self.subscribed_topics = self._compute_subscribed_topics()
         if self.leader not in self.members:
             self.leader = next(iter(self.members))
         self._transition(S.COMPLETING_REBALANCE, now_ms)
@@ -749,19 +774,17 @@ class Group:
 
     def deletable_offsets(self, keys) -> tuple[ErrorCode | None, dict]:
         """OffsetDelete, as Kafka's coordinator decides it: (the group's error, or None with each
-        partition's: none to delete, GROUP_SUBSCRIBED_TO_TOPIC while a member of a consumer group
-        subscribes to its topic). Only an Empty group, or a consumer group, gives offsets up."""
+        partition's: none to delete, GROUP_SUBSCRIBED_TO_TOPIC while the consumer group's generation
+        subscribes to its topic, or to every topic when a subscription cannot be read). Only an
+        Empty group, or a consumer group, gives offsets up."""
         if self.is_(S.DEAD):
             return ErrorCode.group_id_not_found, {}
         if self.is_(S.EMPTY):
             return None, {key: ErrorCode.none for key in keys}
         if self.protocol_type != "consumer":
             return ErrorCode.non_empty_group, {}
-        subscribed = set()
-        for member in self.members.values():
-            subscribed |= subscribed_topics(dict(member.protocols).get(self.protocol, b""))
-        return None, {key: ErrorCode.group_subscribed_to_topic if key[0] in subscribed else ErrorCode.none
-                      for key in keys}
+        return None, {key: ErrorCode.group_subscribed_to_topic if self.is_subscribed_to_topic(key[0])
+                      else ErrorCode.none for key in keys}
 
     # -- deletion, unloading ------------------------------------------------------------------
 
@@ -813,6 +836,7 @@ class Group:
                                          ((value.protocol, m.subscription),), now_ms, m.assignment))
             group.leader = value.leader if value.leader in group.members else next(iter(group.members))
             group.state = S.STABLE
+        group.subscribed_topics = group._compute_subscribed_topics()
         group.state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
         return group
 

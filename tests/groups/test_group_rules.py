@@ -483,6 +483,27 @@ def test_offsets_of_an_empty_group_expire_retention_after_it_became_empty():
     assert d.group.expired_offsets(emptied + 60_000) == [("t", 0)]
 
 
+def test_a_stable_consumer_group_expires_the_offsets_of_topics_it_no_longer_subscribes_to():
+    """Kafka's removeExpiredOffsets (KIP-496): in a Stable consumer group that knows its subscribed
+    topics, an offset of another topic expires retention after its commit; the group's own stay."""
+    from weir.groups.group import CommittedOffset
+    d = Driver(offsets_retention_ms=60_000)
+    d.join_new(protocols=(("range", consumer_subscription("orders")),))
+    d.until_join_completes()
+    [a] = d.group.members
+    d.sync(a, assignments={a: b""})
+    d.store_done()
+    committed = d.now
+    d.group.on_offsets_committed({("orders", 0): CommittedOffset(10, -1, "", committed, log_offset=1),
+                                  ("old", 0): CommittedOffset(5, -1, "", committed, log_offset=2),
+                                  ("old", 1): CommittedOffset(5, -1, "", committed, committed + 1000, log_offset=3),
+                                  ("orders", 1): CommittedOffset(5, -1, "", committed, committed + 1000, log_offset=4)})
+    assert d.group.expired_offsets(committed + 59_000) == [("old", 1)]  # its own expire timestamp (v1-v4)
+    assert d.group.expired_offsets(committed + 60_000) == [("old", 0), ("old", 1)]
+    d.join(member_id=a, protocols=(("range", consumer_subscription("orders")),))  # a rebalance: none expire
+    assert d.group.is_(S.COMPLETING_REBALANCE) and d.group.expired_offsets(committed + 600_000) == []
+
+
 def test_offsets_of_a_simple_group_expire_retention_after_commit():
     from weir.groups.group import CommittedOffset
     d = Driver(offsets_retention_ms=60_000)

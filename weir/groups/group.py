@@ -32,7 +32,8 @@ Rules this module owns (Kafka's `GroupCoordinator` and `GroupMetadata`, ZooKeepe
   group is a simple consumer's or an admin's; otherwise it is fenced as above, and refused with
   REBALANCE_IN_PROGRESS in CompletingRebalance (the member's assignment is about to change).
   Offsets of an Empty group expire offsets.retention.minutes after it became Empty; offsets of
-  a group never managed by the coordinator expire that long after their commit (KIP-211).
+  a group never managed by the coordinator, and those of topics a Stable consumer group no longer
+  subscribes to, expire that long after their commit (KIP-211, KIP-496).
 - Transactional offsets (TxnOffsetCommit, KIP-98) are pending per producer id until the
   transaction's marker lands in the group's `__consumer_offsets` partition: a commit makes those
   that were written visible (unless a later record of the log already holds a newer offset), an
@@ -744,23 +745,31 @@ class Group:
         return any(key in pending for pending in self.pending_txn_offsets.values())
 
     def expired_offsets(self, now_ms: int) -> list[tuple[str, int]]:
-        """KIP-211: an Empty group's offsets expire retention after it became Empty; the offsets
-        of a group the coordinator never managed (no protocol type), retention after their commit.
-        A commit's own expire timestamp (OffsetCommit v1-v4 retention_time) is honoured as well.
-        An offset with transactional offsets pending for its partition does not expire."""
+        """Kafka's removeExpiredOffsets (KIP-211, KIP-496): an Empty group's offsets expire
+        retention after it became Empty; in a Stable consumer group that knows its subscribed
+        topics, the offsets of topics it does not subscribe to expire retention after their commit;
+        the offsets of a group the coordinator never managed (no protocol type), retention after
+        their commit. A commit's own expire timestamp (OffsetCommit v1-v4 retention_time) replaces
+        the retention rule. Other groups keep their offsets. An offset with transactional offsets
+        pending for its partition does not expire."""
         retention = self.config.offsets_retention_ms
-        if self.state != S.EMPTY:
+        subscribed: frozenset[str] = frozenset()
+        if self.is_(S.EMPTY):
+            since_empty = self.protocol_type is not None
+        elif self.protocol_type == "consumer" and self.subscribed_topics is not None and self.is_(S.STABLE):
+            since_empty, subscribed = False, self.subscribed_topics
+        else:
             return []
         out = []
         for key, committed in self.offsets.items():
-            if self.has_pending_offsets(key):
+            if key[0] in subscribed or self.has_pending_offsets(key):
                 continue  # Kafka's removeExpiredOffsets: not while a transaction may still replace it
             if committed.expire_timestamp >= 0:
                 expired = committed.expire_timestamp <= now_ms
-            elif self.protocol_type is None:
-                expired = committed.commit_timestamp + retention <= now_ms
-            else:
+            elif since_empty:
                 expired = self.state_timestamp + retention <= now_ms
+            else:
+                expired = committed.commit_timestamp + retention <= now_ms
             if expired:
                 out.append(key)
         return out

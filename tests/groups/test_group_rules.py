@@ -210,6 +210,25 @@ def test_group_max_size_refuses_extra_members():
     assert d.result(d.join()).error == ErrorCode.group_max_size_reached
 
 
+def test_a_group_loaded_over_group_max_size_rebalances_and_sheds_the_last_to_rejoin():
+    """Kafka's onGroupLoaded and acceptJoiningMember (KAFKA-9885): after group.max.size was
+    lowered, a loaded group over it rebalances; members rejoin while fewer than the maximum have,
+    the others get GROUP_MAX_SIZE_REACHED and leave the group."""
+    d = Driver()
+    a, b, c = form_group(d, 3)
+    value = read_group_value(group_value(d.group.to_record()))
+    d.group = Group.from_record("g", value, GroupConfig(initial_rebalance_delay_ms=100, max_size=2), d.now)
+    assert d.group.is_(S.PREPARING_REBALANCE)
+    first, second = d.join(member_id=b), d.join(member_id=c)
+    assert d.result(first) is None and d.result(second) is None
+    shed = d.result(d.join(member_id=a))
+    assert (shed.error, shed.member_id) == (ErrorCode.group_max_size_reached, "")
+    assert set(d.group.members) == {b, c} and d.group.is_(S.COMPLETING_REBALANCE)
+    assert d.result(first).error == d.result(second).error == ErrorCode.none
+    assert d.result(d.join(member_id=b)).error == ErrorCode.none, "a member of the group stays"
+    assert d.result(d.join()).error == ErrorCode.group_max_size_reached
+
+
 def test_protocol_is_chosen_by_vote_among_protocols_all_members_support():
     d = Driver(delay_ms=100)
     ta = d.join_new(protocols=(("sticky", b"a"), ("range", b"a")))

@@ -21,6 +21,9 @@ Rules this module owns (Kafka's `GroupCoordinator` and `GroupMetadata`, ZooKeepe
   PreparingRebalance heartbeats answer REBALANCE_IN_PROGRESS: the client's cue to rejoin.
 - KIP-394: from JoinGroup v4 a member without an id is given one and told MEMBER_ID_REQUIRED; it
   counts as a member only when it joins again with that id (within its session timeout).
+- group.max.size (Kafka's acceptJoiningMember): during a rebalance members are taken while fewer
+  than the maximum have rejoined, and one refused (GROUP_MAX_SIZE_REACHED) leaves the group; a
+  group loaded over the maximum (it was lowered) rebalances at once, so the last to rejoin go.
 - Liveness: a member is alive while its last heartbeat (or join, sync, commit) is younger than
   its session timeout, and always while its JoinGroup or SyncGroup is parked here. After a new
   generation begins, members that do not send SyncGroup within the rebalance timeout are removed.
@@ -402,6 +405,18 @@ class Group:
 
     def join(self, request: JoinRequest, new_member_id: str, token, now_ms: int) -> Effects:
         effects = Effects()
+        if not (self.config.min_session_timeout_ms <= request.session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            effects.answer(token, JoinResult(ErrorCode.invalid_session_timeout, request.member_id))
+            return effects
+        if not self._accepts_joining_member(request):
+            # Kafka: the member (or pending member) goes; in a rebalance the last to rejoin are shed
+            if request.member_id in self.members:
+                self._remove_member(request.member_id)
+            self.pending_members.pop(request.member_id, None)
+            effects.answer(token, JoinResult(ErrorCode.group_max_size_reached, UNKNOWN_MEMBER))
+            self._maybe_complete_join(now_ms, effects)
+            return effects
         failed = self._check_join(request)
         if failed is not None:
             effects.answer(token, JoinResult(failed, request.member_id))
@@ -412,20 +427,30 @@ class Group:
             self._join_known_member(request, token, now_ms, effects)
         return effects
 
+    def _accepts_joining_member(self, request: JoinRequest) -> bool:
+        """Kafka's acceptJoiningMember (group.max.size, KAFKA-9885): an Empty group takes anyone;
+        during a rebalance a member that has rejoined stays and others are taken while fewer than
+        the maximum have rejoined (so a group over the limit sheds the last to rejoin); otherwise
+        members stay and others are taken while the group is below the maximum. Unlike Kafka, a
+        restarted static member (unknown member id, known group.instance.id) is always taken: it
+        takes its own place back (KAFKA-20601 fixed this for the new consumer protocol)."""
+        member_id = request.member_id
+        if self.state in (S.EMPTY, S.DEAD):
+            return True
+        if member_id == UNKNOWN_MEMBER and request.group_instance_id in self.static_members:
+            return True
+        member = self.members.get(member_id)
+        if self.is_(S.PREPARING_REBALANCE):
+            awaiting = sum(m.awaiting_join is not None for m in self.members.values())
+            return (member is not None and member.awaiting_join is not None) or awaiting < self.config.max_size
+        return member is not None or len(self.members) < self.config.max_size
+
     def _check_join(self, request: JoinRequest) -> ErrorCode | None:
-        if not (self.config.min_session_timeout_ms <= request.session_timeout_ms
-                <= self.config.max_session_timeout_ms):
-            return ErrorCode.invalid_session_timeout
         if self.is_(S.DEAD):
             # the group was just deleted or unloaded: the member should find the coordinator again
             return ErrorCode.coordinator_not_available
         if not self.supports_protocols(request.protocol_type, [n for n, _ in request.protocols]):
             return ErrorCode.inconsistent_group_protocol
-        if request.member_id == UNKNOWN_MEMBER or request.member_id in self.pending_members:
-            rejoining_static = request.group_instance_id in self.static_members
-            if not rejoining_static and len(self.members) + len(self.pending_members) >= self.config.max_size \
-                    and request.member_id not in self.pending_members:
-                return ErrorCode.group_max_size_reached
         return None
 
     def _new_member(self, request: JoinRequest, member_id: str, token, now_ms: int) -> Member:
@@ -833,7 +858,8 @@ class Group:
     def from_record(cls, group_id: str, value: GroupValue, config: GroupConfig, now_ms: int,
                     partition: int = 0) -> Group:
         """A group as its last stored metadata describes it (a new coordinator loading the log):
-        Stable with its members, whose sessions start now; or Empty."""
+        Stable with its members, whose sessions start now (rebalancing if there are more than
+        group.max.size); or Empty."""
         group = cls(group_id, config, now_ms, partition)
         group.generation = value.generation
         group.protocol_type = value.protocol_type or None
@@ -846,6 +872,9 @@ class Group:
             group.leader = value.leader if value.leader in group.members else next(iter(group.members))
             group.state = S.STABLE
         group.subscribed_topics = group._compute_subscribed_topics()
+        if len(group.members) > config.max_size:
+            # Kafka's onGroupLoaded: group.max.size was lowered; the members rejoin, the last are shed
+            group._prepare_rebalance(now_ms, Effects())
         group.state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
         return group
 

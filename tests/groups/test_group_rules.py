@@ -422,6 +422,49 @@ def test_static_member_restart_takes_over_without_rebalance():
     assert d.result(d.sync(result.member_id, instance=follower_instance)).assignment in (b"A", b"B")
 
 
+def static_pair(d: Driver) -> tuple[str, str]:
+    """Static members i-1 and i-2 form a Stable group; returns their member ids."""
+    ta, tb = d.join(instance="i-1"), d.join(instance="i-2")
+    d.until_join_completes()
+    a, b = d.result(ta).member_id, d.result(tb).member_id
+    d.sync(b if d.group.leader == a else a)
+    d.sync(d.group.leader, assignments={a: b"A", b: b"B"})
+    d.store_done()
+    assert d.group.is_(S.STABLE)
+    return a, b
+
+
+def test_a_static_member_that_does_not_rejoin_in_time_stays_in_the_group():
+    """Kafka's onCompleteJoin removes only dynamic members that did not rejoin; a static member
+    stays (its session timeout decides), is in the leader's member list, and its late JoinGroup
+    gets the generation it is part of."""
+    d = Driver()
+    a, b = static_pair(d)
+    ta = d.join(member_id=a, instance="i-1", protocols=(("range", b"changed"),))
+    for _ in range(REBALANCE // 1000):
+        assert d.group.heartbeat(b, "i-2", 1, d.now) == ErrorCode.rebalance_in_progress
+        d.advance(1000)
+    joined = d.result(ta)
+    assert joined.error == ErrorCode.none and joined.generation == 2
+    assert joined.leader == a and {m for m, _, _ in joined.members} == {a, b}
+    late = d.result(d.join(member_id=b, instance="i-2"))
+    assert (late.error, late.member_id, late.generation) == (ErrorCode.none, b, 2)
+
+
+def test_a_rebalance_no_static_member_rejoins_waits_for_them():
+    """Kafka's onCompleteJoin with no member rejoined (maybeElectNewJoinedLeader false): the join
+    phase goes on for another rebalance timeout; the members stay while their sessions last."""
+    d = Driver()
+    a, b = static_pair(d)
+    assert d.group.leave("", "i-1", d.now)[0] == ErrorCode.none
+    for _ in range(2 * REBALANCE // 1000):
+        assert d.group.heartbeat(b, "i-2", 1, d.now) == ErrorCode.rebalance_in_progress
+        d.advance(1000)
+    assert d.group.is_(S.PREPARING_REBALANCE) and set(d.group.members) == {b} and d.group.generation == 1
+    d.advance(SESSION)  # b stops heartbeating too: its session ends it, and the group with it
+    assert d.group.is_(S.EMPTY) and not d.group.members and d.group.generation == 2
+
+
 def test_static_leader_restart_is_told_to_skip_assignment():
     d = Driver(delay_ms=0)
     token = d.join(instance="i-1")

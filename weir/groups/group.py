@@ -6,8 +6,9 @@ Rules this module owns (Kafka's `GroupCoordinator` and `GroupMetadata`, ZooKeepe
   `_transition`, which asserts it.
 - A rebalance has two phases. In PreparingRebalance every member must send JoinGroup again; the
   phase ends when all known members have (and no MEMBER_ID_REQUIRED member is still expected), or
-  when the rebalance timeout (the largest of the members') passes: members that did not rejoin
-  are removed. A new generation begins: the coordinator picks the protocol all members support
+  when the rebalance timeout (the largest of the members') passes: dynamic members that did not
+  rejoin are removed (static ones stay until their session times out; with none rejoined, the
+  phase goes on). A new generation begins: the coordinator picks the protocol all members support
   that most members prefer (Kafka's vote), and answers every parked JoinGroup, the leader with
   every member's subscription. In CompletingRebalance the leader's SyncGroup brings the
   assignment; once it is stored in `__consumer_offsets` every member's parked SyncGroup gets its
@@ -365,12 +366,22 @@ class Group:
             self._complete_join(now_ms, effects)
 
     def _complete_join(self, now_ms: int, effects: Effects) -> None:
-        """End the join phase (Kafka's onCompleteJoin): drop who did not rejoin, start a generation."""
+        """End the join phase (Kafka's onCompleteJoin): drop the dynamic members that did not
+        rejoin, start a generation. Static members that did not rejoin stay (their session timeout
+        decides), and the leader is one that rejoined; if no member rejoined, the join phase
+        waits another rebalance timeout instead."""
         assert self.is_(S.PREPARING_REBALANCE)
         self.join_deadline = FAR_FUTURE
         self.initial_delay_remaining_ms = None
-        for member_id in [m.member_id for m in self.members.values() if m.awaiting_join is None]:
+        for member_id in [m.member_id for m in self.members.values()
+                          if m.awaiting_join is None and m.group_instance_id is None]:
             self._remove_member(member_id)
+        joined = [m.member_id for m in self.members.values() if m.awaiting_join is not None]
+        if self.members and not joined:
+            self.join_deadline = now_ms + self.rebalance_timeout_ms
+            return
+        if self.leader not in joined and joined:
+            self.leader = joined[0]  # Kafka's maybeElectNewJoinedLeader
         self.generation += 1
         if not self.members:
             self.protocol = None

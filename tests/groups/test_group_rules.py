@@ -477,14 +477,21 @@ def test_static_leader_restart_is_told_to_skip_assignment():
     assert result.skip_assignment and result.leader == result.member_id and result.members
 
 
-def test_static_leader_restart_before_v9_rebalances():
+def test_static_leader_restart_before_v9_is_told_the_old_leader_and_does_not_rebalance():
+    """Kafka's updateStaticMemberAndRebalance before JoinGroup v9 (librdkafka sends v5): the
+    restarted leader is answered the old leader id and no members, so it syncs as a follower."""
     d = Driver(delay_ms=0)
     token = d.join(instance="i-1")
     leader = d.result(token).member_id
     d.sync(leader, assignments={leader: b"A"})
     d.store_done()
-    again = d.join(instance="i-1", version=8)
-    assert d.result(again).generation == 2
+    again = d.join(instance="i-1", version=5)
+    d.store_done()
+    result = d.result(again)
+    assert (result.error, result.generation, result.leader, result.members, result.skip_assignment) == (
+        ErrorCode.none, 1, leader, (), False)
+    assert result.member_id != leader and d.group.leader == result.member_id and d.group.is_(S.STABLE)
+    assert d.result(d.sync(result.member_id, instance="i-1")).assignment == b"A"
 
 
 def test_fenced_static_member_cannot_commit_or_leave():

@@ -31,7 +31,7 @@ Rules this module owns (Kafka's `GroupCoordinator` and `GroupMetadata`, ZooKeepe
 - Static members (KIP-345) keep their place across restarts: a JoinGroup with a known
   group.instance.id and no member id replaces the old member id; in a Stable group whose
   protocol would not change this needs no rebalance (KIP-814: the leader is told to skip the
-  assignment).
+  assignment; before JoinGroup v9 it is told the old leader id, and acts as a follower).
 - Committed offsets belong to the group. A commit with generation -1 into an Empty (or unknown)
   group is a simple consumer's or an admin's; otherwise it is fenced as above, and refused with
   REBALANCE_IN_PROGRESS in CompletingRebalance (the member's assignment is about to change).
@@ -147,6 +147,7 @@ class StoreGroup:
     purpose: str  # "assignment", "empty", "static-rejoin", "delete"
     token: object = None  # the static rejoiner's JoinGroup
     member_id: str = ""
+    old_leader: str | None = None  # a static leader's JoinGroup before v9 is told this leader (Kafka)
 
 
 @dataclass
@@ -548,10 +549,13 @@ class Group:
         if self.is_(S.STABLE):
             unchanged = self.select_protocol() == self.protocol and member.metadata(self.protocol) == dict(
                 old_protocols).get(self.protocol)
-            is_leader = new_member_id == self.leader
-            if unchanged and (not is_leader or request.supports_skip_assignment):
+            if unchanged:
+                # Kafka's updateStaticMemberAndRebalance: a leader that cannot be told to skip the
+                # assignment (JoinGroup before v9) is told the old leader id, so it acts as a follower
+                legacy_leader = old_id if self.leader == new_member_id and not request.supports_skip_assignment \
+                    else None
                 effects.store = StoreGroup(self.group_id, self.generation, self.to_record(), "static-rejoin",
-                                           token, new_member_id)
+                                           token, new_member_id, legacy_leader)
                 return
         member.awaiting_join = token
         self._maybe_prepare_rebalance(now_ms, effects)
@@ -613,6 +617,10 @@ class Group:
             elif error:
                 effects.answer(store.token, JoinResult(error, store.member_id))
                 self._maybe_prepare_rebalance(now_ms, effects)
+            elif store.old_leader is not None:
+                member.last_heartbeat = now_ms
+                effects.answer(store.token, JoinResult(ErrorCode.none, member.member_id, self.generation,
+                                                       self.protocol_type, self.protocol, store.old_leader))
             else:
                 member.last_heartbeat = now_ms
                 effects.answer(store.token, self._current_join_result(member,

@@ -525,6 +525,36 @@ def test_commit_during_completing_rebalance_is_rebalance_in_progress():
     assert d.group.validate_offset_commit(member, None, 1, d.now) == ErrorCode.rebalance_in_progress
 
 
+def test_commit_during_completing_rebalance_checks_membership_and_generation_first():
+    """Kafka's validateOffsetCommit comes before doCommitOffsets' REBALANCE_IN_PROGRESS: a member
+    of an older generation gets ILLEGAL_GENERATION, one no longer in the group UNKNOWN_MEMBER_ID."""
+    d = Driver()
+    a, b = form_group(d, 2)
+    ta = d.join(member_id=a, protocols=(("range", b"changed"),))
+    d.advance(SESSION)  # b neither rejoins nor heartbeats: removed
+    assert d.group.is_(S.COMPLETING_REBALANCE) and d.result(ta).generation == 2
+    assert d.group.validate_offset_commit(b, None, 1, d.now) == ErrorCode.unknown_member_id
+    assert d.group.validate_offset_commit(a, None, 1, d.now) == ErrorCode.illegal_generation
+    assert d.group.validate_offset_commit("", None, -1, d.now) == ErrorCode.unknown_member_id
+    assert d.group.validate_offset_commit(a, None, 2, d.now) == ErrorCode.rebalance_in_progress
+
+
+def test_a_group_instance_id_bound_to_no_member_is_an_unknown_member():
+    """Kafka's validateCurrentMember: UNKNOWN_MEMBER_ID for an instance id the group does not know,
+    even from a member id it knows."""
+    d = Driver()
+    [a] = form_group(d, 1)
+    assert d.group.heartbeat(a, "i-9", 1, d.now) == ErrorCode.unknown_member_id
+    assert d.group.validate_offset_commit(a, "i-9", 1, d.now) == ErrorCode.unknown_member_id
+    assert d.group.validate_txn_offset_commit(a, "i-9", 1) == ErrorCode.unknown_member_id
+    assert d.result(d.sync(a, instance="i-9")).error == ErrorCode.unknown_member_id
+    assert d.result(d.join(member_id=a, instance="i-9")).error == ErrorCode.unknown_member_id
+    assert d.group.leave(a, "i-9", d.now)[0] == ErrorCode.unknown_member_id
+    assert d.group.validate_txn_offset_commit("", None, 1) == ErrorCode.unknown_member_id
+    assert d.group.validate_txn_offset_commit("", None, -1) is None
+    assert set(d.group.members) == {a}
+
+
 def test_commit_during_preparing_rebalance_is_allowed_for_the_current_generation():
     d = Driver()
     a, b = form_group(d, 2)

@@ -75,8 +75,10 @@ def test_an_offset_with_a_pending_transactional_commit_does_not_expire():
 def test_txn_offset_commit_checks_are_kafkas():
     group = Group("g", GroupConfig(), 0)
     assert group.validate_txn_offset_commit(UNKNOWN_MEMBER, None, -1) is None
-    assert group.validate_txn_offset_commit("stranger", None, -1) == ErrorCode.unknown_member_id
-    assert group.validate_txn_offset_commit(UNKNOWN_MEMBER, None, 3) == ErrorCode.illegal_generation
+    # Kafka's validateOffsetCommit: no generation into an Empty group is taken from anyone; a
+    # generation must come from a current member (GroupCoordinator.scala, ClassicGroup.java)
+    assert group.validate_txn_offset_commit("stranger", None, -1) is None
+    assert group.validate_txn_offset_commit(UNKNOWN_MEMBER, None, 3) == ErrorCode.unknown_member_id
     group.mark_dead(ErrorCode.not_coordinator, 0)
     assert group.validate_txn_offset_commit(UNKNOWN_MEMBER, None, -1) == ErrorCode.coordinator_not_available
 

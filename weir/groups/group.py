@@ -296,9 +296,18 @@ class Group:
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return self.subscribed_topics is None or topic in self.subscribed_topics
 
-    def is_static_member_fenced(self, instance_id: str | None, member_id: str) -> bool:
-        return instance_id is not None and instance_id in self.static_members \
-            and self.static_members[instance_id] != member_id
+    def _current_member_error(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """Kafka's validateCurrentMember: a group.instance.id must be bound to this member id
+        (FENCED_INSTANCE_ID if to another, UNKNOWN_MEMBER_ID if to none); the member must be here."""
+        if instance_id is not None:
+            current = self.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        return None
 
     def has_all_members_joined(self) -> bool:
         return all(m.awaiting_join is not None for m in self.members.values()) and not self.pending_members
@@ -507,13 +516,13 @@ class Group:
             del self.pending_members[member_id]
             self._add_member_and_rebalance(request, member_id, token, now_ms, effects)
             return
-        if self.is_static_member_fenced(request.group_instance_id, member_id):
-            effects.answer(token, JoinResult(ErrorCode.fenced_instance_id, member_id))
+        error = self._current_member_error(member_id, request.group_instance_id)
+        if error is None and self.is_(S.EMPTY):
+            error = ErrorCode.unknown_member_id
+        if error is not None:
+            effects.answer(token, JoinResult(error, member_id))
             return
-        member = self.members.get(member_id)
-        if member is None or self.is_(S.EMPTY):
-            effects.answer(token, JoinResult(ErrorCode.unknown_member_id, member_id))
-            return
+        member = self.members[member_id]
         if self.is_(S.COMPLETING_REBALANCE) and member.matches(request.protocols):
             # it lost the JoinGroup answer of this generation: give it again
             member.last_heartbeat = now_ms
@@ -630,13 +639,12 @@ class Group:
     # -- Heartbeat, LeaveGroup -------------------------------------------------------------
 
     def _validate_member(self, member_id: str, instance_id: str | None, generation: int | None) -> ErrorCode | None:
-        """Kafka's validateCurrentMember: static fencing, then membership, then generation."""
+        """Kafka's validateCurrentMember, then the generation."""
         if self.is_(S.DEAD):
             return ErrorCode.coordinator_not_available
-        if self.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
-        if member_id not in self.members:
-            return ErrorCode.unknown_member_id
+        error = self._current_member_error(member_id, instance_id)
+        if error is not None:
+            return error
         if generation is not None and generation != self.generation:
             return ErrorCode.illegal_generation
         return None
@@ -660,14 +668,14 @@ class Group:
             member_id = self.static_members.get(instance_id, UNKNOWN_MEMBER)
             if member_id == UNKNOWN_MEMBER:
                 return ErrorCode.unknown_member_id, effects
-        elif self.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id, effects
-        if member_id in self.pending_members:
+        elif member_id in self.pending_members:
             del self.pending_members[member_id]
             self._maybe_complete_join(now_ms, effects)
             return ErrorCode.none, effects
-        if member_id not in self.members:
-            return ErrorCode.unknown_member_id, effects
+        else:
+            error = self._current_member_error(member_id, instance_id)
+            if error is not None:
+                return error, effects
         self._remove_member_and_update_group(member_id, now_ms, effects)
         return ErrorCode.none, effects
 
@@ -720,20 +728,34 @@ class Group:
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                now_ms: int) -> ErrorCode | None:
-        """May this commit be written? (Kafka's doCommitOffsets checks, in its order.)"""
+        """May this commit be written? (Kafka's validateOffsetCommit and doCommitOffsets, in their order.)"""
+        error = self._offset_commit_error(member_id, instance_id, generation, transactional=False)
+        if error is not None:
+            return error
+        if self.is_(S.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress  # a current member: its assignment is about to change
+        if member_id in self.members:
+            self.members[member_id].last_heartbeat = now_ms
+        return None
+
+    def _offset_commit_error(self, member_id: str, instance_id: str | None, generation: int,
+                             transactional: bool) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit: an Empty group takes a commit without a generation (a
+        simple consumer, an admin, a producer); a commit naming a member, an instance or a
+        generation must come from a current member of this generation; a non-member's commit
+        into a group with members is refused, unless transactional (older TxnOffsetCommit
+        versions carry neither)."""
         if self.is_(S.DEAD):
             return ErrorCode.coordinator_not_available
-        if self.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
         if generation < 0 and self.is_(S.EMPTY):
-            return None  # a simple consumer or an admin: no group management
-        if self.is_(S.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        if member_id not in self.members:
+            return None
+        if generation >= 0 or member_id != UNKNOWN_MEMBER or instance_id is not None:
+            error = self._current_member_error(member_id, instance_id)
+            if error is None and generation != self.generation:
+                error = ErrorCode.illegal_generation
+            return error
+        if not transactional and not self.is_(S.EMPTY):
             return ErrorCode.unknown_member_id
-        if generation != self.generation:
-            return ErrorCode.illegal_generation
-        self.members[member_id].last_heartbeat = now_ms
         return None
 
     def on_offsets_committed(self, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
@@ -746,16 +768,8 @@ class Group:
     # -- transactional offsets (KIP-98, KIP-447) ----------------------------------------------
 
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
-        """Kafka's doTxnCommitOffsets checks, in its order."""
-        if self.is_(S.DEAD):
-            return ErrorCode.coordinator_not_available
-        if self.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
-        if member_id != UNKNOWN_MEMBER and member_id not in self.members:
-            return ErrorCode.unknown_member_id
-        if generation >= 0 and generation != self.generation:
-            return ErrorCode.illegal_generation
-        return None
+        """Kafka's doTxnCommitOffsets checks (validateOffsetCommit, transactional)."""
+        return self._offset_commit_error(member_id, instance_id, generation, transactional=True)
 
     def prepare_txn_offsets(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         """Kafka's prepareTxnOffsetCommit: pending from now on, before they are written."""

@@ -151,6 +151,11 @@ class GroupApis:
     def sync_group(self, header: RequestHeader, request):
         version = header.api_version
         error = self._group_error(header, request.group_id)
+        if error == ErrorCode.coordinator_load_in_progress:
+            # Kafka's handleSyncGroup: the rebalance in progress is lost with the old coordinator;
+            # REBALANCE_IN_PROGRESS sends the member back to JoinGroup (older clients do not expect
+            # COORDINATOR_LOAD_IN_PROGRESS here)
+            error = ErrorCode.rebalance_in_progress
         group = self.coordinator.group(request.group_id, create=False) if error is None else None
         if error is None and group is None:
             error = ErrorCode.unknown_member_id
@@ -178,7 +183,9 @@ class GroupApis:
 
     def heartbeat(self, header: RequestHeader, request) -> dict:
         error = self._group_error(header, request.group_id)
-        if error is None:
+        if error == ErrorCode.coordinator_load_in_progress:
+            error = ErrorCode.none  # Kafka's handleHeartbeat: "the group is still loading, so respond just blindly"
+        elif error is None:
             group = self.coordinator.group(request.group_id, create=False)
             if group is None:
                 error = ErrorCode.unknown_member_id

@@ -21,8 +21,8 @@ def loading_coordinator() -> SimpleNamespace:
     """A coordinator still loading the group's __consumer_offsets partition."""
     def no_group(group_id, create):
         raise AssertionError("a loading coordinator has no groups to look at")
-    return SimpleNamespace(coordinator_error=lambda group_id: ErrorCode.coordinator_load_in_progress,
-                           group=no_group, loading=True, owned=set(), groups={})
+    return SimpleNamespace(group=no_group, loading=True, owned=set(), groups={},
+                           coordinator_error=lambda group_id, empty_allowed=False: ErrorCode.coordinator_load_in_progress)
 
 
 def test_while_the_coordinator_loads_sync_group_is_a_rebalance_and_heartbeat_is_fine():

@@ -129,11 +129,12 @@ class GroupApis:
             return self._join_response(version, future.result())
         return self._join_later(version, future)
 
-    def _group_error(self, header: RequestHeader, group_id: str) -> ErrorCode | None:
-        """GROUP_AUTHORIZATION_FAILED without the API's operation on the group, else the coordinator's error."""
+    def _group_error(self, header: RequestHeader, group_id: str, empty_allowed: bool = False) -> ErrorCode | None:
+        """GROUP_AUTHORIZATION_FAILED without the API's operation on the group, else the coordinator's
+        error (`empty_allowed`: the APIs for which Kafka accepts the empty group id)."""
         if not allowed(self.authz, header, GROUP, group_id):
             return ErrorCode.group_authorization_failed
-        return self.coordinator.coordinator_error(group_id)
+        return self.coordinator.coordinator_error(group_id, empty_allowed)
 
     async def _join_later(self, version: int, future: asyncio.Future) -> dict:
         return self._join_response(version, await future)
@@ -222,7 +223,7 @@ class GroupApis:
         version = header.api_version
         now = now_ms()
         wanted = [(t.name, p) for t in request.topics for p in t.partitions]
-        error = self._group_error(header, request.group_id)
+        error = self._group_error(header, request.group_id, empty_allowed=True)
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
         if error is None:
@@ -351,7 +352,7 @@ class GroupApis:
         offsets not yet committed or aborted (the consumer waits for the marker). Topics the
         principal may not describe are left out of "all topics" and refused when named."""
         version = header.api_version
-        error = self._group_error(header, group_id)
+        error = self._group_error(header, group_id, empty_allowed=True)
         if error is not None and version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": error}
         group = self.coordinator.group(group_id, create=False) if error is None else None
@@ -403,7 +404,7 @@ class GroupApis:
     def describe_groups(self, header: RequestHeader, request) -> dict:
         out = []
         for group_id in request.groups:
-            error = self._group_error(header, group_id)
+            error = self._group_error(header, group_id, empty_allowed=True)
             group = self.coordinator.group(group_id, create=False) if error is None else None
             if group is not None:
                 entry = {"error_code": ErrorCode.none, **group.summary()}
@@ -423,7 +424,7 @@ class GroupApis:
     async def _delete_groups(self, header: RequestHeader, names: list[str]) -> dict:
         results = []
         for group_id in names:
-            error = self._group_error(header, group_id)
+            error = self._group_error(header, group_id, empty_allowed=True)
             if error is None:
                 group = self.coordinator.group(group_id, create=False)
                 error = ErrorCode.group_id_not_found if group is None else group.check_deletable()

@@ -96,9 +96,12 @@ class GroupCoordinator:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.offsets_partition_count())
 
-    def coordinator_error(self, group_id: str) -> ErrorCode | None:
-        """None if this broker coordinates `group_id` now; else the error a client acts on."""
-        if not group_id:
+    def coordinator_error(self, group_id: str, empty_allowed: bool = False) -> ErrorCode | None:
+        """None if this broker coordinates `group_id` now; else the error a client acts on. The
+        empty group id is valid only where Kafka keeps it for backward compatibility
+        (`empty_allowed`: OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups; Kafka's
+        GroupCoordinator.isValidGroupId)."""
+        if not group_id and not empty_allowed:
             return ErrorCode.invalid_group_id
         if OFFSETS_TOPIC not in self.replicas.view.topics:
             return ErrorCode.not_coordinator
@@ -111,9 +114,8 @@ class GroupCoordinator:
         return None
 
     async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, object]:
-        """(error, BrokerInfo of the leader of the group's partition), creating the topic if need be."""
-        if not group_id:
-            return ErrorCode.invalid_request, None
+        """(error, BrokerInfo of the leader of the group's partition), creating the topic if need be.
+        Any group id has one, the empty one too (Kafka's KafkaApis.getCoordinator)."""
         return await self.offsets_topic.coordinator(lambda: self.partition_of(group_id))
 
     def _offsets_topic_plan(self) -> tuple[int, int, dict[str, str]]:

@@ -53,6 +53,8 @@ class AdminApis:
         self.controller = controller
         self.rng = random.Random()
         self._metadata_cache: dict[tuple, bytes] = {}
+        # name -> the coordinator's InternalTopic (set by the server): auto-created as it plans
+        self.internal_topics: dict = {}
         self.handlers = {
             ApiKey.METADATA: self.metadata,
             ApiKey.CREATE_TOPICS: self.create_topics,
@@ -108,8 +110,11 @@ class AdminApis:
                                      refused: frozenset, asked: dict) -> bytes:
         for name in missing:
             try:
-                await self.create_topic(name, self.config["num.partitions"],
-                                         self.config["default.replication.factor"], None, {})
+                if name in self.internal_topics:  # Kafka's AutoTopicCreationManager.creatableTopic
+                    await self.internal_topics[name].ensure()
+                else:
+                    await self.create_topic(name, self.config["num.partitions"],
+                                            self.config["default.replication.factor"], None, {})
             except KafkaError as e:
                 log.info("auto-creating topic %s failed: %s", name, e)
         return self._metadata_body(version, names, listener, refused, asked)

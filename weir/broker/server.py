@@ -115,6 +115,9 @@ class Broker:
         # KIP-890: Produce and TxnOffsetCommit ask the transaction coordinator the same way
         self.txn_verifier = TxnVerifier(self.replicas, self._connect_cached)
         self.groups = GroupCoordinator(self.replicas, config, self.admin.create_topic, self.txn_verifier.verify)
+        # a Metadata request may auto-create them: with their coordinators' partitions and configs
+        self.admin.internal_topics = {topic.name: topic for topic in (self.groups.offsets_topic,
+                                                                      self.transactions.state_topic)}
         # the WriteTxnMarkers handler tells the group coordinator of markers in __consumer_offsets
         self.replicas.on_offsets_marker = self.groups.complete_transaction
         follow_fetchers = self.replicas.on_role_change

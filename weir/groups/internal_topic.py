@@ -39,7 +39,7 @@ class InternalTopic:
         need be (`partition_of` is asked after: the partition count may come from the topic)."""
         if self.name not in self.replicas.view.topics:
             try:
-                await self._ensure()
+                await self.ensure()
             except KafkaError as e:
                 log.warning("cannot create %s: %s", self.name, e)
                 return ErrorCode.coordinator_not_available, None
@@ -49,7 +49,9 @@ class InternalTopic:
             return ErrorCode.coordinator_not_available, None
         return ErrorCode.none, broker
 
-    async def _ensure(self) -> None:
+    async def ensure(self) -> None:
+        """Create the topic as its coordinator plans it, unless it exists (FindCoordinator, and a
+        Metadata request that would auto-create it, as Kafka's AutoTopicCreationManager does)."""
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(self._create())
         await asyncio.shield(self._creating)

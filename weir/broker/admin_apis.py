@@ -146,8 +146,8 @@ class AdminApis:
                                "topic_id": key if isinstance(key, uuid.UUID) else ZERO_UUID,
                                "is_internal": False, "partitions": []})
                 continue
-            if assignment is None:
-                code = ErrorCode.unknown_topic_or_partition
+            if assignment is None:  # by id (v12+): UNKNOWN_TOPIC_ID, as Kafka's unknownTopicIdsTopicMetadata
+                code = ErrorCode.unknown_topic_id if isinstance(key, uuid.UUID) else ErrorCode.unknown_topic_or_partition
                 if isinstance(key, str) and not _legal(key):
                     code = ErrorCode.invalid_topic_exception
                 topics.append({"error_code": code, "name": key if isinstance(key, str) else None,

@@ -37,3 +37,28 @@ def test_an_unknown_topic_id_is_unknown_topic_id():
     answer = metadata(view, 12, [{"topic_id": missing, "name": None}, {"topic_id": known.topic_id, "name": None}])
     assert [(t.error_code, t.name, t.topic_id) for t in answer.topics] == [
         (ErrorCode.unknown_topic_id, None, missing), (ErrorCode.none, "known", known.topic_id)]
+
+
+def test_a_leader_without_the_clients_listener_or_not_live_is_no_leader():
+    """Kafka names no leader (-1) for a partition whose leader is not live (LEADER_NOT_AVAILABLE)
+    or has no endpoint on the listener the client came on (LISTENER_NOT_FOUND from v6, before
+    LEADER_NOT_AVAILABLE: ZkMetadataCache.getPartitionMetadata). Weir named the leader, a broker
+    the answer's broker list leaves out, so a client had a leader it could not connect to."""
+    both = (("INTERNAL", "127.0.0.1", 9092), ("EXTERNAL", "localhost", 9093))
+    view = ClusterView(
+        brokers={0: BrokerInfo(0, "127.0.0.1", 9092, endpoints=both),
+                 1: BrokerInfo(1, "127.0.0.1", 9094, endpoints=(("INTERNAL", "127.0.0.1", 9094),))},
+        topics={"t": TopicAssignment("t", uuid.uuid4(), {0: (0, 1), 1: (1, 0), 2: (2, 0)})},
+        states={("t", 0): PartitionState(0, 3, (0, 1), 1, 0), ("t", 1): PartitionState(1, 4, (1, 0), 1, 0),
+                ("t", 2): PartitionState(2, 5, (2, 0), 1, 0)})
+
+    def partitions(version: int, listener: str):
+        [topic] = metadata(view, version, [{"name": "t", "topic_id": None}], listener).topics
+        return [(p.partition_index, p.error_code, p.leader_id, getattr(p, "leader_epoch", None)) for p in topic.partitions]
+
+    assert partitions(12, "EXTERNAL") == [(0, ErrorCode.none, 0, 3), (1, ErrorCode.listener_not_found, -1, 4),
+                                          (2, ErrorCode.leader_not_available, -1, 5)]
+    assert partitions(5, "EXTERNAL") == [(0, ErrorCode.none, 0, None), (1, ErrorCode.leader_not_available, -1, None),
+                                         (2, ErrorCode.leader_not_available, -1, None)]  # no epochs before v7
+    assert partitions(12, "INTERNAL") == [(0, ErrorCode.none, 0, 3), (1, ErrorCode.none, 1, 4),
+                                          (2, ErrorCode.leader_not_available, -1, 5)]

@@ -123,19 +123,22 @@ class AdminApis:
                        asked: dict | None = None) -> bytes:
         """Encoded, and cached unless it holds a principal's operations (`asked`: _metadata_dict's)."""
         if asked:
-            return _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener, refused, **asked))
+            return _encode_body(ApiKey.METADATA, version,
+                                self._metadata_dict(names, listener, refused, version=version, **asked))
         key = (version, names, listener, refused)
         body = self._metadata_cache.get(key)
         if body is None:
-            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener, refused))
+            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener, refused, version=version))
             self._metadata_cache[key] = body
         return body
 
     def _metadata_dict(self, names, listener: str = "", refused: frozenset = frozenset(),
-                       topic_operations=None, cluster_operations: int = NO_OPERATIONS) -> dict:
+                       topic_operations=None, cluster_operations: int = NO_OPERATIONS, version: int = 12) -> dict:
         """`topic_operations(name)`: a topic's authorized operations, when asked for;
         `cluster_operations`: the cluster's."""
         view = self.view
+        # a leader without the client's listener: LISTENER_NOT_FOUND from v6, before LEADER_NOT_AVAILABLE (Kafka)
+        no_listener = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
         keys = names if names is not None else tuple(sorted(t for t in view.topics if t not in refused))
         topics = []
         for key in keys:
@@ -158,17 +161,23 @@ class AdminApis:
                            "is_internal": assignment.name in INTERNAL_TOPICS,
                            "topic_authorized_operations": topic_operations(assignment.name) if topic_operations
                            else NO_OPERATIONS,
-                           "partitions": [self._partition_metadata(assignment, p) for p in sorted(assignment.replicas)]})
+                           "partitions": [self._partition_metadata(assignment, p, listener, no_listener)
+                                          for p in sorted(assignment.replicas)]})
         return {"throttle_time": 0, "brokers": self._broker_entries("node_id", listener),
                 "cluster_id": self.config["cluster.id"], "controller_id": view.controller_id,
                 "topics": topics, "cluster_authorized_operations": cluster_operations, "error_code": 0}
 
-    def _partition_metadata(self, assignment: TopicAssignment, index: int) -> dict:
+    def _partition_metadata(self, assignment: TopicAssignment, index: int, listener: str = "",
+                            no_listener: ErrorCode = ErrorCode.listener_not_found) -> dict:
+        """As Kafka's ZkMetadataCache.getPartitionMetadata: a leader that is not live, or has no
+        endpoint on the client's `listener`, is none (-1) with LEADER_NOT_AVAILABLE or `no_listener`."""
         replicas = list(assignment.replicas[index])
         state = self.view.states.get((assignment.name, index))
         offline = [r for r in replicas if r not in self.view.brokers]
-        if state is None or state.leader == NO_LEADER:
-            return {"error_code": ErrorCode.leader_not_available, "partition_index": index, "leader_id": NO_LEADER,
+        leader = None if state is None else self.view.brokers.get(state.leader)
+        if leader is None or leader.address(listener) is None:
+            error = ErrorCode.leader_not_available if leader is None else no_listener
+            return {"error_code": error, "partition_index": index, "leader_id": NO_LEADER,
                     "leader_epoch": state.leader_epoch if state else -1, "replica_nodes": replicas,
                     "isr_nodes": list(state.isr) if state else [], "offline_replicas": offline}
         return {"error_code": 0, "partition_index": index, "leader_id": state.leader,

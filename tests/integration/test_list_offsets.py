@@ -75,3 +75,40 @@ def test_the_leader_epoch_answered_is_the_epoch_of_the_offset_found(broker):
     assert (latest_now.offset, latest_now.leader_epoch) == (2, new_epoch)
     none = _list_offset(admin, "epochs", OffsetSpec.for_timestamp(start + 300))
     assert (none.offset, none.leader_epoch) == (-1, None)  # confluent-kafka: None for -1
+
+
+def test_a_partition_named_twice_and_timestamps_the_version_lacks_are_refused_as_kafka(broker):
+    """Kafka's handleListOffsetRequestV1AndAbove answers each occurrence of a partition named twice
+    INVALID_REQUEST (ListOffsetsRequest.duplicatePartitions), and a negative timestamp the request's
+    version does not have (MAX_TIMESTAMP before v7, EARLIEST_LOCAL before v8, LATEST_TIERED -5
+    before v9, any other) UNSUPPORTED_VERSION. Weir answered both copies, MAX_TIMESTAMP at v1, and
+    INVALID_REQUEST for an unknown timestamp."""
+    from kio.schema.list_offsets.v1.request import ListOffsetsPartition as V1Partition
+    from kio.schema.list_offsets.v1.request import ListOffsetsRequest as V1Request
+    from kio.schema.list_offsets.v1.request import ListOffsetsTopic as V1Topic
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from raw_protocol import LIST_OFFSETS, RawClient, create_topic
+
+    def answers(version: int, client: RawClient, *timestamps: tuple[str, int, int]):
+        topics = {}
+        for name, index, timestamp in timestamps:
+            topics.setdefault(name, []).append((index, timestamp))
+        if version == 1:
+            request = V1Request(replica_id=-1, topics=tuple(
+                V1Topic(name=n, partitions=tuple(V1Partition(partition_index=i, timestamp=ts) for i, ts in ps))
+                for n, ps in topics.items()))
+        else:
+            request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
+                ListOffsetsTopic(name=n, partitions=tuple(
+                    ListOffsetsPartition(partition_index=i, timestamp=ts) for i, ts in ps))
+                for n, ps in topics.items()))
+        response = client.call(LIST_OFFSETS, version, request)
+        return [(t.name, p.partition_index, p.error_code, p.offset) for t in response.topics for p in t.partitions]
+
+    with RawClient(broker.port) as client:
+        create_topic(client, "twice", partitions=2)
+        assert answers(7, client, ("twice", 0, -1), ("twice", 1, -1), ("twice", 0, -2)) == [
+            ("twice", 0, 42, -1), ("twice", 1, 0, 0), ("twice", 0, 42, -1)]
+        assert answers(7, client, ("twice", 0, -4), ("twice", 1, -5)) == [("twice", 0, 35, -1), ("twice", 1, 35, -1)]
+        assert answers(7, client, ("twice", 0, -7), ("twice", 1, -3)) == [("twice", 0, 35, -1), ("twice", 1, 0, -1)]
+        assert answers(1, client, ("twice", 0, -3), ("twice", 1, -2)) == [("twice", 0, 35, -1), ("twice", 1, 0, 0)]

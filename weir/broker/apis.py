@@ -9,6 +9,7 @@ The control-plane handlers (metadata, topics, configs, elections) are in admin_a
 
 import asyncio
 import logging
+from collections import Counter
 import shutil
 import time
 from pathlib import Path
@@ -30,6 +31,10 @@ from .txn_verification import TxnVerifier
 log = logging.getLogger(__name__)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
+# the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion; -5,
+# LATEST_TIERED, needs v9); any other negative one is UNSUPPORTED_VERSION
+SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, -5: 9}
+MAX_INT = 2**31 - 1
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
@@ -309,8 +314,11 @@ class DataApis:
     # -- ListOffsets -------------------------------------------------------
 
     def list_offsets(self, header: RequestHeader, request) -> dict:
+        """As Kafka's handleListOffsetRequestV1AndAbove: a partition named twice is INVALID_REQUEST
+        (each time), a special timestamp the version does not have UNSUPPORTED_VERSION."""
         read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
+        named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
         topics = []
         for t in request.topics:
             partitions = []
@@ -320,12 +328,18 @@ class DataApis:
                 try:
                     if t.name in refused:
                         raise KafkaError(ErrorCode.topic_authorization_failed)
+                    if named[(t.name, p.partition_index)] > 1:
+                        raise KafkaError(ErrorCode.invalid_request, "the partition is named twice")
+                    if p.timestamp < 0 and header.api_version < SPECIAL_TIMESTAMP_VERSIONS.get(p.timestamp, MAX_INT):
+                        raise KafkaError(ErrorCode.unsupported_version, f"timestamp {p.timestamp}")
                     partition = self.replicas.leader_partition(t.name, p.partition_index,
                                                                getattr(p, "current_leader_epoch", -1))
                     out["offset"], out["timestamp"], out["leader_epoch"] = self._offset_for(partition, p.timestamp,
                                                                                            read_committed)
                 except KafkaError as e:
                     out["error_code"] = e.code
+                    if e.code == ErrorCode.offset_not_available and header.api_version < 5:
+                        out["error_code"] = ErrorCode.leader_not_available  # Kafka: only v5+ know the error
                 partitions.append(out)
             topics.append({"name": t.name, "partitions": partitions})
         return {"throttle_time": 0, "topics": topics}
@@ -341,10 +355,8 @@ class DataApis:
             return partition.latest_offset(read_committed), -1, partition.leader_epoch
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
-        elif timestamp >= 0:
-            found = plog.offset_for_timestamp(timestamp)
         else:
-            raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
+            found = plog.offset_for_timestamp(timestamp)
         if found is None or found[0] >= (partition.last_stable_offset if read_committed else partition.high_watermark):
             return -1, -1, -1
         return found[0], found[1], plog.leader_epochs.epoch_for_offset(found[0])

@@ -252,11 +252,12 @@ class Authorizer:
 
     def authorize_by_resource_type(self, principal: str, host: str, resource_type: ResourceType,
                                    operation: Operation) -> bool:
-        """Kafka's Authorizer.authorizeByResourceType: could some resource of this type allow the
-        operation? (An idempotent producer without IDEMPOTENT_WRITE on the cluster needs WRITE on some
-        topic.) A resource named "hardcode" first (super users; allow.everyone.if.no.acl.found), then
-        an ALLOW of the operation or ALL not overridden by a DENY: wildcard, same literal, or a prefix."""
-        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+        """ZooKeeper-mode Kafka's AclAuthorizer.authorizeByResourceType: could some resource of this
+        type allow the operation? (An idempotent producer without IDEMPOTENT_WRITE on the cluster needs
+        WRITE on some topic.) A super user, yes; a DENY on the wildcard resource, no; else
+        allow.everyone.if.no.acl.found, yes, whatever ACLs others have; else an ALLOW of the operation
+        or ALL not overridden by a DENY: wildcard, same literal, or a prefix."""
+        if principal in self.super_users:
             return True
         allows: set[ResourcePattern] = set()
         denies: set[ResourcePattern] = set()
@@ -268,8 +269,10 @@ class Authorizer:
                         and e.operation in (operation, Operation.ALL)):
                     (denies if e.permission == Permission.DENY else allows).add(pattern)
         wildcard = ResourcePattern(resource_type, WILDCARD)
-        if wildcard in denies or wildcard in allows:
-            return wildcard not in denies
+        if wildcard in denies:
+            return False
+        if self.allow_everyone_if_no_acl_found or wildcard in allows:
+            return True
         denied_prefixes = [p.name for p in denies if p.pattern_type == PatternType.PREFIXED]
         return any(p not in denies and not any(p.name.startswith(d) for d in denied_prefixes) for p in allows)
 

@@ -83,6 +83,22 @@ def test_plain_then_reauthentication_with_session_lifetime():
     assert answer.body["error_code"] == ErrorCode.sasl_authentication_failed and answer.close
 
 
+def test_scram_client_first_extensions_are_kafkas():
+    """Kafka's ClientFirstMessage takes extensions after the nonce (`,name=value`) and its
+    ScramSaslServer ignores those it does not know; tokenauth=true asks for a delegation token.
+    Weir refused any extension as a malformed attribute, so a client sending one could not log in."""
+    credential = ScramCredential.from_password("SCRAM-SHA-256", "pw", b"0123456789abcdef")
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", "clientnonce")
+    client._client_first_bare += ",traceid=abc=1,tokenauth=false"  # signed as part of client-first-bare
+    server = ScramServer("SCRAM-SHA-256", "servernonce")
+    assert server.receive_client_first(client.client_first()) == "alice"
+    client.verify(server.receive_client_final(client.client_final(server.server_first(credential))))
+    for refused in (b"n,,n=alice,r=x,tokenauth=true", b"n,,n=alice,r=x,bad", b"n,,n=alice,r=x,9=1",
+                    b"n,,r=x,n=alice"):
+        with pytest.raises(ScramError):
+            ScramServer("SCRAM-SHA-256", "s").receive_client_first(refused)
+
+
 def test_scram_through_the_authenticator_with_a_credential_lookup():
     auth = _authenticator()
     auth.handshake(1, "SCRAM-SHA-512", 0)

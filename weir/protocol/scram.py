@@ -133,13 +133,27 @@ class ScramServer:
         authzid = parts[1]
         self._gs2_header = f"{parts[0]},{authzid},"
         self._client_first_bare = parts[2]
-        attributes = _attributes(parts[2])
-        if "n" not in attributes or "r" not in attributes or not attributes["r"]:
+        # Kafka's ClientFirstMessage: [m=...,]n=<user>,r=<nonce>[,<extension>=<value>]...
+        items = parts[2].split(",")
+        if items[0].startswith("m="):
+            items = items[1:]
+        if len(items) < 2 or not items[0].startswith("n=") or not items[1].startswith("r=") or len(items[1]) < 3:
             raise ScramError("client-first: no user name or nonce")
-        self.username = _unsaslname(attributes["n"])
+        extensions = {}
+        for item in items[2:]:
+            key, sep, value = item.partition("=")
+            if not sep or not value or not (key.isascii() and key.isalpha()):
+                raise ScramError(f"client-first: malformed extension {item[:20]!r}")
+            extensions[key] = value
+        # Kafka ignores the extensions it does not know; tokenauth=true asks for a delegation token,
+        # which Weir has none of (Kafka: "Token Authentication failed: Invalid tokenId")
+        if extensions.get("tokenauth", "").lower() == "true":
+            raise ScramError("client-first: delegation token authentication (tokenauth) is not supported")
+        self.username = _unsaslname(items[0][2:])
+        nonce = items[1][2:]
         if authzid and authzid != f"a={_saslname(self.username)}":
             raise ScramError("the authorization id must be the user name")
-        self._nonce = attributes["r"] + self.server_nonce
+        self._nonce = nonce + self.server_nonce
         return self.username
 
     def server_first(self, credential: ScramCredential) -> bytes:

@@ -90,3 +90,18 @@ def test_read_committed_and_exactly_once_options():
 def test_bad_exactly_once_options(options, message):
     with pytest.raises(OptionError, match=message):
         parse_write_options({"kafka.bootstrap.servers": "h:1", **options})
+
+
+def test_kafka_consumer_options_pass_as_in_sparks_kafka_source():
+    """Spark hands every kafka.* option to its consumer and refuses only a few, naming why
+    (KafkaSourceProvider.validateGeneralOptions)."""
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    parse_read_options({**base, "kafka.request.timeout.ms": "40000", "kafka.max.partition.fetch.bytes": "1048576",
+                        "kafka.client.id": "job", "kafka.session.timeout.ms": "10000"}, streaming=True)
+    for key, message in [("kafka.auto.offset.reset", "set the source option 'startingOffsets'"),
+                         ("kafka.key.deserializer", "keys are deserialized as byte arrays"),
+                         ("kafka.value.deserializer", "values are deserialized as byte arrays"),
+                         ("kafka.enable.auto.commit", "'enable.auto.commit' is not supported"),
+                         ("kafka.interceptor.classes", "'interceptor.classes' is not supported")]:
+        with pytest.raises(OptionError, match=message):
+            parse_read_options({**base, key: "x"}, streaming=False)

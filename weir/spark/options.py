@@ -50,6 +50,23 @@ WRITE_OPTIONS = {
 IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
 # Kafka's client security settings, passed through as Spark's Kafka connector does (weir.security.client_config)
 SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")
+# Kafka consumer settings Spark's Kafka source refuses, with its reasons (KafkaSourceProvider.validateGeneralOptions).
+# Any other kafka.* option of a read is the Java consumer's tuning (timeouts, buffer and fetch sizes, client.id...),
+# which Spark hands to its consumer: Weir's reader is not that consumer, so they are accepted and have no effect.
+REFUSED_CONSUMER_OPTIONS = {
+    "kafka.auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
+                               "'startingOffsets' to 'earliest' or 'latest' to specify where to start. Structured "
+                               "Streaming manages which offsets are consumed internally, rather than relying on the "
+                               "kafkaConsumer to do it",
+    "kafka.key.deserializer": "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+                              "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize "
+                              "the keys",
+    "kafka.value.deserializer": "Kafka option 'value.deserializer' is not supported as values are deserialized as "
+                                "byte arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
+                                "deserialize the values",
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
 
 
 class OptionError(ValueError):
@@ -182,7 +199,10 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
     """Options of a batch (streaming=False) or streaming (True) read; None: either (the checks
     that do not depend on the kind of query, done when a DataFrame is defined)."""
     opts = _lower(options)
-    _check_known(opts, READ_OPTIONS, "read", passthrough=False)
+    for key, reason in REFUSED_CONSUMER_OPTIONS.items():
+        if key in opts:
+            raise OptionError(reason)
+    _check_known(opts, READ_OPTIONS, "read", passthrough=True)
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")

@@ -105,3 +105,23 @@ def test_kafka_consumer_options_pass_as_in_sparks_kafka_source():
                          ("kafka.interceptor.classes", "'interceptor.classes' is not supported")]:
         with pytest.raises(OptionError, match=message):
             parse_read_options({**base, key: "x"}, streaming=False)
+
+
+def test_java_producer_options_of_a_write():
+    """Spark's Kafka sink hands kafka.* to the Java producer and refuses the serializers
+    (KafkaSourceProvider.kafkaParamsForProducer); Weir's producer is librdkafka: the Java names it
+    spells otherwise are renamed, and one it does not know fails on the driver, not in every task."""
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    opts = parse_write_options({**base, "kafka.max.request.size": "2097152", "kafka.buffer.memory": "33554432",
+                                "kafka.max.block.ms": "60000", "kafka.send.buffer.bytes": "-1",
+                                "kafka.compression.type": "zstd", "kafka.acks": "1", "kafka.linger.ms": "20"})
+    assert opts.producer_config == {"message.max.bytes": "2097152", "queue.buffering.max.kbytes": "32768",
+                                    "socket.send.buffer.bytes": "0", "compression.type": "zstd", "acks": "1",
+                                    "linger.ms": "20"}
+    for key, value, message in [("kafka.key.serializer", "x", "keys are serialized with ByteArraySerializer"),
+                                ("kafka.value.serializer", "x", "value are serialized with ByteArraySerializer"),
+                                ("kafka.buffer.memory", "lots", "kafka.buffer.memory must be a whole number"),
+                                ("kafka.frobnicate.ms", "1", 'No such configuration property: "frobnicate.ms"'),
+                                ("kafka.acks", "sometimes", "Invalid value")]:
+        with pytest.raises(OptionError, match=message):
+            parse_write_options({**base, key: value})

@@ -355,7 +355,51 @@ def parse_write_options(options) -> WriteOptions:
         producer_config = librdkafka_config(producer_config)  # Java's JAAS and trust store names too
     except ValueError as e:
         raise OptionError(f"kafka.* security options: {e}") from None
+    producer_config = _librdkafka_producer(producer_config)
     return WriteOptions(bootstrap, topic.strip() if topic else None, producer_config, prefix, batch_id)
+
+
+# Spark's Kafka sink refuses these (KafkaSourceProvider.kafkaParamsForProducer)
+REFUSED_PRODUCER_OPTIONS = {
+    "key.serializer": "Kafka option 'key.serializer' is not supported as keys are serialized with "
+                      "ByteArraySerializer",
+    "value.serializer": "Kafka option 'value.serializer' is not supported as value are serialized with "
+                        "ByteArraySerializer",
+}
+# The Java producer's names that librdkafka (the sink's producer) spells otherwise: name -> (name, value)
+JAVA_PRODUCER_NAMES = {
+    "max.request.size": lambda v: ("message.max.bytes", str(int(v))),
+    "buffer.memory": lambda v: ("queue.buffering.max.kbytes", str(max(1, -(-int(v) // 1024)))),
+    "send.buffer.bytes": lambda v: ("socket.send.buffer.bytes", str(max(0, int(v)))),  # -1: the OS's default
+    "receive.buffer.bytes": lambda v: ("socket.receive.buffer.bytes", str(max(0, int(v)))),
+    "max.block.ms": lambda v: None,  # the Java producer's wait for room and metadata: the sink waits anyway
+}
+
+
+def _librdkafka_producer(config: dict[str, str]) -> dict[str, str]:
+    """The kafka.* options of a write as the sink's producer (librdkafka) takes them, checked here on the
+    driver: a name it does not know, or a value it refuses, fails before any task runs."""
+    out = {}
+    for key, value in config.items():
+        if key in REFUSED_PRODUCER_OPTIONS:
+            raise OptionError(REFUSED_PRODUCER_OPTIONS[key])
+        if key not in JAVA_PRODUCER_NAMES:
+            out[key] = value
+            continue
+        try:
+            renamed = JAVA_PRODUCER_NAMES[key](value.strip())
+        except ValueError:
+            raise OptionError(f"option kafka.{key} must be a whole number, not {value!r}") from None
+        if renamed is not None:
+            out[renamed[0]] = renamed[1]
+    from confluent_kafka import KafkaException, Producer
+    try:
+        # no bootstrap.servers: builds the configuration, connects nowhere (security settings are left to the
+        # executors: their key and trust store files need not exist on the driver)
+        Producer({"log_level": 0, **{k: v for k, v in out.items() if not k.startswith(("security.", "sasl.", "ssl."))}})
+    except KafkaException as e:
+        raise OptionError(f"kafka.* producer options: {e.args[0].str()}") from None
+    return out
 
 
 def _security(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:

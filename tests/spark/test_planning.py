@@ -125,3 +125,14 @@ def test_java_producer_options_of_a_write():
                                 ("kafka.acks", "sometimes", "Invalid value")]:
         with pytest.raises(OptionError, match=message):
             parse_write_options({**base, key: value})
+
+
+def test_a_read_planned_with_no_partitions_is_empty():
+    """A batch read with nothing to read (an empty topic, starting at the end, a pattern that matches
+    nothing) plans no partitions; PySpark then hands `read` one InputPartition(None), and Spark's Kafka
+    source answers such a read with no rows."""
+    from pyspark.sql.datasource import InputPartition
+
+    from weir.spark.source import WeirBatchReader, kafka_schema
+    opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=False)
+    assert list(WeirBatchReader(opts, kafka_schema()).read(InputPartition(None))) == []

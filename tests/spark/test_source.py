@@ -66,6 +66,9 @@ def test_offset_options_and_splitting(spark, broker):
     # startingTimestamp: the first offset whose timestamp is at or after it
     df = reader(spark, bs, subscribe="ranges", startingTimestamp=str(BASE_TS + 900))
     assert df.count() == 100
+    # nothing to read (no partition matches, or start = end): no rows, as Spark's Kafka source
+    assert reader(spark, bs, subscribePattern="nothing-.*").count() == 0
+    assert reader(spark, bs, subscribe="ranges", startingOffsets=json.dumps({"ranges": {"0": 500, "1": 500}})).count() == 0
 
 
 def test_streaming_restarts_read_each_record_exactly_once(spark, broker, tmp_path):

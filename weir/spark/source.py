@@ -138,6 +138,8 @@ class WeirPartition(InputPartition):
 
 def read_partition(partition: WeirPartition):
     """Yield the records of the partition's range as Arrow record batches."""
+    if not isinstance(partition, WeirPartition):
+        return  # PySpark reads a plan of no partitions as one InputPartition(None): a read with no records
     schema = arrow_schema(StructType.fromJson(json.loads(partition.schema_json)))
     r = partition.range
     for columns in RangeReader(partition.opts, r.topic, r.partition, r.start, r.end):

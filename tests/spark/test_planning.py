@@ -46,7 +46,8 @@ def test_read_options():
     ({"subscribe": "t", "startingoffsets": "{bad"}, "startingOffsets is not valid JSON"),
     ({"subscribe": "t", "startingoffsets": '{"u":{"0":1}}'}, "names topics that subscribe does not: u"),
     ({"subscribe": "t", "endingoffsets": "earliest"}, "endingOffsets=earliest makes no sense"),
-    ({"subscribe": "t", "startingtimestamp": "1", "startingoffsets": "earliest"}, "set only one of"),
+    ({"subscribe": "t", "startingoffsetsbytimestampstrategy": "earliest"}, "must be error or latest"),
+    ({"subscribe": "t", "endingoffsetsbytimestamp": '{"u":{"0":1}}'}, "names topics that subscribe does not: u"),
     ({"subscribe": "t", "subscribepattern": "("}, "exactly one of"),
     ({"subscribepattern": "("}, "not a valid regular expression"),
     ({"subscribe": "t", "minpartitions": "0"}, "minPartitions must be positive"),
@@ -136,3 +137,21 @@ def test_a_read_planned_with_no_partitions_is_empty():
     from weir.spark.source import WeirBatchReader, kafka_schema
     opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=False)
     assert list(WeirBatchReader(opts, kafka_schema()).read(InputPartition(None))) == []
+
+
+def test_offset_options_take_precedence_as_in_sparks_kafka_source():
+    """KafkaSourceProvider.getKafkaOffsetRangeLimit: the global timestamp, then the timestamps per
+    partition, then the offsets; the ending ones too; the read limits are ignored by a batch read."""
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    opts = parse_read_options({**base, "startingoffsets": "earliest", "startingoffsetsbytimestamp": '{"t":{"0":5}}',
+                               "startingtimestamp": "7", "endingoffsets": "latest",
+                               "endingoffsetsbytimestamp": '{"t":{"0":9}}', "maxoffsetspertrigger": "10"},
+                              streaming=False)
+    assert opts.starting.timestamp == 7 and opts.ending.timestamps == {("t", 0): 9} and not opts.ending.offsets
+    assert opts.ending.is_explicit(("t", 0)) and not opts.no_match_latest
+    opts = parse_read_options({**base, "startingoffsets": "earliest", "startingoffsetsbytimestamp": '{"t":{"0":5}}',
+                               "endingtimestamp": "8", "startingoffsetsbytimestampstrategy": "LATEST"}, streaming=False)
+    assert opts.starting.timestamps == {("t", 0): 5} and opts.starting.default == EARLIEST
+    assert opts.ending.timestamp == 8 and opts.no_match_latest
+    with pytest.raises(OptionError, match="endingOffsetsByTimestamp is for batch queries only"):
+        parse_read_options({**base, "endingoffsetsbytimestamp": '{"t":{"0":9}}'}, streaming=True)

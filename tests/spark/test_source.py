@@ -69,6 +69,16 @@ def test_offset_options_and_splitting(spark, broker):
     # nothing to read (no partition matches, or start = end): no rows, as Spark's Kafka source
     assert reader(spark, bs, subscribePattern="nothing-.*").count() == 0
     assert reader(spark, bs, subscribe="ranges", startingOffsets=json.dumps({"ranges": {"0": 500, "1": 500}})).count() == 0
+    # endingTimestamp: up to the first offset at or after it; a timestamp option wins over startingOffsets
+    df = reader(spark, bs, subscribe="ranges", startingOffsets="earliest", startingTimestamp=str(BASE_TS + 100),
+                endingTimestamp=str(BASE_TS + 300))
+    assert sorted(tuple(r) for r in df.groupBy("partition").agg(F.min("offset"), F.max("offset")).collect()) == [
+        (0, 50, 149), (1, 50, 149)]
+    # a starting timestamp after every record fails, unless startingOffsetsByTimestampStrategy=latest
+    with pytest.raises(Exception, match="No offset matched from request of topic-partition ranges-0"):
+        reader(spark, bs, subscribe="ranges", startingTimestamp=str(BASE_TS + 5000)).count()
+    assert reader(spark, bs, subscribe="ranges", startingTimestamp=str(BASE_TS + 5000),
+                  startingOffsetsByTimestampStrategy="latest").count() == 0
 
 
 def test_streaming_restarts_read_each_record_exactly_once(spark, broker, tmp_path):
@@ -158,7 +168,6 @@ def test_a_schema_picks_the_columns_a_query_reads(spark, broker):
     ({"subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of subscribe, subscribePattern or assign"),
     ({"subscribe": "t", "startingOffsets": "latest"}, "startingOffsets=latest makes no sense"),
     ({"subscribe": "t", "endingOffsets": '{"t":{"0":"x"}}'}, "t-0 must be a whole number"),
-    ({"subscribe": "t", "maxOffsetsPerTrigger": "10"}, "maxOffsetsPerTrigger is for streaming"),
     ({"subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss must be true or false"),
 ])
 def test_bad_options_fail_before_the_query_starts(spark, options, message):

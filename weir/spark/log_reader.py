@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from ..client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, KafkaError
 from ..protocol.versions import ApiKey
 from ..transactions.read_committed import AbortedTransactionFilter
-from .options import EARLIEST, LATEST, ReadOptions
+from .options import EARLIEST, LATEST, OptionError, ReadOptions
 from .records import Columns, decode
 
 log = logging.getLogger("weir.spark")
@@ -86,23 +86,26 @@ async def _discover(opts: ReadOptions) -> list[TopicPartition]:
         return sorted(out)
 
 
-def list_offsets(opts: ReadOptions, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+def list_offsets(opts: ReadOptions, wanted: dict[TopicPartition, int],
+                 unmatched: set | None = None) -> dict[TopicPartition, int]:
     """ListOffsets for each partition: EARLIEST (log start), LATEST (high watermark) or a timestamp.
 
-    A timestamp later than every committed record resolves to the high watermark.
+    A timestamp later than every committed record resolves to the high watermark (and its partition
+    goes into `unmatched`, if given).
     """
     if not wanted:
         return {}
-    return asyncio.run(_list_offsets_once(opts, wanted))
+    return asyncio.run(_list_offsets_once(opts, wanted, unmatched))
 
 
-async def _list_offsets_once(opts: ReadOptions, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+async def _list_offsets_once(opts: ReadOptions, wanted: dict[TopicPartition, int],
+                             unmatched: set | None) -> dict[TopicPartition, int]:
     async with _client(opts) as client:
-        return await list_offsets_with(client, opts, wanted)
+        return await list_offsets_with(client, opts, wanted, unmatched)
 
 
-async def list_offsets_with(client: ClusterClient, opts: ReadOptions,
-                            wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+async def list_offsets_with(client: ClusterClient, opts: ReadOptions, wanted: dict[TopicPartition, int],
+                            unmatched: set | None = None) -> dict[TopicPartition, int]:
     result: dict[TopicPartition, int] = {}
     pending = dict(wanted)
     no_match: dict[TopicPartition, int] = {}
@@ -159,6 +162,8 @@ async def list_offsets_with(client: ClusterClient, opts: ReadOptions,
                     else:
                         raise KafkaError(code, f"ListOffsets for {tp[0]}-{tp[1]} failed: {code.name}")
     if no_match:
+        if unmatched is not None:
+            unmatched.update(no_match)
         result.update(await list_offsets_with(client, opts, {tp: LATEST for tp in no_match}))
     return result
 
@@ -168,8 +173,28 @@ def _names(tps) -> str:
 
 
 def resolve_starting(opts: ReadOptions, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-    """Concrete starting offsets: earliest/latest/explicit per partition, or the first at a timestamp."""
-    spec = opts.starting
+    """Concrete starting offsets: earliest/latest/explicit per partition, or the first at a timestamp.
+
+    A starting timestamp no record is at or after fails the query, or with
+    startingOffsetsByTimestampStrategy=latest starts at the end (Spark's KafkaOffsetReaderAdmin.readTimestampOffsets).
+    """
+    unmatched: set = set()
+    offsets = _resolve(opts, opts.starting, tps, unmatched)
+    if unmatched and not opts.no_match_latest:
+        tp = min(unmatched)
+        ts = opts.starting.timestamp if opts.starting.timestamp is not None else opts.starting.timestamps[tp]
+        raise OptionError(f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp {ts}: "
+                          "no record is at or after it. Set startingOffsetsByTimestampStrategy=latest to start at "
+                          "the end of such partitions.")
+    return offsets
+
+
+def resolve_ending(opts: ReadOptions, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Concrete ending offsets (exclusive); an ending timestamp no record is at or after means the end."""
+    return _resolve(opts, opts.ending, tps, None)
+
+
+def _resolve(opts: ReadOptions, spec, tps: list[TopicPartition], unmatched: set | None) -> dict[TopicPartition, int]:
     wanted = {}
     fixed = {}
     for tp in tps:
@@ -183,14 +208,7 @@ def resolve_starting(opts: ReadOptions, tps: list[TopicPartition]) -> dict[Topic
                 fixed[tp] = offset
             else:
                 wanted[tp] = offset
-    return {**fixed, **list_offsets(opts, wanted)}
-
-
-def resolve_ending(opts: ReadOptions, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-    spec = opts.ending
-    fixed = {tp: spec.offsets[tp] for tp in tps if spec.offsets.get(tp, spec.default) >= 0}
-    latest = list_offsets(opts, {tp: LATEST for tp in tps if tp not in fixed})
-    return {**fixed, **latest}
+    return {**fixed, **list_offsets(opts, wanted, unmatched)}
 
 
 # -- one partition's range, on an executor ----------------------------------------------------------

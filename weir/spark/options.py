@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import re
 from dataclasses import dataclass, field
+
+log = logging.getLogger("weir.spark")
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
@@ -28,6 +31,11 @@ READ_OPTIONS = {
     "endingOffsets": 'latest or JSON {"topic":{"0":50,"1":-1}} (batch only)',
     "startingTimestamp": "milliseconds since the epoch, for every partition",
     "startingOffsetsByTimestamp": 'JSON {"topic":{"0":1700000000000}}',
+    "startingOffsetsByTimestampStrategy": "error (the default) or latest: when no record is at or after a starting "
+                                          "timestamp",
+    "endingTimestamp": "milliseconds since the epoch, for every partition (batch only): read up to the first "
+                       "record at or after it",
+    "endingOffsetsByTimestamp": 'JSON {"topic":{"0":1700000000000}} (batch only)',
     "maxOffsetsPerTrigger": "upper bound on the offsets one micro-batch reads",
     "minPartitions": "the least number of Spark partitions a read is split into",
     "maxRecordsPerPartition": "the most offsets one Spark partition reads",
@@ -146,6 +154,26 @@ class OffsetSpec:
     timestamp: int | None = None  # every partition: the first offset with a timestamp >= this
     timestamps: dict = field(default_factory=dict)  # (topic, partition) -> timestamp
 
+    def is_explicit(self, tp) -> bool:
+        """Whether this partition's offset is given (an offset or a timestamp), not earliest or latest."""
+        return self.timestamp is not None or tp in self.timestamps or self.offsets.get(tp, self.default) >= 0
+
+
+def _timestamp_spec(opts: dict[str, str], global_name: str, by_partition_name: str,
+                    default: int) -> OffsetSpec | None:
+    if global_name.lower() in opts:
+        raw = opts[global_name.lower()].strip()
+        try:
+            ts = int(raw)
+        except ValueError:
+            raise OptionError(f"option {global_name} must be milliseconds since the epoch, not {raw!r}") from None
+        if ts < 0:
+            raise OptionError(f"option {global_name} must not be negative ({ts})")
+        return OffsetSpec(default, timestamp=ts)
+    if by_partition_name.lower() in opts:
+        return OffsetSpec(default, timestamps=parse_partition_map(by_partition_name, opts[by_partition_name.lower()]))
+    return None
+
 
 def _offset_spec(opts: dict[str, str], name: str, default: int, *, forbid: int | None) -> OffsetSpec:
     raw = opts.get(name.lower())
@@ -184,6 +212,7 @@ class ReadOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_max_bytes: int = 4 * 1024 * 1024
     read_committed: bool = False
+    no_match_latest: bool = False  # startingOffsetsByTimestampStrategy=latest: a starting timestamp no record has
     security: tuple[tuple[str, str], ...] = ()  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*, prefix removed
 
     def matches(self, topic: str) -> bool:
@@ -234,38 +263,33 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
             raise OptionError(f'option assign must be JSON like {{"topic":[0,1]}}, not {opts["assign"]!r}')
         assign = tuple(sorted({(t, p) for t, ps in value.items() for p in ps}))
 
-    if streaming and "endingoffsets" in opts:
-        raise OptionError("option endingOffsets is for batch queries only; a stream has no end")
-    if streaming is False and "maxoffsetspertrigger" in opts:
-        raise OptionError("option maxOffsetsPerTrigger is for streaming queries only")
-    starting_ways = [k for k in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp") if k in opts]
-    if len(starting_ways) > 1:
-        raise OptionError(f"set only one of startingOffsets, startingTimestamp, startingOffsetsByTimestamp "
-                          f"(got {', '.join(starting_ways)})")
-    starting = _offset_spec(opts, "startingOffsets", LATEST if streaming else EARLIEST,
-                            forbid=LATEST if streaming is False else None)
-    if "startingtimestamp" in opts:
-        raw = opts["startingtimestamp"]
-        try:
-            ts = int(raw)
-        except ValueError:
-            raise OptionError(f"option startingTimestamp must be milliseconds since the epoch, not {raw!r}") from None
-        if ts < 0:
-            raise OptionError(f"option startingTimestamp must not be negative ({ts})")
-        starting = OffsetSpec(starting.default, timestamp=ts)
-    elif "startingoffsetsbytimestamp" in opts:
-        starting = OffsetSpec(starting.default,
-                              timestamps=parse_partition_map("startingOffsetsByTimestamp",
-                                                             opts["startingoffsetsbytimestamp"]))
-    ending = _offset_spec(opts, "endingOffsets", LATEST, forbid=EARLIEST)
+    for name in ("endingOffsets", "endingOffsetsByTimestamp"):
+        if streaming and name.lower() in opts:
+            raise OptionError(f"option {name} is for batch queries only; a stream has no end")
+    if streaming is False:
+        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            if name.lower() in opts:  # Spark's Kafka source warns too (KafkaSourceProvider.validateBatchOptions)
+                log.warning("option %s is ignored in batch queries", name)
+    # the first of the global timestamp, the timestamps per partition and the offsets wins, as in Spark's
+    # Kafka source (KafkaSourceProvider.getKafkaOffsetRangeLimit)
+    default_start = LATEST if streaming else EARLIEST
+    starting = _timestamp_spec(opts, "startingTimestamp", "startingOffsetsByTimestamp", default_start) or _offset_spec(
+        opts, "startingOffsets", default_start, forbid=LATEST if streaming is False else None)
+    ending = _timestamp_spec(opts, "endingTimestamp", "endingOffsetsByTimestamp", LATEST) or _offset_spec(
+        opts, "endingOffsets", LATEST, forbid=EARLIEST)
+    no_match = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if no_match not in ("error", "latest"):
+        raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, not {no_match!r}")
     if assign:
-        named = set(starting.offsets) | set(starting.timestamps) | set(ending.offsets)
+        named = set(starting.offsets) | set(starting.timestamps) | set(ending.offsets) | set(ending.timestamps)
         stray = sorted(named - set(assign))
         if stray:
             raise OptionError(f"offsets are given for partitions that assign does not name: "
                               f"{', '.join(f'{t}-{p}' for t, p in stray)}")
     if subscribe:
-        for spec_name, keys in (("startingOffsets", starting.offsets), ("endingOffsets", ending.offsets)):
+        for spec_name, keys in (("startingOffsets", starting.offsets), ("endingOffsets", ending.offsets),
+                                ("startingOffsetsByTimestamp", starting.timestamps),
+                                ("endingOffsetsByTimestamp", ending.timestamps)):
             stray = sorted({t for t, _ in keys} - set(subscribe))
             if stray:
                 raise OptionError(f"option {spec_name} names topics that subscribe does not: {', '.join(stray)}")
@@ -281,6 +305,7 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
         fetch_max_bytes=_positive_int(opts, "fetchMaxBytes", 4 * 1024 * 1024),
         read_committed=_isolation_level(opts) == "read_committed",
+        no_match_latest=no_match == "latest",
         security=_security(opts),
     )
 

@@ -169,7 +169,7 @@ class WeirBatchReader(DataSourceReader):
         end = resolve_ending(opts, tps)
         for tp in tps:
             if start[tp] > end[tp]:
-                if opts.ending.offsets.get(tp, opts.ending.default) >= 0:
+                if opts.ending.is_explicit(tp):
                     raise OptionError(f"{tp[0]}-{tp[1]}: the starting offset {start[tp]} is after the "
                                       f"ending offset {end[tp]}")
                 report_data_loss(opts, f"{tp[0]}-{tp[1]}: starting offset {start[tp]} is past the end "

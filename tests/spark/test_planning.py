@@ -155,3 +155,34 @@ def test_offset_options_take_precedence_as_in_sparks_kafka_source():
     assert opts.ending.timestamp == 8 and opts.no_match_latest
     with pytest.raises(OptionError, match="endingOffsetsByTimestamp is for batch queries only"):
         parse_read_options({**base, "endingoffsetsbytimestamp": '{"t":{"0":9}}'}, streaming=True)
+
+
+def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(monkeypatch):
+    """KafkaMicroBatchStream.delayBatch: fewer new offsets than minOffsetsPerTrigger give no
+    micro-batch (latestOffset answers the start) until maxTriggerDelay has passed since the last one."""
+    from weir.spark import source
+    log_end = {("t", 0): 10}
+    monkeypatch.setattr(source, "discover_partitions", lambda opts: list(log_end))
+    monkeypatch.setattr(source, "list_offsets", lambda opts, wanted, *a: {tp: log_end[tp] for tp in wanted})
+    opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "minOffsetsPerTrigger": "5",
+                               "maxTriggerDelay": "30s", "maxOffsetsPerTrigger": "100"}, streaming=True)
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (5, 30_000)
+    reader = source.WeirStreamReader(opts, source.kafka_schema())
+    now = [1_000_000.0]
+    reader.clock_ms = lambda: now[0]
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset({"t": {"0": 0}}, limit) == {"t": {"0": 10}}  # the first trigger goes ahead
+    log_end[("t", 0)] = 13
+    now[0] += 1000
+    assert reader.latestOffset({"t": {"0": 10}}, limit) == {"t": {"0": 10}}  # 3 new < 5: wait
+    log_end[("t", 0)] = 15
+    assert reader.latestOffset({"t": {"0": 10}}, limit) == {"t": {"0": 15}}  # 5 new: go
+    log_end[("t", 0)] = 16
+    now[0] += 29_999
+    assert reader.latestOffset({"t": {"0": 15}}, limit) == {"t": {"0": 15}}
+    now[0] += 1
+    assert reader.latestOffset({"t": {"0": 15}}, limit) == {"t": {"0": 16}}  # maxTriggerDelay passed
+    for options, message in [({"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "is higher than the"),
+                             ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a time")]:
+        with pytest.raises(OptionError, match=message):
+            parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t", **options}, streaming=True)

@@ -37,6 +37,8 @@ READ_OPTIONS = {
                        "record at or after it",
     "endingOffsetsByTimestamp": 'JSON {"topic":{"0":1700000000000}} (batch only)',
     "maxOffsetsPerTrigger": "upper bound on the offsets one micro-batch reads",
+    "minOffsetsPerTrigger": "a micro-batch waits for this many new offsets, or for maxTriggerDelay",
+    "maxTriggerDelay": "the longest a micro-batch waits for minOffsetsPerTrigger (default 15m)",
     "minPartitions": "the least number of Spark partitions a read is split into",
     "maxRecordsPerPartition": "the most offsets one Spark partition reads",
     "failOnDataLoss": "true: fail when offsets are gone; false: skip them and warn",
@@ -116,6 +118,18 @@ def _positive_int(opts: dict[str, str], name: str, default: int | None) -> int |
     if value <= 0:
         raise OptionError(f"option {name} must be positive, not {value}")
     return value
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(opts: dict[str, str], name: str, default: str) -> int:
+    """A time as Spark writes one (JavaUtils.timeStringAs): 500, 500ms, 30s, 15m, 1h, 2d (no unit: ms)."""
+    raw = opts.get(name.lower(), default)
+    m = re.fullmatch(r"(-?[0-9]+)([a-z]+)?", raw.strip().lower())
+    if not m or (m.group(2) and m.group(2) not in _TIME_UNITS_MS):
+        raise OptionError(f"option {name} must be a time like 500ms, 30s, 15m or 1h, not {raw!r}")
+    return int(int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"])
 
 
 def _json(name: str, raw: str):
@@ -205,6 +219,8 @@ class ReadOptions:
     starting: OffsetSpec = OffsetSpec(EARLIEST)
     ending: OffsetSpec = OffsetSpec(LATEST)
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     fail_on_data_loss: bool = True
@@ -294,10 +310,17 @@ def parse_read_options(options, *, streaming: bool | None) -> ReadOptions:
             if stray:
                 raise OptionError(f"option {spec_name} names topics that subscribe does not: {', '.join(stray)}")
 
+    max_offsets = _positive_int(opts, "maxOffsetsPerTrigger", None)
+    min_offsets = _positive_int(opts, "minOffsetsPerTrigger", None)
+    if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+        raise OptionError(f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
+                          f"maxOffsetsPerTrigger({max_offsets}).")
     return ReadOptions(
         bootstrap=bootstrap, subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
         starting=starting, ending=ending,
-        max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger", None),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", "15m"),
         min_partitions=_positive_int(opts, "minPartitions", None),
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),

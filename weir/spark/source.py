@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, InputPartition)
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
@@ -188,6 +189,8 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's target
         self._latest: dict[TopicPartition, int] | None = None
         self._previous_end: dict[TopicPartition, int] | None = None  # for PySpark without read limits
+        self._last_trigger_ms = 0.0  # minOffsetsPerTrigger: when a micro-batch last went ahead
+        self.clock_ms = lambda: time.monotonic() * 1000
 
     # -- offsets -----------------------------------------------------------------------------------
 
@@ -220,6 +223,8 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             begin = from_json_offsets(start)
             max_rows = limit.max_rows if HAS_READ_LIMITS and isinstance(limit, ReadMaxRows) else None
+        if begin is not None and self._delay_batch(begin, latest):
+            return to_json_offsets(begin)
         if begin is not None:
             # new partitions start at their earliest offset; a partition whose log now ends below
             # where we are goes back (partitions() reports the loss, as Spark's Kafka source does)
@@ -232,6 +237,19 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 latest.setdefault(tp, off)
         self._previous_end = latest
         return to_json_offsets(latest)
+
+    def _delay_batch(self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int]) -> bool:
+        """minOffsetsPerTrigger: whether to wait (no micro-batch now) for more new offsets, until
+        maxTriggerDelay has passed since the last micro-batch (KafkaMicroBatchStream.delayBatch)."""
+        if not self.opts.min_offsets_per_trigger or self._available_now is not None:
+            return False  # Trigger.AvailableNow reads what there is, without waiting
+        now = self.clock_ms()
+        if now - self._last_trigger_ms < self.opts.max_trigger_delay_ms:
+            new = sum(max(0, off - begin.get(tp, 0)) for tp, off in latest.items())
+            if new < self.opts.min_offsets_per_trigger:
+                return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self):
         return None if self._latest is None else to_json_offsets(self._latest)

@@ -186,3 +186,30 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(monkeypatch):
                              ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a time")]:
         with pytest.raises(OptionError, match=message):
             parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t", **options}, streaming=True)
+
+
+def test_partitions_gone_or_added_late_are_data_loss(monkeypatch):
+    """KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: a partition of the start missing
+    from the end (its topic deleted) and a partition added whose log does not start at 0 are data
+    loss; with failOnDataLoss=false the gone partition leaves the offsets (a topic of that name
+    created again is read from its earliest offset)."""
+    from weir.spark import source
+    from weir.spark.log_reader import DataLossError
+    log_start = {("t", 0): 0, ("t", 1): 4}
+    log_end = {("t", 0): 9, ("t", 1): 9}
+    monkeypatch.setattr(source, "discover_partitions", lambda opts: sorted(log_end))
+    monkeypatch.setattr(source, "list_offsets",
+                        lambda opts, wanted, *a: {tp: (log_start if o == EARLIEST else log_end)[tp]
+                                                  for tp, o in wanted.items()})
+    base = {"kafka.bootstrap.servers": "h:1", "subscribePattern": "t|u"}
+    strict = source.WeirStreamReader(parse_read_options(base, streaming=True), source.kafka_schema())
+    lenient = source.WeirStreamReader(parse_read_options({**base, "failOnDataLoss": "false"}, streaming=True),
+                                      source.kafka_schema())
+    start = {"t": {"0": 2}, "u": {"0": 3}}
+    end = lenient.latestOffset(start, lenient.getDefaultReadLimit())
+    assert end == {"t": {"0": 9, "1": 9}}
+    with pytest.raises(DataLossError, match="u-0 are gone"):
+        strict.partitions(start, end)
+    with pytest.raises(DataLossError, match="Added partition t-1 starts from 4 instead of 0"):
+        strict.partitions({"t": {"0": 2}}, end)
+    assert [p.range for p in lenient.partitions(start, end)] == [OffsetRange("t", 0, 2, 9), OffsetRange("t", 1, 4, 9)]

@@ -232,9 +232,7 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin = {**begin, **list_offsets(self.opts, {tp: EARLIEST for tp in new})}
             if max_rows:
                 latest = rate_limit(begin, latest, max_rows)
-            # partitions we were reading but that are gone stay in the offset, unchanged
-            for tp, off in begin.items():
-                latest.setdefault(tp, off)
+            # partitions we were reading that are gone leave the offset: partitions() reports the loss
         self._previous_end = latest
         return to_json_offsets(latest)
 
@@ -258,9 +256,18 @@ class WeirStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict):
         begin, finish = from_json_offsets(start), from_json_offsets(end)
+        # as KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: partitions gone (a topic deleted)
+        # and partitions added whose log no longer starts at 0 are data loss
+        gone = sorted(set(begin) - set(finish))
+        if gone:
+            report_data_loss(self.opts, f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone")
         new = [tp for tp in finish if tp not in begin]
         if new:
             begin.update(list_offsets(self.opts, {tp: EARLIEST for tp in new}))
+            for tp in new:
+                if begin[tp] != 0:
+                    report_data_loss(self.opts, f"Added partition {tp[0]}-{tp[1]} starts from {begin[tp]} "
+                                                "instead of 0")
         for tp in finish:
             if finish[tp] < begin[tp]:
                 report_data_loss(self.opts, f"{tp[0]}-{tp[1]}: offset went back from {begin[tp]} to "

@@ -213,3 +213,13 @@ def test_partitions_gone_or_added_late_are_data_loss(monkeypatch):
     with pytest.raises(DataLossError, match="Added partition t-1 starts from 4 instead of 0"):
         strict.partitions({"t": {"0": 2}}, end)
     assert [p.range for p in lenient.partitions(start, end)] == [OffsetRange("t", 0, 2, 9), OffsetRange("t", 1, 4, 9)]
+
+
+def test_a_timestamp_column_in_milliseconds_as_kafka_write_task_casts_it():
+    import datetime
+
+    from weir.spark.sink import _millis
+    aware = datetime.datetime(2024, 5, 1, 12, 0, 0, 123999, tzinfo=datetime.timezone.utc)
+    assert _millis(aware) == 1714564800123
+    assert _millis(aware.astimezone().replace(tzinfo=None)) == 1714564800123  # naive: local time, as PySpark
+    assert _millis(1714564800.5) == 1714564800500

@@ -7,6 +7,8 @@ Columns, as Spark's Kafka sink takes them:
     topic      string, required unless the `topic` option is set (the option wins)
     partition  int, optional (else the producer's partitioner, by key)
     headers    array<struct<key:string, value:binary>>, optional
+    timestamp  timestamp (or double: seconds since the epoch), optional: the record's CreateTime
+               (else the producer's clock), as Spark's Kafka sink takes it (KafkaWriteTask)
 
 Other columns are ignored. The schema is checked on the driver, before any task runs.
 
@@ -19,10 +21,11 @@ deliveryGuarantee=exactly-once write each micro-batch once: weir/spark/exactly_o
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import BinaryType, DoubleType, IntegerType, StringType, StructType, TimestampType
 
 from .options import OptionError, WriteOptions
 
@@ -55,6 +58,8 @@ def check_schema(opts: WriteOptions, schema: StructType) -> None:
         raise OptionError("say where to write: set the 'topic' option or add a 'topic' column")
     if "partition" in fields and not isinstance(fields["partition"], IntegerType):
         raise OptionError(f"column 'partition' must be an int, not {fields['partition'].simpleString()}")
+    if "timestamp" in fields and not isinstance(fields["timestamp"], (TimestampType, DoubleType)):
+        raise OptionError(f"column 'timestamp' must be a timestamp or a double, not {fields['timestamp'].simpleString()}")
     if "headers" in fields:
         h = fields["headers"]
         ok = (h.typeName() == "array" and isinstance(h.elementType, StructType)
@@ -71,6 +76,19 @@ def _bytes(v):
     if isinstance(v, str):
         return v.encode()
     return bytes(v)  # bytearray, memoryview
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _millis(ts) -> int:
+    """A timestamp column's value as the record's milliseconds, as KafkaWriteTask casts it (a double is
+    seconds: to whole microseconds, then to milliseconds, truncated)."""
+    if isinstance(ts, datetime.datetime):  # PySpark hands it naive, in this process's local time
+        micros = (ts.astimezone(datetime.timezone.utc) - _EPOCH) // datetime.timedelta(microseconds=1)
+    else:
+        micros = int(ts * 1_000_000)
+    return int(micros / 1000)  # toward zero, as Java's long division
 
 
 def producer_config(opts: WriteOptions, **extra) -> dict:
@@ -99,6 +117,8 @@ def send_rows(producer, opts: WriteOptions, rows, errors: list[str]) -> int:
         kwargs = {"value": _bytes(d.get("value")), "key": _bytes(d.get("key")), "on_delivery": delivered}
         if d.get("partition") is not None:
             kwargs["partition"] = d["partition"]
+        if d.get("timestamp") is not None:
+            kwargs["timestamp"] = _millis(d["timestamp"])
         headers = d.get("headers")
         if headers:
             kwargs["headers"] = [(h["key"], _bytes(h["value"])) for h in headers]

@@ -223,3 +223,8 @@ def test_a_timestamp_column_in_milliseconds_as_kafka_write_task_casts_it():
     assert _millis(aware) == 1714564800123
     assert _millis(aware.astimezone().replace(tzinfo=None)) == 1714564800123  # naive: local time, as PySpark
     assert _millis(1714564800.5) == 1714564800500
+
+
+def test_sparks_offset_fetch_retry_options_are_taken():
+    parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "fetchOffset.numRetries": "5",
+                        "fetchOffset.retryIntervalMs": "100", "groupIdPrefix": "job"}, streaming=True)

@@ -57,7 +57,9 @@ WRITE_OPTIONS = {
     "batchId": "exactly-once batch writes (inside foreachBatch): the micro-batch's id",
 }
 # Options Spark itself adds, or that Kafka users commonly pass and that mean nothing here.
-IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id"}
+IGNORED = {"path", "checkpointlocation", "groupidprefix", "kafka.group.id",
+           # Spark's retries of its offset queries: Weir's retry until kafkaConsumer.pollTimeoutMs passes
+           "fetchoffset.numretries", "fetchoffset.retryintervalms"}
 # Kafka's client security settings, passed through as Spark's Kafka connector does (weir.security.client_config)
 SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")
 # Kafka consumer settings Spark's Kafka source refuses, with its reasons (KafkaSourceProvider.validateGeneralOptions).

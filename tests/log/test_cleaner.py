@@ -87,3 +87,26 @@ def test_a_compressed_batch_keeps_its_live_records_compressed_in_its_codec(codec
         == (0, 3, 2, 7, 0)
     assert values(cleaned) == [(2, b"a", False), (3, b"c", False), (4, b"b", False)]
     assert recovered_max_timestamp(cleaned[:first.length]) is not None, "valid: CRC and records"
+
+
+def compressed_batch(codec: int, base: int, pairs) -> bytes:
+    plain = bytearray(batch(base, pairs))
+    header = read_batch_header(plain)
+    out = bytearray(plain[:HEADER_SIZE]) + compress(codec, plain[HEADER_SIZE:])
+    out[21:23] = struct.pack(">h", header.attributes | codec)
+    out[8:12] = struct.pack(">i", len(out) - 12)
+    out[17:21] = struct.pack(">I", crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec, others", [(CODEC_GZIP, 85), (CODEC_ZSTD, 19)])
+def test_a_cleaned_segment_of_the_same_length_is_still_written(codec, others):
+    """Compressed again without a stale record, a batch can be exactly as long as it was (here
+    gzip's and zstd's output for these records): the cleaning still rewrites it, as Kafka's
+    cleaner writes whatever filterTo retains, whatever its size."""
+    pairs = [(b"k", b"v")] + [(b"key-%d" % i, b"v") for i in range(1, others + 1)] + [(b"k", b"v")]
+    segment = compressed_batch(codec, 0, pairs)
+    cleaned = clean_segment(segment, latest_offsets([segment]), drop_tombstones=False)
+    assert cleaned is not None, "the stale record of k goes"
+    assert len(cleaned) == len(segment)
+    assert [key for _, key, _ in values(cleaned)].count(b"k") == 1

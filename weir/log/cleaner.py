@@ -173,4 +173,4 @@ def clean_segment(data, offset_map: dict, drop_tombstones: bool, aborted: dict |
     """A segment's bytes as the cleaned log holds them; None if cleaning changes nothing."""
     cleaned = [clean_batch(batch, offset_map, drop_tombstones, aborted, markers) for batch in batches_in(data)]
     out = b"".join(cleaned)
-    return None if len(out) == len(data) else out
+    return None if out == data else out  # not the lengths: a batch compressed again may be as long

@@ -110,3 +110,14 @@ def test_a_cleaned_segment_of_the_same_length_is_still_written(codec, others):
     assert cleaned is not None, "the stale record of k goes"
     assert len(cleaned) == len(segment)
     assert [key for _, key, _ in values(cleaned)].count(b"k") == 1
+
+
+def test_records_whose_timestamps_are_far_apart_are_cleaned():
+    """A record's timestamp delta is a varlong (Kafka's DefaultRecord): a batch whose records'
+    timestamps are more than 2^34 ms (about 200 days) apart, which Kafka accepts and cleans,
+    must not stop the cleaner."""
+    segment = encode_batch([b"old", b"new", b"x"], keys=[b"k", b"k", b"y"], timestamps=[0, 2**40, 2**41],
+                           leader_epoch=0)
+    offsets = latest_offsets([segment])
+    assert offsets == {b"k": 1, b"y": 2}
+    assert values(clean_segment(segment, offsets, drop_tombstones=False)) == [(1, b"k", False), (2, b"y", False)]

@@ -33,7 +33,7 @@ from typing import Iterable
 from weir.protocol.compression import compress
 from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, TRANSACTIONAL_BIT,
                                         read_batch_header, records_section)
-from weir.protocol.varint import read_uvarint
+from weir.protocol.varint import VarintError, read_uvarint
 
 from crc32c import crc32c
 
@@ -49,6 +49,17 @@ def _varint(buf, offset: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), offset
 
 
+def _varlong(buf, offset: int) -> tuple[int, int]:
+    """A zigzag varlong (up to 10 bytes): a record's timestamp delta."""
+    raw = shift = 0
+    for position in range(offset, min(offset + 10, len(buf))):
+        raw |= (buf[position] & 0x7F) << shift
+        if not buf[position] & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position + 1
+        shift += 7
+    raise VarintError("truncated or oversized varlong")
+
+
 def records_of(batch, data: memoryview | None = None) -> list[tuple[int, int, int, bytes | None, bool]]:
     """(start, end, offset delta, key, is a tombstone) of each record of a batch, positions in its
     records section `data` (records_section(batch) if not given)."""
@@ -60,7 +71,7 @@ def records_of(batch, data: memoryview | None = None) -> list[tuple[int, int, in
         length, body = _varint(data, position)
         end = body + length
         _, cursor = data[body], body + 1  # attributes
-        _, cursor = _varint(data, cursor)  # timestamp delta
+        _, cursor = _varlong(data, cursor)  # timestamp delta: a varlong
         offset_delta, cursor = _varint(data, cursor)
         key_length, cursor = _varint(data, cursor)
         key = None if key_length < 0 else bytes(data[cursor:cursor + key_length])

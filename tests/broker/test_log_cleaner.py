@@ -227,9 +227,12 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
     assert partition.last_stable_offset == 6
     assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1)]
 
-    # past delete.retention.ms: the abort marker, whose transaction holds no record any more, goes
-    # with its index entry; the commit marker stays while its transaction's record does
+    # the abort marker, whose transaction holds no record any more, is stamped with its delete
+    # horizon (now + delete.retention.ms, 0 here) by the next cleaning and goes with its index
+    # entry at a cleaning past it; the commit marker stays while its transaction's record does
     later = int(time.time() * 1000) + 1_000
+    cleaner.clean_once(now_ms=later)
+    assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1)]
     cleaner.clean_once(now_ms=later)
     assert partition.aborted_transactions(0, 12) == []
     markers = {h.base_offset: h.record_count for s in log.segments
@@ -238,4 +241,54 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
     assert records() == after
     partition.load_producers(None)  # the emptied transaction and its emptied marker: nothing is left open
     assert partition.last_stable_offset == 6 and partition.txns.table.ongoing_transactions() == [(6, 9)]
+    log.close()
+
+
+def test_a_tombstone_stays_delete_retention_ms_after_the_cleaning_that_first_kept_it(tmp_path, cleaner_of):
+    """KIP-534, as Kafka's cleaner: the first cleaning that keeps a tombstone stamps its batch with
+    a delete horizon (now + delete.retention.ms, the batch's base timestamp, the records'
+    timestamps unchanged); a later cleaning removes it once past that horizon. How long ago its
+    segment was written does not count: a segment left dirty longer than delete.retention.ms
+    still shows its deletes to consumers for delete.retention.ms after it is cleaned."""
+    from weir.log.log_validator import first_record_at_or_after
+    from weir.transactions.read_committed import consume_read_uncommitted
+    partition = leader(tmp_path, isr=(1,), segment_bytes=150)  # two batches a segment
+    log = partition.log
+    produce(partition, b"k", b"a")
+    produce(partition, b"k", None)  # the tombstone, at offset 1
+    produce(partition, b"x", b"1")
+    produce(partition, b"x", b"2")
+    produce(partition, b"tail", b"t")
+    assert len(log.closed_segments) == 2
+    long_ago = time.time() - 2 * 24 * 3600  # written two days ago, never cleaned since
+    for segment in log.closed_segments:
+        os.utime(segment.log_path, (long_ago, long_ago))
+
+    def records():
+        return [(r.offset, r.key, r.value) for s in log.segments
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+
+    def tombstone_batch():
+        return next(b for s in log.segments for b in batches_in(os.pread(s.fd, s.size, 0))
+                    if read_batch_header(b).base_offset == 1)
+
+    def more(round_):  # new dirty data, so that the log is cleaned again
+        for value in (b"1", b"2"):
+            produce(partition, b"y%d" % round_, value)
+
+    now = int(time.time() * 1000)
+    cleaner = cleaner_of(partition, **{"delete.retention.ms": HOUR})
+    assert cleaner.clean_once(now_ms=now) >= 1
+    assert (1, b"k", None) in records(), "the first cleaning keeps the tombstone"
+    header = read_batch_header(tombstone_batch())
+    assert header.attributes & 0x40 and header.base_timestamp == now + HOUR, "stamped with its delete horizon"
+    assert first_record_at_or_after(tombstone_batch(), 0) == (1, NOW), "the record's timestamp is unchanged"
+    assert header.max_timestamp == NOW
+
+    more(1)
+    cleaner.clean_once(now_ms=now + HOUR - 1)
+    assert (1, b"k", None) in records(), "before the horizon it stays"
+    more(2)
+    cleaner.clean_once(now_ms=now + HOUR)
+    assert [r for r in records() if r[1] == b"k"] == [], "at the horizon it goes"
     log.close()

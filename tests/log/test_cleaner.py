@@ -34,28 +34,43 @@ def test_the_latest_record_of_each_key_stays_and_offsets_do_not_move():
                + batch(4, [(b"b", b"2"), (b"a", b"3")]))
     offsets = latest_offsets([segment])
     assert offsets == {b"a": 5, b"b": 4, b"c": 3}
-    cleaned = clean_segment(segment, offsets, drop_tombstones=False)
+    cleaned = clean_segment(segment, offsets, 0, 0)
     assert values(cleaned) == [(3, b"c", False), (4, b"b", False), (5, b"a", False)]
     headers = [read_batch_header(cleaned, p.position) for p in scan_buffer(cleaned, 0)]
     assert [(h.base_offset, h.last_offset, h.record_count) for h in headers] == [(0, 2, 0), (3, 3, 1), (4, 5, 2)], \
         "an emptied batch keeps its offsets as an empty header; the others keep theirs"
     assert all(recovered_max_timestamp(cleaned[p.position:p.position + p.size]) is not None
                for p in scan_buffer(cleaned, 0)), "every batch is valid (CRC, records) for recovery"
-    assert clean_segment(cleaned, offsets, drop_tombstones=False) is None, "cleaning again changes nothing"
+    assert clean_segment(cleaned, offsets, 0, 0) is None, "cleaning again changes nothing"
 
 
-def test_tombstones_stay_until_their_segment_is_past_the_delete_retention():
-    segment = batch(0, [(b"a", b"1"), (b"b", b"1")]) + batch(2, [(b"a", None)])
+@pytest.mark.parametrize("codec", [0, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
+def test_tombstones_stay_until_the_delete_horizon_their_first_cleaning_stamped(codec):
+    """KIP-534: the cleaning that first keeps a tombstone stamps its batch with now +
+    delete.retention.ms (attributes bit 6, the base timestamp; the records' timestamps do not
+    change); a cleaning at or after that horizon removes it."""
+    head = batch(0, [(b"a", b"1"), (b"b", b"1")])
+    pairs = [(b"a", None), (b"c", b"1"), (b"d", None)]
+    segment = head + (compressed_batch(codec, 2, pairs, timestamps=[5, 6, 7]) if codec
+                      else batch(2, pairs, timestamps=[5, 6, 7]))
     offsets = latest_offsets([segment])
-    kept = clean_segment(segment, offsets, drop_tombstones=False)
-    assert values(kept) == [(1, b"b", False), (2, b"a", True)]
-    assert values(clean_segment(kept, offsets, drop_tombstones=True)) == [(1, b"b", False)]
+    kept = clean_segment(segment, offsets, 10_000, 1_000)
+    assert values(kept) == [(1, b"b", False), (2, b"a", True), (3, b"c", False), (4, b"d", True)]
+    stamped = read_batch_header(kept, read_batch_header(kept).length)
+    assert (stamped.attributes & 0x40, stamped.attributes & CODEC_MASK, stamped.base_timestamp,
+            stamped.max_timestamp) == (0x40, codec, 11_000, 7)
+    assert recovered_max_timestamp(kept[read_batch_header(kept).length:]) == 7, "each record keeps its timestamp"
+    assert clean_segment(kept, offsets, 10_999, 1_000) is None, "before the horizon: kept, the horizon unchanged"
+    gone = clean_segment(kept, offsets, 11_000, 1_000)
+    assert values(gone) == [(1, b"b", False), (3, b"c", False)]
+    assert read_batch_header(gone, read_batch_header(gone).length).base_timestamp == 11_000
+    assert clean_segment(gone, offsets, 20_000, 1_000) is None
 
 
 def test_records_without_a_key_go_and_an_idempotent_batch_keeps_its_producer_fields():
     segment = batch(0, [(None, b"x"), (b"k", b"1")], producer_id=7, producer_epoch=0, base_sequence=10) + \
         batch(2, [(b"k", b"2")], producer_id=7, producer_epoch=0, base_sequence=12)
-    cleaned = clean_segment(segment, latest_offsets([segment]), drop_tombstones=False)
+    cleaned = clean_segment(segment, latest_offsets([segment]), 0, 0)
     first = read_batch_header(cleaned)
     assert (first.record_count, first.producer_id, first.base_sequence, first.last_offset_delta) == (0, 7, 10, 1)
     assert values(cleaned) == [(2, b"k", False)]
@@ -64,8 +79,8 @@ def test_records_without_a_key_go_and_an_idempotent_batch_keeps_its_producer_fie
 def test_records_a_later_segment_replaces_go_from_an_earlier_one():
     old, new = batch(0, [(b"a", b"1"), (b"b", b"1")]), batch(2, [(b"a", b"2")])
     offsets = latest_offsets([old, new])
-    assert values(clean_segment(old, offsets, drop_tombstones=False)) == [(1, b"b", False)]
-    assert clean_segment(new, offsets, drop_tombstones=False) is None
+    assert values(clean_segment(old, offsets, 0, 0)) == [(1, b"b", False)]
+    assert clean_segment(new, offsets, 0, 0) is None
 
 
 @pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
@@ -80,7 +95,7 @@ def test_a_compressed_batch_keeps_its_live_records_compressed_in_its_codec(codec
     compressed[17:21] = struct.pack(">I", crc32c(memoryview(compressed)[CRC_START:]))
     segment = bytes(compressed) + batch(4, [(b"b", b"2")])
 
-    cleaned = clean_segment(segment, latest_offsets([segment]), drop_tombstones=False)
+    cleaned = clean_segment(segment, latest_offsets([segment]), 0, 0)
     first = read_batch_header(cleaned)
     assert first.attributes & CODEC_MASK == codec
     assert (first.base_offset, first.last_offset_delta, first.record_count, first.producer_id, first.base_sequence) \
@@ -89,8 +104,8 @@ def test_a_compressed_batch_keeps_its_live_records_compressed_in_its_codec(codec
     assert recovered_max_timestamp(cleaned[:first.length]) is not None, "valid: CRC and records"
 
 
-def compressed_batch(codec: int, base: int, pairs) -> bytes:
-    plain = bytearray(batch(base, pairs))
+def compressed_batch(codec: int, base: int, pairs, **fields) -> bytes:
+    plain = bytearray(batch(base, pairs, **fields))
     header = read_batch_header(plain)
     out = bytearray(plain[:HEADER_SIZE]) + compress(codec, plain[HEADER_SIZE:])
     out[21:23] = struct.pack(">h", header.attributes | codec)
@@ -106,7 +121,7 @@ def test_a_cleaned_segment_of_the_same_length_is_still_written(codec, others):
     cleaner writes whatever filterTo retains, whatever its size."""
     pairs = [(b"k", b"v")] + [(b"key-%d" % i, b"v") for i in range(1, others + 1)] + [(b"k", b"v")]
     segment = compressed_batch(codec, 0, pairs)
-    cleaned = clean_segment(segment, latest_offsets([segment]), drop_tombstones=False)
+    cleaned = clean_segment(segment, latest_offsets([segment]), 0, 0)
     assert cleaned is not None, "the stale record of k goes"
     assert len(cleaned) == len(segment)
     assert [key for _, key, _ in values(cleaned)].count(b"k") == 1
@@ -120,4 +135,4 @@ def test_records_whose_timestamps_are_far_apart_are_cleaned():
                            leader_epoch=0)
     offsets = latest_offsets([segment])
     assert offsets == {b"k": 1, b"y": 2}
-    assert values(clean_segment(segment, offsets, drop_tombstones=False)) == [(1, b"k", False), (2, b"y", False)]
+    assert values(clean_segment(segment, offsets, 0, 0)) == [(1, b"k", False), (2, b"y", False)]

@@ -11,8 +11,9 @@ log's last cleaning (dirty), none from the first one holding a record newer than
 min.compaction.lag.ms (Kafka's first uncleanable offset). A log is cleaned when the bytes of its
 dirty cleanable segments are at least min.cleanable.dirty.ratio of all of its cleanable ones, or
 when its oldest dirty record is older than max.compaction.lag.ms whatever the ratio (KIP-354).
-A tombstone goes once its segment was last written more than delete.retention.ms ago; so does a
-transaction marker whose transaction holds no record any more (weir.log.cleaner).
+A tombstone goes delete.retention.ms after the first cleaning that kept it (KIP-534: that cleaning
+stamps its batch with the delete horizon); so does a transaction marker whose transaction holds
+no record any more (weir.log.cleaner).
 
 As Kafka's: the offset map holds the keys of the dirty segments only (a key of the clean part
 newer in the dirty part is superseded; the clean part has no key twice), at most as many as
@@ -34,7 +35,7 @@ import time
 from typing import NamedTuple
 
 from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
-from weir.log.cleaner import MarkerRetention, aborted_spans, clean_segment, latest_offsets
+from weir.log.cleaner import MarkerRetention, aborted_spans, clean_segment, expired_markers, latest_offsets
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -177,18 +178,16 @@ class LogCleaner:
         clean = sum(1 for s in closed if s.next_offset <= cleaned_to)
         offsets, mapped = self._offset_map(closed[clean:], aborted)
         closed = closed[:clean + mapped]
-        horizon_ms = now_ms - delete_retention_ms
         rewritten = 0
         retention = MarkerRetention()  # reads every closed segment in order, from the log's start
         for segment in closed:
             data = os.pread(segment.fd, segment.size, 0)
             modified = os.stat(segment.file).st_mtime
-            expired = modified * 1000 < horizon_ms
             removable = retention.removable(data)
-            markers = removable if expired else set()
-            cleaned = clean_segment(data, offsets, drop_tombstones=expired, aborted=aborted, markers=markers)
+            cleaned = clean_segment(data, offsets, now_ms, delete_retention_ms, aborted=aborted, removable=removable)
             if cleaned is None:
                 continue
+            markers = expired_markers(data, removable, now_ms)  # the markers this cleaning empties
             if markers:  # their aborted index entries go first: never an entry without its marker
                 self._on_loop(plog.forget_aborted_txns, markers)
             staging = plog.staging_directory()
@@ -200,7 +199,7 @@ class LogCleaner:
             assert staged.recover(), "a cleaned segment is whole"
             staged.flush()
             staged.close()
-            os.utime(staged.log_path, (modified, modified))  # tombstones age from the original writes
+            os.utime(staged.log_path, (modified, modified))  # as Kafka: the original's last modified time
             if self._on_loop(plog.replace_segment, segment):
                 rewritten += 1
             shutil.rmtree(staging, ignore_errors=True)

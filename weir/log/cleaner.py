@@ -3,8 +3,12 @@
 Kafka's rules (LogCleaner), for a compacted topic:
 - The offset map holds, for each key, the offset of its latest record in the dirty part of the
   log. A record stays if no later record of its key is in the map; a record without a key goes.
-- A tombstone (a record whose value is null) stays while its segment is younger than
-  delete.retention.ms, so that consumers reading the log's head see the delete; then it goes.
+- A tombstone (a record whose value is null) stays delete.retention.ms after the first cleaning
+  that kept it, so that consumers reading the log's head see the delete; then a cleaning removes
+  it. KIP-534, as Kafka's MemoryRecords.filterTo: that cleaning stamps the batch with its delete
+  horizon (now + delete.retention.ms, written as the batch's base timestamp with attributes bit
+  6 set, the records' timestamp deltas rewritten so their timestamps do not change); a tombstone
+  goes at a cleaning at or after its batch's horizon. When its segment was written does not count.
 - Offsets never change: a batch keeps its base offset, its lastOffsetDelta (so the offsets after
   it still follow on, and its producer's sequence numbers stay what they were) and its producer
   fields; only the records it holds, their count, its length and its CRC change. A batch that
@@ -19,10 +23,10 @@ Kafka's rules (LogCleaner), for a compacted topic:
   marker, from the aborted transaction index) all go and never enter the offset map; a committed
   transaction's records are compacted as any. A marker (COMMIT or ABORT) goes once a cleaning
   finds none of its transaction's batches still holding a record before it (`MarkerRetention`,
-  reading the log in order from its start), and its segment is older than delete.retention.ms
-  as for tombstones (Kafka's legacy delete horizon); the aborted index entry of an ABORT marker
-  goes first. The marker's batch stays as an empty header, which ends nothing
-  (weir.transactions.partition_txns).
+  reading the log in order from its start), after a delete horizon as for tombstones: the first
+  cleaning that finds it removable stamps its batch, a cleaning at or after the horizon empties
+  it (Kafka's Cleaner.cleanInto); the aborted index entry of an ABORT marker goes first. The
+  marker's batch stays as an empty header, which ends nothing (weir.transactions.partition_txns).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Iterable
 from weir.protocol.compression import compress
 from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, TRANSACTIONAL_BIT,
                                         read_batch_header, records_section)
+from weir.protocol.records import zigzag_varint
 from weir.protocol.varint import VarintError, read_uvarint
 
 from crc32c import crc32c
@@ -40,7 +45,10 @@ from crc32c import crc32c
 _LENGTH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _COUNT = struct.Struct(">i")
-LENGTH_AT, CRC_AT, COUNT_AT = 8, 17, 57
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+LENGTH_AT, CRC_AT, ATTRIBUTES_AT, BASE_TIMESTAMP_AT, COUNT_AT = 8, 17, 21, 27, 57
+DELETE_HORIZON_BIT = 0x40  # attributes bit 6: the base timestamp is the batch's delete horizon (KIP-534)
 NO_KEY = None
 
 
@@ -147,41 +155,87 @@ class MarkerRetention:
         return out
 
 
-def clean_batch(batch, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None,
-                markers: set[int] | frozenset = frozenset()) -> bytes:
-    """The batch as the cleaned log holds it (see the module's rules); `markers`: the offsets of
-    the markers to remove."""
+def delete_horizon(header) -> int | None:
+    """The delete horizon a cleaning stamped the batch with (KIP-534), or None."""
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
+
+
+def expired_markers(data, removable: set[int], now_ms: int) -> set[int]:
+    """Of the `removable` markers of a segment's bytes, those a cleaning at `now_ms` removes: the
+    ones whose batch carries a delete horizon that has passed."""
+    out = set()
+    for batch in batches_in(data):
+        header = read_batch_header(batch)
+        if header.base_offset in removable and header.attributes & CONTROL_BIT:
+            horizon = delete_horizon(header)
+            if horizon is not None and horizon <= now_ms:
+                out.add(header.base_offset)
+    return out
+
+
+def clean_batch(batch, offset_map: dict, now_ms: int, delete_retention_ms: int, aborted: dict | None = None,
+                removable: set[int] | frozenset = frozenset()) -> bytes:
+    """The batch as a cleaning at `now_ms` leaves it (see the module's rules); `removable`: the
+    offsets of the markers whose transactions hold no record any more (MarkerRetention)."""
     header = read_batch_header(batch)
     if header.record_count == 0:
         return bytes(batch)
+    horizon, new_horizon = delete_horizon(header), now_ms + delete_retention_ms
     if header.attributes & CONTROL_BIT:
-        if header.base_offset not in markers:
+        if header.base_offset not in removable:
             return bytes(batch)
-        return _with_records(batch, header, b"", 0)
+        if horizon is None:  # removable: kept delete.retention.ms from now
+            section = records_section(batch)
+            return _with_records(batch, header, _rebased(section, [(0, len(section))], header.base_timestamp,
+                                                         new_horizon), 1, new_horizon)
+        return _with_records(batch, header, b"", 0) if horizon <= now_ms else bytes(batch)
     section = records_section(batch)
     records = records_of(batch, section)
+    deletes = horizon is not None and horizon <= now_ms
     kept = [] if is_aborted(header, aborted) else [
-        (start, end) for start, end, delta, key, tombstone in records
+        (start, end, tombstone) for start, end, delta, key, tombstone in records
         if key is not NO_KEY and offset_map.get(key, -1) <= header.base_offset + delta
-        and not (tombstone and drop_tombstones)]
-    if len(kept) == len(records):
+        and not (tombstone and deletes)]
+    stamp = horizon is None and any(tombstone for _, _, tombstone in kept)
+    if len(kept) == len(records) and not stamp:
         return bytes(batch)
-    return _with_records(batch, header, b"".join(bytes(section[start:end]) for start, end in kept), len(kept))
+    spans = [(start, end) for start, end, _ in kept]
+    if stamp:
+        return _with_records(batch, header, _rebased(section, spans, header.base_timestamp, new_horizon), len(kept),
+                             new_horizon)
+    return _with_records(batch, header, b"".join(bytes(section[start:end]) for start, end in spans), len(kept))
 
 
-def _with_records(batch, header, body: bytes, count: int) -> bytes:
-    """The batch holding `count` records, `body` (uncompressed), in its codec."""
+def _rebased(section, spans: list[tuple[int, int]], old_base: int, new_base: int) -> bytes:
+    """The records at `spans` of a records section, their timestamp deltas made relative to
+    `new_base` instead of `old_base` (each record's timestamp unchanged)."""
+    out = bytearray()
+    for start, end in spans:
+        _, body = _varint(section, start)  # the record's length
+        timestamp_delta, rest = _varlong(section, body + 1)  # after the attributes
+        record = bytes(section[body:body + 1]) + zigzag_varint(timestamp_delta + old_base - new_base) \
+            + bytes(section[rest:end])
+        out += zigzag_varint(len(record)) + record
+    return bytes(out)
+
+
+def _with_records(batch, header, body: bytes, count: int, horizon: int | None = None) -> bytes:
+    """The batch holding `count` records, `body` (uncompressed), in its codec; stamped with the
+    delete `horizon` if given (`body`'s timestamp deltas are then relative to it)."""
     codec = header.attributes & CODEC_MASK
     out = bytearray(batch[:HEADER_SIZE]) + (compress(codec, body) if codec and body else body)
+    if horizon is not None:
+        _ATTRIBUTES.pack_into(out, ATTRIBUTES_AT, header.attributes | DELETE_HORIZON_BIT)
+        _TIMESTAMP.pack_into(out, BASE_TIMESTAMP_AT, horizon)
     _LENGTH.pack_into(out, LENGTH_AT, len(out) - 12)
     _COUNT.pack_into(out, COUNT_AT, count)
     _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 
-def clean_segment(data, offset_map: dict, drop_tombstones: bool, aborted: dict | None = None,
-                  markers: set[int] | frozenset = frozenset()) -> bytes | None:
-    """A segment's bytes as the cleaned log holds them; None if cleaning changes nothing."""
-    cleaned = [clean_batch(batch, offset_map, drop_tombstones, aborted, markers) for batch in batches_in(data)]
-    out = b"".join(cleaned)
+def clean_segment(data, offset_map: dict, now_ms: int, delete_retention_ms: int, aborted: dict | None = None,
+                  removable: set[int] | frozenset = frozenset()) -> bytes | None:
+    """A segment's bytes as a cleaning at `now_ms` leaves them; None if it changes nothing."""
+    out = b"".join(clean_batch(batch, offset_map, now_ms, delete_retention_ms, aborted, removable)
+                   for batch in batches_in(data))
     return None if out == data else out  # not the lengths: a batch compressed again may be as long

@@ -227,20 +227,27 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
     assert partition.last_stable_offset == 6
     assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1)]
 
-    # the abort marker, whose transaction holds no record any more, is stamped with its delete
-    # horizon (now + delete.retention.ms, 0 here) by the next cleaning and goes with its index
-    # entry at a cleaning past it; the commit marker stays while its transaction's record does
+    # R aborts, which lets the LSO move on; the next cleanings (each once new records made the log
+    # dirty) stamp the abort marker, whose transaction holds no record any more, with its delete
+    # horizon (now + delete.retention.ms, 0 here), then remove it with its index entry; the commit
+    # marker stays while its transaction's record does
+    partition.append_marker(9, 0, False, 0, NOW, proven=True)  # 12
     later = int(time.time() * 1000) + 1_000
-    cleaner.clean_once(now_ms=later)
-    assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1)]
-    cleaner.clean_once(now_ms=later)
+    for round_ in range(3):
+        for i in range(4):
+            produce(partition, b"tail", b"%d-%d" % (round_, i))
+        assert partition.last_stable_offset == partition.high_watermark
+        cleaner.clean_once(now_ms=later)
+        if round_ == 0:
+            assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1), (9, 6)]
     assert partition.aborted_transactions(0, 12) == []
     markers = {h.base_offset: h.record_count for s in log.segments
                for h in map(read_batch_header, batches_in(os.pread(s.fd, s.size, 0))) if h.attributes & 0x20}
-    assert markers == {3: 0, 5: 1}
-    assert records() == after
-    partition.load_producers(None)  # the emptied transaction and its emptied marker: nothing is left open
-    assert partition.last_stable_offset == 6 and partition.txns.table.ongoing_transactions() == [(6, 9)]
+    assert markers == {3: 0, 5: 1, 12: 0}
+    assert [r for r in records() if r[1] != b"tail"] == [(4, b"k2", b"committed"), (7, b"k1", b"after")], \
+        "R's record went with its transaction, k1's old value once 'after' was cleanable"
+    partition.load_producers(None)  # the emptied transactions and their emptied markers: nothing is left open
+    assert partition.txns.table.ongoing_transactions() == []
     log.close()
 
 
@@ -292,3 +299,34 @@ def test_a_tombstone_stays_delete_retention_ms_after_the_cleaning_that_first_kep
     cleaner.clean_once(now_ms=now + HOUR)
     assert [r for r in records() if r[1] == b"k"] == [], "at the horizon it goes"
     log.close()
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_the_dirty_ratio_must_exceed_min_cleanable_dirty_ratio(tmp_path, cleaner_of, ratio):
+    """Kafka cleans a log whose dirty ratio is greater than min.cleanable.dirty.ratio (or past
+    max.compaction.lag.ms): 1 never cleans by the ratio, 0 cleans whenever anything is dirty and
+    a log with nothing dirty is not cleaned."""
+    from weir.transactions.read_committed import consume_read_uncommitted
+    partition = leader(tmp_path, isr=(1,), segment_bytes=150)  # two batches a segment
+    for key, value in ((b"k", b"a"), (b"k", None), (b"x", b"1"), (b"x", b"2"), (b"tail", b"t")):
+        produce(partition, key, value)
+    log = partition.log
+
+    def records():
+        return [(r.offset, r.key, r.value) for s in log.segments
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+    before = records()
+    cleaner = cleaner_of(partition, **{"min.cleanable.dirty.ratio": ratio})
+    if ratio == 1.0:
+        assert cleaner.clean_once(now_ms=NOW) == 0, "all dirty is a ratio of 1: not above it"
+        assert records() == before
+        return
+    assert cleaner.clean_once(now_ms=NOW) == 2  # the tombstone kept, stamped with its horizon (NOW)
+    cleaned = records()
+    assert (1, b"k", None) in cleaned
+    assert cleaner.clean_once(now_ms=NOW + 1) == 0, "nothing dirty: the log is not cleaned"
+    assert records() == cleaned
+    produce(partition, b"y", b"1")  # the active segment rolls: something dirty again
+    produce(partition, b"y", b"2")
+    assert cleaner.clean_once(now_ms=NOW + 1) > 0
+    assert (1, b"k", None) not in records()

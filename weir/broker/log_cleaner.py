@@ -9,7 +9,7 @@ Only closed segments wholly below the last stable offset (KIP-98: never an undec
 transaction; the LSO is at most the high watermark) are cleaned, and of those written since the
 log's last cleaning (dirty), none from the first one holding a record newer than
 min.compaction.lag.ms (Kafka's first uncleanable offset). A log is cleaned when the bytes of its
-dirty cleanable segments are at least min.cleanable.dirty.ratio of all of its cleanable ones, or
+dirty cleanable segments are more than min.cleanable.dirty.ratio of all of its cleanable ones, or
 when its oldest dirty record is older than max.compaction.lag.ms whatever the ratio (KIP-354).
 A tombstone goes delete.retention.ms after the first cleaning that kept it (KIP-534: that cleaning
 stamps its batch with the delete horizon); so does a transaction marker whose transaction holds
@@ -66,14 +66,15 @@ def cleanable_segments(closed: tuple[LogSegment, ...], cleaned_to: int,
 
 
 def is_due(cleanable: tuple[LogSegment, ...], cleaned_to: int, config: CleaningConfig, now_ms: int) -> bool:
-    """Whether to clean the log now: its dirty bytes are min.cleanable.dirty.ratio of its
-    cleanable bytes, or its oldest dirty batch is older than max.compaction.lag.ms (Kafka's
-    needCompactionNow, from each dirty segment's first batch timestamp)."""
+    """Whether to clean the log now: its dirty bytes are more than min.cleanable.dirty.ratio of
+    its cleanable bytes (Kafka's grabFilthiestCompactedLog: cleanableRatio > minCleanableRatio, so
+    1 never and 0 only with dirty bytes), or some are dirty and its oldest dirty batch is older
+    than max.compaction.lag.ms (needCompactionNow, from each dirty segment's first batch timestamp)."""
     total = sum(s.size for s in cleanable)
     dirty = [s for s in cleanable if s.next_offset > cleaned_to]
     if total == 0:
         return False
-    if sum(s.size for s in dirty) / total >= config.min_cleanable_ratio:
+    if sum(s.size for s in dirty) / total > config.min_cleanable_ratio:
         return True
     first_timestamps = [s.first_batch_timestamp for s in dirty if s.first_batch_timestamp > 0]
     return bool(first_timestamps) and min(first_timestamps) < now_ms - config.max_compaction_lag_ms

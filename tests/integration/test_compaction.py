@@ -4,6 +4,8 @@ confluent-kafka and kafka-python consumers read the cleaned log (its emptied bat
 delete.retention.ms is 0 here: a tombstone goes at the first cleaning after the one that kept it."""
 
 
+import os
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -207,3 +209,38 @@ def test_cleanup_policy_is_altered_as_a_list(start_broker):
     with pytest.raises(KafkaException) as refused:
         alter("retention.ms", "1000", AlterConfigOpType.APPEND)
     assert refused.value.args[0].name() == "INVALID_CONFIG"
+
+
+def test_compressed_batches_emptied_by_the_cleaner_are_read_by_every_client(start_broker):
+    """Batches whose every record is stale (each codec, from librdkafka's producer) become empty
+    headers without a codec, as Kafka's writeEmptyHeader: the cleaner goes on (an empty snappy or
+    lz4 payload had made every cleaning pass fail) and confluent-kafka and kafka-python read past
+    them."""
+    broker = start_broker(0, log_cleaner_backoff_ms="200")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    codecs = ("gzip", "snappy", "lz4", "zstd")
+    for future in admin.create_topics([NewTopic(codec, 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
+            for codec in codecs]).values():
+        future.result(30)
+    for codec in codecs:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5})
+        for round_ in range(40):
+            for k in range(10):
+                producer.produce(codec, b"v%d" % round_, key=b"k%d" % k)
+            producer.flush(10)  # a batch of ten each round: all stale but the last
+        for _ in range(16):
+            for _ in range(5):
+                producer.produce(codec, os.urandom(200), key=b"tail")  # incompressible
+            assert producer.flush(10) == 0  # enough to close the segments above
+    for codec in codecs:
+        def compacted():
+            records = read_all(broker.bootstrap, codec)
+            return records if len(untailed(records)) == 10 else None
+        records = wait_until(compacted, f"{codec}: one record per key", timeout_s=60)
+        assert untailed(records) == [(390 + k, b"k%d" % k, b"v39") for k in range(10)]
+        python_consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=5000,
+                                        auto_offset_reset="earliest")
+        python_consumer.assign([KafkaPythonTopicPartition(codec, 0)])
+        assert untailed([(m.offset, m.key, m.value) for m in python_consumer]) == untailed(records)
+        python_consumer.close()

@@ -136,3 +136,17 @@ def test_records_whose_timestamps_are_far_apart_are_cleaned():
     offsets = latest_offsets([segment])
     assert offsets == {b"k": 1, b"y": 2}
     assert values(clean_segment(segment, offsets, 0, 0)) == [(1, b"k", False), (2, b"y", False)]
+
+
+@pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
+def test_a_compressed_batch_that_keeps_no_record_becomes_an_uncompressed_empty_header(codec):
+    """As Kafka's DefaultRecordBatch.writeEmptyHeader: an emptied batch has no records section and
+    no codec (an empty snappy or lz4 payload is not a valid one: recovery refused the cleaned
+    segment, which stopped the cleaner); its other fields stay."""
+    segment = compressed_batch(codec, 0, [(b"a", b"1"), (b"b", b"1")], producer_id=7, producer_epoch=0,
+                               base_sequence=0) + batch(2, [(b"a", b"2"), (b"b", b"2")])
+    cleaned = clean_segment(segment, latest_offsets([segment]), 0, 0)
+    first = read_batch_header(cleaned)
+    assert (first.record_count, first.attributes & CODEC_MASK, first.length) == (0, 0, HEADER_SIZE)
+    assert (first.base_offset, first.last_offset_delta, first.producer_id, first.base_sequence) == (0, 1, 7, 0)
+    assert recovered_max_timestamp(cleaned[:first.length]) is not None, "valid: CRC and records"

@@ -17,7 +17,7 @@ Kafka's rules (LogCleaner), for a compacted topic:
   segment indexes rely on it) and producer state rebuilds from the headers alone.
 - Control batches stay whole. A compressed batch keeps its codec: the records it keeps are
   compressed again (Kafka's MemoryRecords.filterTo does the same); one that keeps none becomes an
-  empty header.
+  empty header without a codec (as Kafka's writeEmptyHeader).
 - Transactions (KIP-98), as Kafka's CleanedTransactionMetadata: the records of an ABORTED
   transaction (a transactional batch of its producer between its first offset and its ABORT
   marker, from the aborted transaction index) all go and never enter the offset map; a committed
@@ -221,12 +221,16 @@ def _rebased(section, spans: list[tuple[int, int]], old_base: int, new_base: int
 
 def _with_records(batch, header, body: bytes, count: int, horizon: int | None = None) -> bytes:
     """The batch holding `count` records, `body` (uncompressed), in its codec; stamped with the
-    delete `horizon` if given (`body`'s timestamp deltas are then relative to it)."""
+    delete `horizon` if given (`body`'s timestamp deltas are then relative to it). Holding none,
+    it has no codec either (Kafka's DefaultRecordBatch.writeEmptyHeader: an empty snappy or lz4
+    payload is not even valid)."""
     codec = header.attributes & CODEC_MASK
     out = bytearray(batch[:HEADER_SIZE]) + (compress(codec, body) if codec and body else body)
+    attributes = header.attributes if body else header.attributes & ~CODEC_MASK
     if horizon is not None:
-        _ATTRIBUTES.pack_into(out, ATTRIBUTES_AT, header.attributes | DELETE_HORIZON_BIT)
+        attributes |= DELETE_HORIZON_BIT
         _TIMESTAMP.pack_into(out, BASE_TIMESTAMP_AT, horizon)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_AT, attributes)
     _LENGTH.pack_into(out, LENGTH_AT, len(out) - 12)
     _COUNT.pack_into(out, COUNT_AT, count)
     _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[CRC_START:]))

@@ -37,6 +37,7 @@ from crc32c import crc32c
 from ..protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
                                      TRANSACTIONAL_BIT, read_batch_header)
 from ..protocol.records import encode_batch as encode_batch_of
+from ..protocol.varint import VarintError, read_varlong
 
 OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
@@ -218,16 +219,10 @@ def read_group_value(raw: bytes) -> GroupValue:
 # -- record batches ----------------------------------------------------------------------
 
 def _read_varint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise RecordFormatError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+    try:
+        return read_varlong(buf, pos)
+    except VarintError:
+        raise RecordFormatError("truncated varint") from None
 
 
 ATTRIBUTES_AT = 21

@@ -38,7 +38,7 @@ from weir.protocol.compression import compress
 from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, TRANSACTIONAL_BIT,
                                         read_batch_header, records_section)
 from weir.protocol.records import zigzag_varint
-from weir.protocol.varint import VarintError, read_uvarint
+from weir.protocol.varint import read_uvarint, read_varlong
 
 from crc32c import crc32c
 
@@ -57,17 +57,6 @@ def _varint(buf, offset: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), offset
 
 
-def _varlong(buf, offset: int) -> tuple[int, int]:
-    """A zigzag varlong (up to 10 bytes): a record's timestamp delta."""
-    raw = shift = 0
-    for position in range(offset, min(offset + 10, len(buf))):
-        raw |= (buf[position] & 0x7F) << shift
-        if not buf[position] & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position + 1
-        shift += 7
-    raise VarintError("truncated or oversized varlong")
-
-
 def records_of(batch, data: memoryview | None = None) -> list[tuple[int, int, int, bytes | None, bool]]:
     """(start, end, offset delta, key, is a tombstone) of each record of a batch, positions in its
     records section `data` (records_section(batch) if not given)."""
@@ -79,7 +68,7 @@ def records_of(batch, data: memoryview | None = None) -> list[tuple[int, int, in
         length, body = _varint(data, position)
         end = body + length
         _, cursor = data[body], body + 1  # attributes
-        _, cursor = _varlong(data, cursor)  # timestamp delta: a varlong
+        _, cursor = read_varlong(data, cursor)  # timestamp delta: a varlong
         offset_delta, cursor = _varint(data, cursor)
         key_length, cursor = _varint(data, cursor)
         key = None if key_length < 0 else bytes(data[cursor:cursor + key_length])
@@ -160,17 +149,17 @@ def delete_horizon(header) -> int | None:
     return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
 
 
+def _past_horizon(header, now_ms: int) -> bool:
+    """Whether a cleaning at `now_ms` removes what the batch's delete horizon protected."""
+    horizon = delete_horizon(header)
+    return horizon is not None and horizon <= now_ms
+
+
 def expired_markers(data, removable: set[int], now_ms: int) -> set[int]:
     """Of the `removable` markers of a segment's bytes, those a cleaning at `now_ms` removes: the
     ones whose batch carries a delete horizon that has passed."""
-    out = set()
-    for batch in batches_in(data):
-        header = read_batch_header(batch)
-        if header.base_offset in removable and header.attributes & CONTROL_BIT:
-            horizon = delete_horizon(header)
-            if horizon is not None and horizon <= now_ms:
-                out.add(header.base_offset)
-    return out
+    return {header.base_offset for header in map(read_batch_header, batches_in(data))
+            if header.attributes & CONTROL_BIT and header.base_offset in removable and _past_horizon(header, now_ms)}
 
 
 def clean_batch(batch, offset_map: dict, now_ms: int, delete_retention_ms: int, aborted: dict | None = None,
@@ -188,10 +177,10 @@ def clean_batch(batch, offset_map: dict, now_ms: int, delete_retention_ms: int, 
             section = records_section(batch)
             return _with_records(batch, header, _rebased(section, [(0, len(section))], header.base_timestamp,
                                                          new_horizon), 1, new_horizon)
-        return _with_records(batch, header, b"", 0) if horizon <= now_ms else bytes(batch)
+        return _with_records(batch, header, b"", 0) if _past_horizon(header, now_ms) else bytes(batch)
     section = records_section(batch)
     records = records_of(batch, section)
-    deletes = horizon is not None and horizon <= now_ms
+    deletes = _past_horizon(header, now_ms)
     kept = [] if is_aborted(header, aborted) else [
         (start, end, tombstone) for start, end, delta, key, tombstone in records
         if key is not NO_KEY and offset_map.get(key, -1) <= header.base_offset + delta
@@ -212,7 +201,7 @@ def _rebased(section, spans: list[tuple[int, int]], old_base: int, new_base: int
     out = bytearray()
     for start, end in spans:
         _, body = _varint(section, start)  # the record's length
-        timestamp_delta, rest = _varlong(section, body + 1)  # after the attributes
+        timestamp_delta, rest = read_varlong(section, body + 1)  # after the attributes
         record = bytes(section[body:body + 1]) + zigzag_varint(timestamp_delta + old_base - new_base) \
             + bytes(section[rest:end])
         out += zigzag_varint(len(record)) + record

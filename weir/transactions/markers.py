@@ -33,6 +33,7 @@ from crc32c import crc32c
 
 from ..protocol.record_batch import (CONTROL_BIT, CRC_START, MAGIC, TRANSACTIONAL_BIT, read_batch_header,
                                      records_section)
+from ..protocol import varint
 from ..protocol.records import encode_record
 
 NO_SEQUENCE = -1
@@ -115,14 +116,10 @@ def parse_end_txn_marker(control_type: ControlRecordType, value: bytes | None) -
 
 def read_varlong(buf, position: int) -> tuple[int, int]:
     """A zigzag varint of a record (up to 10 bytes: the timestamp delta is a varlong)."""
-    raw = shift = 0
-    for at in range(position, min(position + 10, len(buf))):
-        byte = buf[at]
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), at + 1
-        shift += 7
-    raise MarkerFormatError("truncated or oversized varint in a record")
+    try:
+        return varint.read_varlong(buf, position)
+    except varint.VarintError:
+        raise MarkerFormatError("truncated or oversized varint in a record") from None
 
 
 def read_record(data, position: int) -> tuple[int, int, bytes | None, bytes | None, int]:

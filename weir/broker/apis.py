@@ -25,6 +25,7 @@ from ..transactions.partition_txns import SENTINEL, VerificationGuard
 from .fetch_sessions import FetchSessionCache
 from .fetch_waiters import ParkedFetch, keeps_waiting, records_size
 from .replica_manager import ReplicaManager
+from .topic_configs import MAX_INT
 from .topics import INTERNAL_TOPICS
 from .txn_verification import TxnVerifier
 
@@ -34,7 +35,6 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 # the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion; -5,
 # LATEST_TIERED, needs v9); any other negative one is UNSUPPORTED_VERSION
 SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, -5: 9}
-MAX_INT = 2**31 - 1
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)

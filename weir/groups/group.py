@@ -393,16 +393,12 @@ class Group:
         if self.leader not in joined and joined:
             self.leader = joined[0]  # Kafka's maybeElectNewJoinedLeader
         self.generation += 1
+        self.protocol = self.select_protocol() if self.members else None
+        self.subscribed_topics = self._compute_subscribed_topics()
         if not self.members:
-            self.protocol = None
-            self.subscribed_topics = self._compute_subscribed_topics()
             self._transition(S.EMPTY, now_ms)
             effects.store = StoreGroup(self.group_id, self.generation, self.to_record(), "empty")
             return
-        self.protocol = self.select_protocol()
-        self.subscribed_topics = self._compute_subscribed_topics()
-        if self.leader not in self.members:
-            self.leader = next(iter(self.members))
         self._transition(S.COMPLETING_REBALANCE, now_ms)
         everyone = tuple((m.member_id, m.group_instance_id, m.metadata(self.protocol)) for m in self.members.values())
         for member in self.members.values():

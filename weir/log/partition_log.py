@@ -45,6 +45,7 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
 CLEANING_DIRECTORY = "cleaning"
 SET_ASIDE_PREFIX = "set-aside-"
+SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")  # the files of one segment
 
 logger = logging.getLogger(__name__)
 
@@ -683,7 +684,7 @@ def _set_aside_segments(directory: Path, bases: list[int], log_end_offset: int, 
     target = directory / f"{SET_ASIDE_PREFIX}{now_ms}"
     target.mkdir(exist_ok=True)
     for base in bases:
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        for suffix in SEGMENT_SUFFIXES:
             name = f"{base:020d}{suffix}"
             try:
                 os.rename(directory / name, target / name)
@@ -697,5 +698,5 @@ def _set_aside_segments(directory: Path, bases: list[int], log_end_offset: int, 
 
 
 def _delete_segment_files(directory: Path, base_offset: int) -> None:
-    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+    for suffix in SEGMENT_SUFFIXES:
         (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)

@@ -174,6 +174,43 @@ def test_a_small_offset_map_cleans_over_several_passes_and_the_checkpoint_surviv
     log.close()
 
 
+def test_a_log_whose_cleaning_fails_is_marked_uncleanable_and_the_others_are_still_cleaned(tmp_path, cleaner_of,
+                                                                                            caplog):
+    """As Kafka's LogCleaner: an error cleaning one log (here a damaged segment) is logged and
+    that partition marked uncleanable; the pass goes on with the other logs, and later passes skip
+    it until it is a new log (deleted and made anew)."""
+    partitions = {}
+    for topic in ("damaged", "t"):
+        partition = partitions[(topic, 0)] = leader(tmp_path / topic, isr=(1,), segment_bytes=150)
+        for i in range(4):
+            produce(partition, b"k", b"%d" % i)
+        produce(partition, b"tail", b"t")
+    damaged = partitions[("damaged", 0)].log
+    first = damaged.closed_segments[0]
+    with open(first.log_path, "r+b") as file:  # the first batch's records section: a varint that never ends
+        file.seek(61)
+        file.write(b"\xff" * 12)
+    cleaner = cleaner_of(partitions[("t", 0)])
+    cleaner.replicas.partitions = partitions
+
+    assert cleaner.clean_once(now_ms=NOW) == 2  # k 0 to 2 go
+    assert [records_in(s) for s in partitions[("t", 0)].log.closed_segments] == [[], [(b"k", b"3")]]
+    assert cleaner.uncleanable == {damaged}
+    assert "damaged-0: cleaning failed; the partition is marked uncleanable" in caplog.text
+
+    caplog.clear()
+    produce(partitions[("t", 0)], b"k", b"4")
+    produce(partitions[("t", 0)], b"tail", b"u")
+    assert cleaner.clean_once(now_ms=NOW) == 1 and "damaged" not in caplog.text  # skipped, not retried
+
+    partitions[("damaged", 0)] = leader(tmp_path / "damaged-again", isr=(1,), segment_bytes=150)  # made anew
+    cleaner.clean_once(now_ms=NOW)
+    assert cleaner.uncleanable == set()
+    damaged.close()
+    for partition in partitions.values():
+        partition.log.close()
+
+
 def transactional(key: bytes, value: bytes, pid: int, seq: int = 0) -> bytearray:
     import struct
 

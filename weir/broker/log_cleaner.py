@@ -22,6 +22,11 @@ when the dirty part has more, a pass cleans up to the last dirty segment whose k
 one) and the next pass goes on. Where each log's cleaning ended is kept in the log directory's
 cleaner-offset-checkpoint, so a restart does not clean everything again. One whole segment at a
 time is read into memory.
+
+A log whose cleaning fails (a damaged segment, say) is logged and left uncleanable, and the pass
+goes on with the other logs, as Kafka's LogCleanerManager.markPartitionUncleanable: it is tried
+again only as a new log (its partition deleted and made anew, moved away and back) or after a
+restart (the uncleanable-partitions-count metric counts them).
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class LogCleaner:
         self.checkpoint = replicas.root / CHECKPOINT
         # the first offset each log has not had cleaned
         self.cleaned_to: dict[tuple[str, int], int] = dict(read_offset_checkpoint(self.checkpoint))
+        self.uncleanable: set = set()  # the PartitionLogs whose cleaning failed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
 
@@ -131,20 +137,32 @@ class LogCleaner:
         """On the loop: the partitions hosted, and (key, log, closed segments, its CleaningConfig,
         its LEO) of each compacted log."""
         replicas, out = self.replicas, []
+        # Kafka's maintainUncleanablePartitions: a log no longer hosted is forgotten
+        self.uncleanable &= {partition.log for partition in replicas.partitions.values()}
         for key, partition in list(replicas.partitions.items()):
             topic = key[0]
-            if "compact" not in replicas.cleanup_policy(topic):
+            if "compact" not in replicas.cleanup_policy(topic) or partition.log in self.uncleanable:
                 continue
             # Only what is committed: a record above the HW may yet be truncated away, and the
             # older record of its key it replaced must then still be there (Kafka's first
             # uncleanable offset is at most the HW); nor a transaction not yet decided (the LSO).
             closed = tuple(s for s in partition.log.closed_segments if s.next_offset <= partition.last_stable_offset)
-            if closed:
+            if not closed:
+                continue
+            try:
                 aborted = partition.log.collect_aborted_txns(partition.log.log_start_offset, closed[-1].next_offset)
-                out.append((key, partition.log, closed, CleaningConfig(
-                    *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS)),
-                    partition.log.log_end_offset, aborted_spans(aborted)))
+            except Exception:
+                self._mark_uncleanable(key, partition.log)
+                continue
+            out.append((key, partition.log, closed, CleaningConfig(
+                *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS)),
+                partition.log.log_end_offset, aborted_spans(aborted)))
         return set(replicas.partitions), out
+
+    def _mark_uncleanable(self, key, plog) -> None:
+        """Call from an except block: log the error and clean the log no more."""
+        log.exception("%s-%d: cleaning failed; the partition is marked uncleanable", *key)
+        self.uncleanable.add(plog)
 
     def clean_once(self, now_ms: int | None = None) -> int:
         """One pass over the compacted logs; returns how many segments were rewritten."""
@@ -156,9 +174,15 @@ class LogCleaner:
             cleaned_to = self.cleaned_to.get(key, -1)
             if cleaned_to > log_end_offset:  # a checkpoint of a log since truncated or made anew
                 cleaned_to = -1
-            closed = cleanable_segments(closed, cleaned_to, now_ms - config.min_compaction_lag_ms)
-            if closed and is_due(closed, cleaned_to, config, now_ms):
-                rewritten += self._clean(key, plog, closed, cleaned_to, config.delete_retention_ms, now_ms, aborted)
+            try:
+                closed = cleanable_segments(closed, cleaned_to, now_ms - config.min_compaction_lag_ms)
+                if closed and is_due(closed, cleaned_to, config, now_ms):
+                    rewritten += self._clean(key, plog, closed, cleaned_to, config.delete_retention_ms, now_ms,
+                                             aborted)
+            except InterruptedError:
+                raise
+            except Exception:
+                self._mark_uncleanable(key, plog)
         return rewritten
 
     def _offset_map(self, dirty: tuple[LogSegment, ...], aborted: dict) -> tuple[dict, int]:

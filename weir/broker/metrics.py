@@ -162,6 +162,10 @@ class BrokerState:
               "Partitions in the fetch sessions kept here.").add_metric([], sum(len(s.partitions) for s in sessions))
         gauge("kafka_server_sessionexpirelistener_sessionstate", "The ZooKeeper session's state (1: current).",
               ["state"]).add_metric([str(broker.zk.state)], 1)
+        if broker.cleaner is not None:
+            gauge("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                  "Partitions whose cleaning failed, not cleaned again until made anew or a restart.",
+                  ["logDirectory"]).add_metric([str(broker.replicas.root)], len(broker.cleaner.uncleanable))
         max_lag = 0
         for p in hosted:
             labels = [p.topic, str(p.index)]

@@ -97,10 +97,10 @@ def test_segments_above_the_high_watermark_are_not_cleaned(tmp_path):
     loop = asyncio.new_event_loop()
     try:
         cleaner = LogCleaner(replicas_of(partition, tmp_path / "root"), loop)
-        assert cleaner._candidates()[1] == []
+        assert cleaner._candidates() == []
 
         partition.on_follower_fetch(2, -1, log.closed_segments[1].next_offset, 0, NOW)  # the HW moves up to there
-        ((key, _, closed, _, _, _),) = cleaner._candidates()[1]
+        ((key, _, closed, *_),) = cleaner._candidates()
         assert key == ("t", 0) and closed == log.closed_segments[:2]
     finally:
         loop.close()
@@ -148,9 +148,10 @@ def test_max_compaction_lag_cleans_a_log_whose_dirty_ratio_is_low(tmp_path, clea
     log.close()
 
 
-def test_a_small_offset_map_cleans_over_several_passes_and_the_checkpoint_survives_a_restart(tmp_path, cleaner_of):
+def test_a_small_offset_map_cleans_over_several_passes(tmp_path, cleaner_of):
     """log.cleaner.dedupe.buffer.size bounds the keys one cleaning maps (at least one segment's);
-    where the cleaning ended is checkpointed, so a new cleaner (a restart) does not start over."""
+    where the cleaning ended is the log's cleaner checkpoint, so a new cleaner does not start over
+    (tests/log/test_log_directory.py: it survives a restart)."""
     partition = leader(tmp_path, isr=(1,), segment_bytes=150)  # two batches a segment
     for round_ in range(2):
         for k in range(4):
@@ -161,13 +162,12 @@ def test_a_small_offset_map_cleans_over_several_passes_and_the_checkpoint_surviv
     cleaner = cleaner_of(partition, dedupe_buffer_size=3 * 24)  # room for 2 keys: one segment a pass
 
     assert cleaner.clean_once(now_ms=NOW) == 0  # maps [key-0, key-1]: nothing of theirs is stale yet
-    assert cleaner.cleaned_to[("t", 0)] == log.closed_segments[0].next_offset
+    assert log.cleaner_checkpoint == log.closed_segments[0].next_offset
     assert cleaner.clean_once(now_ms=NOW) == 0  # [key-2, key-3]
     assert cleaner.clean_once(now_ms=NOW) == 1  # [key-0, key-1] again: the first segment's go
     assert records_in(log.closed_segments[0]) == []
 
     restarted = cleaner_of(partition, dedupe_buffer_size=3 * 24)
-    assert restarted.cleaned_to == cleaner.cleaned_to
     assert restarted.clean_once(now_ms=NOW) == 1  # goes on with [key-2, key-3], not from the start
     assert [records_in(s) for s in log.closed_segments] == [[], [], [(b"key-0", b"1"), (b"key-1", b"1")],
                                                             [(b"key-2", b"1"), (b"key-3", b"1")]]
@@ -209,6 +209,67 @@ def test_a_log_whose_cleaning_fails_is_marked_uncleanable_and_the_others_are_sti
     damaged.close()
     for partition in partitions.values():
         partition.log.close()
+
+
+class Committed:
+    """What the cleaner sees of a partition whose whole log is committed (a caught-up follower)."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.log_end_offset
+
+
+def append(log: PartitionLog, *records: tuple[bytes, bytes]) -> None:
+    for key, value in records:
+        log.append(encode_batch([value], keys=[key], timestamp=NOW), 0, NOW)
+
+
+def keys_of(log: PartitionLog) -> list[tuple[bytes, bytes]]:
+    return [record for segment in log.closed_segments for record in records_in(segment)]
+
+
+def test_a_truncation_lowers_the_cleaner_checkpoint_so_records_appended_again_are_deduplicated(tmp_path, cleaner_of):
+    """Kafka's LogManager.truncateTo lowers the cleaner checkpoint to the active segment's base
+    offset: what a follower appends again after cutting its log back is dirty, so it supersedes
+    the older records of its keys. Kept as cleaned, it never would: both values stay for good."""
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150), NOW)  # two batches a segment
+    append(log, (b"k", b"0"), (b"a", b"0"), (b"j", b"0"), (b"b", b"0"), (b"tail", b"t"))
+    cleaner = cleaner_of(Committed(log))
+    assert cleaner.clean_once(now_ms=NOW) == 0  # no key twice: cleaned as it is, up to offset 4
+
+    log.truncate_to(2)  # a follower cut back to its new leader's log
+    append(log, (b"k", b"1"), (b"j", b"1"), (b"tail", b"u"))  # offsets 2 to 4 again
+    cleaner.clean_once(now_ms=NOW)
+    assert keys_of(log) == [(b"a", b"0"), (b"k", b"1"), (b"j", b"1")]
+    log.close()
+
+
+def test_a_cleaning_under_way_when_its_log_is_truncated_is_given_up(tmp_path, cleaner_of):
+    """Kafka aborts the cleaning of a log it truncates (abortAndPauseCleaning). The offset map was
+    read before the truncation: applied after it, it would remove records superseded only by
+    records that are gone (an unclean leader election can cut a follower below its HW)."""
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150), NOW)
+    append(log, (b"k", b"0"), (b"a", b"0"), (b"k", b"1"), (b"b", b"0"), (b"tail", b"t"))
+    cleaner = cleaner_of(Committed(log))
+    read_offset_map = cleaner._offset_map
+
+    def offset_map_then_truncation(dirty, aborted):
+        offsets, mapped = read_offset_map(dirty, aborted)
+        assert offsets[b"k"] == 2
+        log.truncate_to(2)  # k 1 goes while the cleaner is at work
+        return offsets, mapped
+    cleaner._offset_map = offset_map_then_truncation
+    assert cleaner.clean_once(now_ms=NOW) == 0
+    assert keys_of(log) == [(b"k", b"0"), (b"a", b"0")]  # k 0 is the latest value of k now: kept
+
+    cleaner._offset_map = read_offset_map
+    append(log, (b"k", b"2"), (b"a", b"1"), (b"tail", b"u"))
+    assert cleaner.clean_once(now_ms=NOW) == 1  # the next pass cleans from the lowered checkpoint
+    assert keys_of(log) == [(b"k", b"2"), (b"a", b"1")]
+    log.close()
 
 
 def transactional(key: bytes, value: bytes, pid: int, seq: int = 0) -> bytearray:

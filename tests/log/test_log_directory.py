@@ -88,6 +88,31 @@ def test_after_a_crash_only_the_tail_after_the_recovery_point_is_recovered(root,
     logs2.close()
 
 
+def test_the_cleaner_checkpoint_survives_a_crash_lowered_by_truncation(root):
+    """Where a log's cleaning ended is kept in cleaner-offset-checkpoint; a truncation lowers it to
+    the active segment's base offset at once (Kafka's LogCleanerManager.maybeTruncateCheckpoint),
+    so a crash cannot bring back the old one; one past the recovered log end is dropped, all of
+    the log to clean again (Kafka's cleanableOffsets)."""
+    config = LogConfig(segment_bytes=BATCH * 2)
+    logs = LogDirectory.open(root, config, NOW)
+    log = logs.open_partition("orders", 0, TOPIC_ID, None, NOW)
+    for _ in range(5):
+        log.append(make_batch([b"v" * 100]), 0, NOW)  # segments at 0, 2, 4
+    log.cleaned_to(4)
+    assert (root / "cleaner-offset-checkpoint").read_text() == "0\n1\norders 0 4\n"
+    log.truncate_to(3)  # the segment at 2 is the active one: cleaned no further than 2
+    assert log.cleaner_checkpoint == 2
+    # crash: no close
+    logs = LogDirectory.open(root, config, NOW)
+    assert logs.get("orders", 0).cleaner_checkpoint == 2
+
+    (root / "cleaner-offset-checkpoint").write_text("0\n1\norders 0 9\n")  # beyond the log end (3)
+    logs = LogDirectory.open(root, config, NOW)
+    assert logs.get("orders", 0).cleaner_checkpoint is None
+    logs.close()
+    assert (root / "cleaner-offset-checkpoint").read_text() == "0\n0\n"
+
+
 def test_delete_partition_removes_its_directory_and_checkpoint_entries(root):
     logs = LogDirectory.open(root, LogConfig(), NOW)
     logs.open_partition("orders", 0, TOPIC_ID, None, NOW).append(make_batch([b"a"]), 0, NOW)

@@ -19,9 +19,11 @@ As Kafka's: the offset map holds the keys of the dirty segments only (a key of t
 newer in the dirty part is superseded; the clean part has no key twice), at most as many as
 log.cleaner.dedupe.buffer.size allows (24 bytes a key, log.cleaner.io.buffer.load.factor full):
 when the dirty part has more, a pass cleans up to the last dirty segment whose keys fit (at least
-one) and the next pass goes on. Where each log's cleaning ended is kept in the log directory's
-cleaner-offset-checkpoint, so a restart does not clean everything again. One whole segment at a
-time is read into memory.
+one) and the next pass goes on. Where each log's cleaning ended is the log's cleaner checkpoint
+(PartitionLog.cleaner_checkpoint, kept in the log directory's cleaner-offset-checkpoint), so a
+restart does not clean everything again; a truncation lowers it, and a cleaning under way when
+its log is truncated is given up (Kafka's abortAndPauseCleaning): its offset map may hold records
+that are gone. One whole segment at a time is read into memory.
 
 A log whose cleaning fails (a damaged segment, say) is logged and left uncleanable, and the pass
 goes on with the other logs, as Kafka's LogCleanerManager.markPartitionUncleanable: it is tried
@@ -39,14 +41,16 @@ import threading
 import time
 from typing import NamedTuple
 
-from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from weir.log.cleaner import MarkerRetention, aborted_spans, clean_segment, expired_markers, latest_offsets
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT = "cleaner-offset-checkpoint"
 BYTES_PER_KEY = 24  # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset
+
+
+class CleaningAborted(Exception):
+    """The log was truncated while being cleaned."""
 
 
 class CleaningConfig(NamedTuple):
@@ -57,6 +61,17 @@ class CleaningConfig(NamedTuple):
     max_compaction_lag_ms: int
 
     CONFIGS = ("delete.retention.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms")
+
+
+class LogToClean(NamedTuple):
+    """What a pass reads of a compacted log on the event loop."""
+    key: tuple[str, int]
+    log: object  # its PartitionLog
+    closed: tuple[LogSegment, ...]  # below the LSO
+    config: CleaningConfig
+    cleaned_to: int  # the log's cleaner checkpoint, -1 if never cleaned
+    truncations: int  # PartitionLog.truncations then
+    aborted: dict  # aborted_spans of its aborted transactions
 
 
 def cleanable_segments(closed: tuple[LogSegment, ...], cleaned_to: int,
@@ -95,9 +110,6 @@ class LogCleaner:
     def __init__(self, replicas, loop) -> None:
         self.replicas = replicas
         self.loop = loop
-        self.checkpoint = replicas.root / CHECKPOINT
-        # the first offset each log has not had cleaned
-        self.cleaned_to: dict[tuple[str, int], int] = dict(read_offset_checkpoint(self.checkpoint))
         self.uncleanable: set = set()  # the PartitionLogs whose cleaning failed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
@@ -133,9 +145,8 @@ class LogCleaner:
                 continue
         raise InterruptedError("the broker is stopping")
 
-    def _candidates(self) -> list:
-        """On the loop: the partitions hosted, and (key, log, closed segments, its CleaningConfig,
-        its LEO) of each compacted log."""
+    def _candidates(self) -> list[LogToClean]:
+        """On the loop: each compacted log's LogToClean."""
         replicas, out = self.replicas, []
         # Kafka's maintainUncleanablePartitions: a log no longer hosted is forgotten
         self.uncleanable &= {partition.log for partition in replicas.partitions.values()}
@@ -154,10 +165,11 @@ class LogCleaner:
             except Exception:
                 self._mark_uncleanable(key, partition.log)
                 continue
-            out.append((key, partition.log, closed, CleaningConfig(
+            checkpoint = partition.log.cleaner_checkpoint
+            out.append(LogToClean(key, partition.log, closed, CleaningConfig(
                 *(replicas.topic_config(topic, name) for name in CleaningConfig.CONFIGS)),
-                partition.log.log_end_offset, aborted_spans(aborted)))
-        return set(replicas.partitions), out
+                -1 if checkpoint is None else checkpoint, partition.log.truncations, aborted_spans(aborted)))
+        return out
 
     def _mark_uncleanable(self, key, plog) -> None:
         """Call from an except block: log the error and clean the log no more."""
@@ -168,21 +180,20 @@ class LogCleaner:
         """One pass over the compacted logs; returns how many segments were rewritten."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         rewritten = 0
-        hosted, candidates = self._on_loop(self._candidates)
-        self.cleaned_to = {key: offset for key, offset in self.cleaned_to.items() if key in hosted}
-        for key, plog, closed, config, log_end_offset, aborted in candidates:
-            cleaned_to = self.cleaned_to.get(key, -1)
-            if cleaned_to > log_end_offset:  # a checkpoint of a log since truncated or made anew
-                cleaned_to = -1
+        for candidate in self._on_loop(self._candidates):
+            config = candidate.config
             try:
-                closed = cleanable_segments(closed, cleaned_to, now_ms - config.min_compaction_lag_ms)
-                if closed and is_due(closed, cleaned_to, config, now_ms):
-                    rewritten += self._clean(key, plog, closed, cleaned_to, config.delete_retention_ms, now_ms,
-                                             aborted)
+                closed = cleanable_segments(candidate.closed, candidate.cleaned_to,
+                                            now_ms - config.min_compaction_lag_ms)
+                if closed and is_due(closed, candidate.cleaned_to, config, now_ms):
+                    rewritten += self._clean(candidate._replace(closed=closed), now_ms)
+            except CleaningAborted:
+                log.info("%s-%d: truncated while being cleaned; cleaning it again from its new checkpoint",
+                         *candidate.key)
             except InterruptedError:
                 raise
             except Exception:
-                self._mark_uncleanable(key, plog)
+                self._mark_uncleanable(candidate.key, candidate.log)
         return rewritten
 
     def _offset_map(self, dirty: tuple[LogSegment, ...], aborted: dict) -> tuple[dict, int]:
@@ -197,10 +208,28 @@ class LogCleaner:
             offsets.update(keys)
         return offsets, len(dirty)
 
-    def _clean(self, key, plog, closed: tuple[LogSegment, ...], cleaned_to: int, delete_retention_ms: int,
-               now_ms: int, aborted: dict | None = None) -> int:
-        aborted = aborted or {}
-        clean = sum(1 for s in closed if s.next_offset <= cleaned_to)
+    @staticmethod
+    def _swap_in(plog, truncations: int, segment: LogSegment, markers: set[int]) -> bool:
+        """On the loop: replace `segment` with its cleaned copy, the aborted index entries of the
+        `markers` it empties first (never an entry without its marker); False if the segment is no
+        longer the log's. Raises CleaningAborted if the log was truncated since the pass read it."""
+        if plog.truncations != truncations:
+            raise CleaningAborted
+        if markers:
+            plog.forget_aborted_txns(markers)
+        return plog.replace_segment(segment)
+
+    @staticmethod
+    def _done(plog, truncations: int, offset: int) -> None:
+        """On the loop: the cleaning ended at `offset`, unless the log was truncated meanwhile."""
+        if plog.truncations != truncations:
+            raise CleaningAborted
+        plog.cleaned_to(offset)
+
+    def _clean(self, candidate: LogToClean, now_ms: int) -> int:
+        plog, closed, aborted = candidate.log, candidate.closed, candidate.aborted
+        delete_retention_ms = candidate.config.delete_retention_ms
+        clean = sum(1 for s in closed if s.next_offset <= candidate.cleaned_to)
         offsets, mapped = self._offset_map(closed[clean:], aborted)
         closed = closed[:clean + mapped]
         rewritten = 0
@@ -213,8 +242,6 @@ class LogCleaner:
             if cleaned is None:
                 continue
             markers = expired_markers(data, removable, now_ms)  # the markers this cleaning empties
-            if markers:  # their aborted index entries go first: never an entry without its marker
-                self._on_loop(plog.forget_aborted_txns, markers)
             staging = plog.staging_directory()
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
@@ -225,11 +252,11 @@ class LogCleaner:
             staged.flush()
             staged.close()
             os.utime(staged.log_path, (modified, modified))  # as Kafka: the original's last modified time
-            if self._on_loop(plog.replace_segment, segment):
-                rewritten += 1
-            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                rewritten += self._on_loop(self._swap_in, plog, candidate.truncations, segment, markers)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         if rewritten:
-            log.info("%s-%d: compacted %d segment(s), %d key(s) mapped", *key, rewritten, len(offsets))
-        self.cleaned_to[key] = closed[-1].next_offset
-        write_offset_checkpoint(self.checkpoint, self.cleaned_to)
+            log.info("%s-%d: compacted %d segment(s), %d key(s) mapped", *candidate.key, rewritten, len(offsets))
+        self._on_loop(self._done, plog, candidate.truncations, closed[-1].next_offset)
         return rewritten

@@ -6,6 +6,7 @@ Layout, as Kafka's:
     <log.dir>/<topic>-<partition>/partition.metadata   the topic id
     <log.dir>/recovery-point-offset-checkpoint    offset below which each log is fsynced
     <log.dir>/log-start-offset-checkpoint         each log's start offset (DeleteRecords, retention)
+    <log.dir>/cleaner-offset-checkpoint           where each compacted log's cleaning ended
     <log.dir>/.kafka_cleanshutdown                present only between a clean close and the next open
 
 Rules: the clean-shutdown marker is written last on close (after every log is flushed and the
@@ -31,6 +32,7 @@ from weir.log.partition_log import PartitionLog
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
 
@@ -71,6 +73,7 @@ class LogDirectory:
         # What the last run left: used when each partition is first opened.
         self._recovery_points = read_offset_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT)
         self._log_start_offsets = read_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT)
+        self._cleaner_checkpoints = read_offset_checkpoint(self.path / CLEANER_CHECKPOINT)
         marker = self.path / CLEAN_SHUTDOWN_MARKER
         self.had_clean_shutdown = marker.exists()
         if self.had_clean_shutdown:
@@ -101,6 +104,7 @@ class LogDirectory:
         log = PartitionLog.open(self.partition_path(*tp), self.config_for(tp.topic), now_ms,
                                 recovery_point=self._recovery_points.get(tp),
                                 log_start_offset=self._log_start_offsets.get(tp, 0),
+                                cleaner_checkpoint=self._cleaner_checkpoints.get(tp),
                                 clean_shutdown=self.had_clean_shutdown and tp in self._recovery_points)
         self._adopt(tp, log, read_partition_metadata(log.directory))
         return log
@@ -152,6 +156,7 @@ class LogDirectory:
         self.topic_ids.pop(tp, None)
         self._recovery_points.pop(tp, None)
         self._log_start_offsets.pop(tp, None)
+        self._cleaner_checkpoints.pop(tp, None)
         directory = self.partition_path(topic, partition) if log is None else log.directory
         if log is not None:
             log.on_checkpoint_needed = None
@@ -174,17 +179,21 @@ class LogDirectory:
                 if (tp := parse_partition_directory_name(name)) is not None and (self.path / name).is_dir()]
 
     def write_checkpoints(self) -> None:
-        """Write every log's recovery point and log start offset (Kafka does this periodically,
-        log.flush.offset.checkpoint.interval.ms, and after truncation). Partitions on disk but
-        not opened in this run keep their entries from the last run."""
+        """Write every log's recovery point, log start offset and cleaner checkpoint (Kafka does
+        this periodically, log.flush.offset.checkpoint.interval.ms, and after truncation).
+        Partitions on disk but not opened in this run keep their entries from the last run."""
         for tp in [tp for tp, log in self.logs.items() if log.is_deleted]:
             del self.logs[tp]
             self._recovery_points.pop(tp, None)
             self._log_start_offsets.pop(tp, None)
+            self._cleaner_checkpoints.pop(tp, None)
         recovery_points = {**self._recovery_points, **{tp: log.recovery_point for tp, log in self.logs.items()}}
         log_starts = {**self._log_start_offsets, **{tp: log.log_start_offset for tp, log in self.logs.items()}}
         write_offset_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT, recovery_points)
         write_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, log_starts)
+        cleaned = {**{tp: offset for tp, offset in self._cleaner_checkpoints.items() if tp not in self.logs},
+                   **{tp: log.cleaner_checkpoint for tp, log in self.logs.items() if log.cleaner_checkpoint is not None}}
+        write_offset_checkpoint(self.path / CLEANER_CHECKPOINT, cleaned)
 
     def flush_if_due(self, now_ms: int) -> None:
         for log in self.logs.values():

@@ -79,6 +79,10 @@ class PartitionLog:
         # KIP-98's aborted transaction index, one .txnindex a segment (txn_index_files.py)
         self.txn_indexes = AbortedTxnIndexes.load(directory, self._bases, self.log_end_offset)
         self.recovery_point = segments[0].base_offset
+        # The log cleaner's: the first offset not yet cleaned (None: never cleaned); truncation
+        # lowers it. `truncations` tells a cleaning under way that the log was cut back.
+        self.cleaner_checkpoint: int | None = None
+        self.truncations = 0
         self.last_flush_ms = now_ms
         self._directory_dirty = True
         self._closed = False
@@ -92,7 +96,7 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None,
-             log_start_offset: int = 0, clean_shutdown: bool = False,
+             log_start_offset: int = 0, clean_shutdown: bool = False, cleaner_checkpoint: int | None = None,
              rng: random.Random | None = None) -> "PartitionLog":
         """Create or recover the log in `directory`.
 
@@ -149,6 +153,9 @@ class PartitionLog:
         if not segments:
             segments = [cls._new_segment(directory, log_start_offset, config, now_ms)]
         log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs, rng)
+        if cleaner_checkpoint is not None and cleaner_checkpoint <= log.log_end_offset:
+            # past the recovered end: all to clean again (Kafka's cleanableOffsets resets it)
+            log.cleaner_checkpoint = cleaner_checkpoint
         log._check_leader_epochs()
         leader_epochs.truncate_from_end(log.log_end_offset)
         leader_epochs.truncate_from_start(log.log_start_offset)
@@ -436,6 +443,7 @@ class PartitionLog:
             self.log_end_offset = self.active_segment.next_offset
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
             self.txn_indexes.truncate_to(self.log_end_offset, self._bases)
+        self._lower_cleaner_checkpoint()
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._directory_dirty = True
@@ -447,6 +455,7 @@ class PartitionLog:
         drop everything and go on, empty, from `offset` (Kafka's truncateFullyAndStartAt)."""
         self._check_open()
         self._truncate_fully_and_start_at(offset)
+        self._lower_cleaner_checkpoint()
         self._directory_dirty = True
         self.flush()
         self._checkpoint()
@@ -460,6 +469,14 @@ class PartitionLog:
         self._bases = [offset]
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.leader_epochs.clear_and_flush()
+
+    def _lower_cleaner_checkpoint(self) -> None:
+        """After a truncation: what is appended again from the active segment on is dirty, not
+        taken for cleaned (Kafka's LogManager.truncateTo, LogCleanerManager.maybeTruncateCheckpoint
+        to the active segment's base offset)."""
+        self.truncations += 1
+        if self.cleaner_checkpoint is not None:
+            self.cleaner_checkpoint = min(self.cleaner_checkpoint, self.active_segment.base_offset)
 
     def delete_records_before(self, offset: int) -> None:
         """DeleteRecords: advance the log start offset to `offset` (never backwards), and delete
@@ -598,6 +615,12 @@ class PartitionLog:
     def closed_segments(self) -> tuple[LogSegment, ...]:
         """Every segment but the active one: what the cleaner may rewrite."""
         return tuple(self._segments[:-1])
+
+    def cleaned_to(self, offset: int) -> None:
+        """A cleaning ended at `offset` (the log's cleaner checkpoint, written at once as Kafka's
+        LogCleanerManager.doneCleaning does)."""
+        self.cleaner_checkpoint = offset
+        self._checkpoint()
 
     def staging_directory(self) -> Path:
         """Where the cleaner builds a segment's replacement (removed when the log opens)."""

@@ -18,11 +18,11 @@ from weir.replication.producer_state import Duplicate
 TOPIC_ID = uuid.uuid4()
 
 
-def append(partition: Partition, first_sequence: int, count: int) -> None:
-    batch = make_batch([b"v"] * count, producer_id=42, producer_epoch=0, base_sequence=first_sequence)
+def append(partition: Partition, first_sequence: int, count: int, epoch: int = 0) -> None:
+    batch = make_batch([b"v"] * count, producer_id=42, producer_epoch=epoch, base_sequence=first_sequence)
     info = partition.log.append(bytearray(batch), 0, 1_000)
     header = read_batch_header(batch)
-    partition.producers.record(42, 0, first_sequence, count, info.first_offset, info.last_offset)
+    partition.producers.record(42, epoch, first_sequence, count, info.first_offset, info.last_offset)
     assert header.record_count == count
 
 
@@ -40,6 +40,22 @@ def test_producer_state_rebuilt_from_the_log(tmp_path):
     again = reopen(tmp_path)
     assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4)
     assert again.producers.check(42, 0, 5, 1) is None
+
+
+def test_a_log_where_a_forgotten_producers_epoch_went_down_is_loaded(tmp_path):
+    """A leader that forgot producer 42 (producer.id.expiration.ms) takes a batch of an older
+    epoch of it as a new producer's, as Kafka's: replaying that log (a restart without a snapshot,
+    a follower) takes each batch's epoch as it comes, as Kafka's ProducerStateEntry
+    maybeUpdateProducerEpoch does, and ends where the leader stood."""
+    partition = reopen(tmp_path)
+    append(partition, 0, 3, epoch=1)
+    partition.producers.remove_expired(now_ms=10**12, expiration_ms=1, keep=lambda _: False)
+    assert partition.producers.check(42, 0, 7, 1) is None
+    append(partition, 7, 1, epoch=0)
+    partition.log.close()
+    again = reopen(tmp_path)
+    assert again.producers.check(42, 0, 7, 1) == Duplicate(3, 3)
+    assert again.producers.check(42, 0, 8, 1) is None
 
 
 def test_snapshot_then_log_tail(tmp_path):

@@ -108,23 +108,25 @@ class ProducerStateTable:
 
     def record(self, producer_id: int, epoch: int, first_sequence: int, record_count: int,
                first_offset: int, last_offset: int, max_timestamp: int = -1) -> None:
-        """A batch of this producer is in the log now (as leader or follower)."""
+        """A batch of this producer is in the log now (as leader or follower). Its epoch becomes
+        the producer's even when lower: a follower or a replay takes the log as the leader wrote
+        it, and a leader that had forgotten the producer (EXPIRY) took any epoch (Kafka's
+        ProducerStateEntry.maybeUpdateProducerEpoch)."""
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self.producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None or epoch != entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
-        assert epoch == entry.epoch, "a batch from a fenced epoch reached the log"
         entry.batches.append(BatchMetadata(first_sequence, last_sequence(first_sequence, record_count),
                                            first_offset, last_offset))
         entry.last_timestamp = max_timestamp
 
     def record_marker(self, producer_id: int, epoch: int, timestamp: int = -1) -> None:
         """A transaction marker of this producer is in the log (KIP-98): it carries no sequence;
-        a marker of a newer epoch (the coordinator's fencing abort) starts the epoch afresh, its
+        a marker of another epoch (the coordinator's fencing abort) starts the epoch afresh, its
         first batch at sequence 0 (Kafka's ProducerStateEntry.maybeUpdateProducerEpoch)."""
         entry = self.producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None or epoch != entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.last_timestamp = timestamp
 

@@ -16,13 +16,16 @@ from weir.protocol.record_batch import read_batch_header
 from weir.replication.producer_state import Duplicate
 
 TOPIC_ID = uuid.uuid4()
+STAMP = 1_000  # every batch's timestamp: a duplicate is answered with it
 
 
 def append(partition: Partition, first_sequence: int, count: int, epoch: int = 0) -> None:
-    batch = make_batch([b"v"] * count, producer_id=42, producer_epoch=epoch, base_sequence=first_sequence)
+    batch = make_batch([b"v"] * count, producer_id=42, producer_epoch=epoch, base_sequence=first_sequence,
+                       timestamp=STAMP)
     info = partition.log.append(bytearray(batch), 0, 1_000)
     header = read_batch_header(batch)
-    partition.producers.record(42, epoch, first_sequence, count, info.first_offset, info.last_offset)
+    partition.producers.record(42, epoch, first_sequence, count, info.first_offset, info.last_offset,
+                               header.max_timestamp)
     assert header.record_count == count
 
 
@@ -38,7 +41,7 @@ def test_producer_state_rebuilt_from_the_log(tmp_path):
     append(partition, 3, 2)
     partition.log.close()
     again = reopen(tmp_path)
-    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4)
+    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4, STAMP)
     assert again.producers.check(42, 0, 5, 1) is None
 
 
@@ -54,7 +57,7 @@ def test_a_log_where_a_forgotten_producers_epoch_went_down_is_loaded(tmp_path):
     append(partition, 7, 1, epoch=0)
     partition.log.close()
     again = reopen(tmp_path)
-    assert again.producers.check(42, 0, 7, 1) == Duplicate(3, 3)
+    assert again.producers.check(42, 0, 7, 1) == Duplicate(3, 3, STAMP)
     assert again.producers.check(42, 0, 8, 1) is None
 
 
@@ -66,8 +69,8 @@ def test_snapshot_then_log_tail(tmp_path):
     partition.log.close()
     assert (tmp_path / PRODUCER_SNAPSHOT).exists()
     again = reopen(tmp_path)
-    assert again.producers.check(42, 0, 0, 3) == Duplicate(0, 2)
-    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4)
+    assert again.producers.check(42, 0, 0, 3) == Duplicate(0, 2, STAMP)
+    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4, STAMP)
 
 
 def test_snapshot_beyond_the_log_end_is_ignored(tmp_path):
@@ -100,7 +103,7 @@ def test_a_checkpoint_writes_only_the_producer_snapshots_that_changed(tmp_path):
         return stat.st_ino, stat.st_mtime_ns
 
     def produce(replicas: ReplicaManager, index: int, first_sequence: int) -> None:
-        batch = make_batch([b"v"], producer_id=42, producer_epoch=0, base_sequence=first_sequence, timestamp=1_000)
+        batch = make_batch([b"v"], producer_id=42, producer_epoch=0, base_sequence=first_sequence, timestamp=STAMP)
         replicas.append("t", index, bytearray(batch), 1, 1_000)
 
     replicas = manager()
@@ -117,7 +120,7 @@ def test_a_checkpoint_writes_only_the_producer_snapshots_that_changed(tmp_path):
     kept = written(0), written(1)
     again.checkpoint()
     assert (written(0), written(1)) == kept
-    assert again.partitions[("t", 1)].producers.check(42, 0, 0, 1) == Duplicate(0, 0)
+    assert again.partitions[("t", 1)].producers.check(42, 0, 0, 1) == Duplicate(0, 0, STAMP)
     again.close()
 
 
@@ -143,8 +146,8 @@ def test_a_damaged_producer_table_in_the_snapshot_is_rebuilt_from_the_log(tmp_pa
     damage(saved)
     (tmp_path / PRODUCER_SNAPSHOT).write_text(json.dumps(saved))
     again = reopen(tmp_path)
-    assert again.producers.check(42, 0, 0, 3) == Duplicate(0, 2)
-    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4)
+    assert again.producers.check(42, 0, 0, 3) == Duplicate(0, 2, STAMP)
+    assert again.producers.check(42, 0, 3, 2) == Duplicate(3, 4, STAMP)
     assert again.producers.check(42, 0, 5, 1) is None
 
 

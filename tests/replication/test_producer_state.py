@@ -90,13 +90,16 @@ def test_last_timestamp_is_the_last_batch_max_timestamp_and_survives_a_snapshot(
     table.record(7, 0, 0, 3, 100, 102, max_timestamp=5_000)
     table.record(7, 0, 3, 2, 103, 104, max_timestamp=4_000)  # the last batch's, not the largest seen
     assert table.producers[7].last_timestamp == 4_000
-    assert ProducerStateTable.from_json(table.to_json()).producers[7].last_timestamp == 4_000
+    again = ProducerStateTable.from_json(table.to_json())
+    assert again.producers[7].last_timestamp == 4_000
+    assert again.check(7, 0, 0, 3) == Duplicate(100, 102, 5_000)  # each batch keeps its own
 
 
 def test_a_snapshot_without_timestamps_reads_as_unknown():
     old = '{"7": {"epoch": 0, "batches": [[0, 2, 100, 102]]}}'  # written before timestamps were kept
     entry = ProducerStateTable.from_json(old).producers[7]
     assert (entry.last_sequence, entry.last_timestamp) == (2, -1)
+    assert ProducerStateTable.from_json(old).check(7, 0, 0, 3) == Duplicate(100, 102, -1)
 
 
 def test_producers_idle_for_the_expiration_are_forgotten_unless_kept():

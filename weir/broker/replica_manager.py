@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple
 from ..config import BrokerConfig
 from ..coordination.model import ClusterView, TopicAssignment, assigned_elsewhere
 from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
-from ..log.log_validator import ValidatedBatch, ValidationConfig, validate_produced_batch
+from ..log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
 from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.hot_responses import FetchPartitionResult, FileRegion
@@ -284,7 +284,10 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
         self._act(partition, produced.effects)
         self.metrics.produced(topic, len(records), validated.header.record_count)
-        return AppendResult(partition, produced.first_offset, produced.last_offset, validated.log_append_time_ms)
+        append_time = validated.log_append_time_ms
+        if append_time != NO_TIMESTAMP and produced.duplicate_timestamp not in (None, NO_TIMESTAMP):
+            append_time = produced.duplicate_timestamp  # a retry: when the original was appended
+        return AppendResult(partition, produced.first_offset, produced.last_offset, append_time)
 
     def validate(self, topic: str, index: int, records: bytes, now_ms: int) -> tuple[Partition, ValidatedBatch]:
         """The leader partition and the validated batch, before an append (KIP-890 verification

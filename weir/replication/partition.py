@@ -108,6 +108,7 @@ class Produced:
     first_offset: int
     last_offset: int
     effects: Effects
+    duplicate_timestamp: int | None = None  # a retry's: its original batch's max timestamp (-1: unknown)
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class Partition:
         else:
             seen = self.producers.check_epoch(header.producer_id, header.producer_epoch)
         if isinstance(seen, Duplicate):  # a retry: appended before, not again
-            return Produced(seen.first_offset, seen.last_offset, Effects())
+            return Produced(seen.first_offset, seen.last_offset, Effects(), seen.timestamp)
         txn = self.txns.check_produced(header, self.log.log_end_offset, self.high_watermark, verification_guard,
                                        origin)
         if seen is not None:

@@ -13,8 +13,9 @@ Rules owned here (Kafka's ProducerStateManager / ProducerAppendInfo, KIP-98 idem
 - NEW EPOCH (of a producer the table knows, or one known only by a transaction marker): its
   first batch must start at sequence 0; anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
 - DUPLICATE: a batch whose (first, last) sequence equals one of the last five batches of P is a
-  retry of a batch already appended: answered with that batch's original offsets and NOT
-  appended again (the client retried because an answer was lost).
+  retry of a batch already appended: answered with that batch's original offsets and max
+  timestamp (Kafka answers it as the log append time) and NOT appended again (the client retried
+  because an answer was lost).
 - NEXT: otherwise the batch must start right after P's last sequence, else
   OUT_OF_ORDER_SEQUENCE_NUMBER (a gap: something in between was lost).
 - Five is the most in-flight requests a client may have with idempotence on
@@ -56,6 +57,7 @@ class BatchMetadata:
     last_sequence: int
     first_offset: int
     last_offset: int
+    timestamp: int = -1  # the batch's max timestamp as appended; -1: unknown (an older snapshot)
 
 
 @dataclass
@@ -74,6 +76,7 @@ class Duplicate:
     """A retry of a batch already in the log: answer with its offsets, append nothing."""
     first_offset: int
     last_offset: int
+    timestamp: int = -1  # the original batch's max timestamp; -1: unknown
 
 
 class ProducerStateTable:
@@ -95,7 +98,7 @@ class ProducerStateTable:
         last = last_sequence(first_sequence, record_count)
         for batch in entry.batches:
             if batch.first_sequence == first_sequence and batch.last_sequence == last:
-                return Duplicate(batch.first_offset, batch.last_offset)
+                return Duplicate(batch.first_offset, batch.last_offset, batch.timestamp)
         if first_sequence != (entry.last_sequence + 1) % (MAX_SEQUENCE + 1):
             return ErrorCode.out_of_order_sequence_number
         return None
@@ -118,7 +121,7 @@ class ProducerStateTable:
         if entry is None or epoch != entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.batches.append(BatchMetadata(first_sequence, last_sequence(first_sequence, record_count),
-                                           first_offset, last_offset))
+                                           first_offset, last_offset, max_timestamp))
         entry.last_timestamp = max_timestamp
 
     def record_marker(self, producer_id: int, epoch: int, timestamp: int = -1) -> None:
@@ -139,7 +142,7 @@ class ProducerStateTable:
 
     def to_json(self) -> str:
         return json.dumps({str(pid): {"epoch": e.epoch, "batches": [
-            [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches],
+            [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset, b.timestamp] for b in e.batches],
             "last_timestamp": e.last_timestamp} for pid, e in self.producers.items()})
 
     @classmethod
@@ -150,7 +153,8 @@ class ProducerStateTable:
         table = cls()
         for pid, entry in json.loads(text).items():
             table.producers[int(pid)] = ProducerEntry(_integer(entry["epoch"]), deque(
-                (BatchMetadata(*map(_integer, b)) for b in entry["batches"]), maxlen=BATCHES_REMEMBERED),
+                (BatchMetadata(*map(_integer, b)) for b in entry["batches"]),  # 4 fields: no timestamp
+                maxlen=BATCHES_REMEMBERED),
                 _integer(entry.get("last_timestamp", -1)))  # snapshots written before it was kept: unknown
         return table
 

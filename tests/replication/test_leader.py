@@ -16,9 +16,9 @@ def make_leader(isr=(1, 2, 3), replicas=(1, 2, 3), min_isr=2, leo=0, hw=0, epoch
         epochs if epochs is not None else MemoryEpochCache(), ReplicationConfig(min_isr, LAG))
 
 
-def accept(leader, proposal):
+def accept(leader, proposal, now_ms=T0):
     return leader.on_isr_change_result(
-        IsrChangeAccepted(proposal.leader_epoch, proposal.partition_epoch + 1, proposal.new_isr))
+        IsrChangeAccepted(proposal.leader_epoch, proposal.partition_epoch + 1, proposal.new_isr), now_ms)
 
 
 def test_become_leader_records_epoch_start_at_its_leo():
@@ -30,7 +30,7 @@ def test_become_leader_records_epoch_start_at_its_leo():
 
 def test_hw_is_min_leo_over_leader_and_isr():
     leader = make_leader()
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     assert leader.high_watermark == 0
     leader.on_follower_fetch(2, 10, T0)
     assert leader.high_watermark == 0  # replica 3 has not fetched
@@ -42,12 +42,12 @@ def test_hw_is_min_leo_over_leader_and_isr():
 
 def test_hw_follows_leo_when_leader_is_whole_isr():
     leader = make_leader(isr=(1,), replicas=(1,), min_isr=1)
-    assert leader.on_leader_append(5) and leader.high_watermark == 5
+    assert leader.on_leader_append(5, T0) and leader.high_watermark == 5
 
 
 def test_hw_never_moves_backwards():
     leader = make_leader(isr=(1, 2), replicas=(1, 2), leo=0)
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 10, T0)
     assert leader.high_watermark == 10
     # the follower restarts having lost unflushed data and fetches from below the HW
@@ -61,7 +61,7 @@ def test_hw_never_moves_backwards():
 
 def test_lagging_follower_leaves_isr_after_replica_lag_time_max_ms():
     leader = make_leader()
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 10, T0 + 1_000)
     leader.on_follower_fetch(3, 5, T0 + 1_000)   # behind, and never reaches the LEO again
     leader.on_follower_fetch(3, 5, T0 + 2_000)
@@ -81,7 +81,7 @@ def test_follower_at_leader_leo_stays_in_isr_however_long_since_it_fetched():
 
 def test_isr_change_waits_for_controller_and_one_change_in_flight():
     leader = make_leader()
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 10, T0 + LAG)
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
     assert proposal.new_isr == {1, 2}
@@ -99,25 +99,25 @@ def test_isr_change_waits_for_controller_and_one_change_in_flight():
 
 def test_maximal_isr_used_for_hw_while_shrink_pending():
     leader = make_leader()
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(3, 4, T0)
     leader.on_follower_fetch(2, 10, T0 + LAG + 1)
     assert leader.high_watermark == 4
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
     assert leader.maximal_isr == {1, 2, 3}
-    assert not leader.maybe_increment_high_watermark() and leader.high_watermark == 4   # 3 still counts
-    assert accept(leader, proposal).high_watermark_advanced
+    assert not leader.maybe_increment_high_watermark(T0 + LAG + 1) and leader.high_watermark == 4  # 3 still counts
+    assert accept(leader, proposal, T0 + LAG + 1).high_watermark_advanced
     assert leader.high_watermark == 10
 
 
 def test_maximal_isr_used_for_hw_while_expand_pending():
     leader = make_leader(isr=(1, 2))
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 10, T0)
     assert leader.high_watermark == 10
     outcome = leader.on_follower_fetch(3, 10, T0)          # joins: proposal in flight
     assert outcome.alter_partition.new_isr == {1, 2, 3}
-    leader.on_leader_append(20)
+    leader.on_leader_append(20, T0)
     leader.on_follower_fetch(2, 20, T0)
     assert leader.high_watermark == 10                      # 3 already counts, though not committed
     leader.on_follower_fetch(3, 20, T0)
@@ -126,13 +126,13 @@ def test_maximal_isr_used_for_hw_while_expand_pending():
 
 def test_hw_does_not_move_while_isr_below_min_insync():
     leader = make_leader(isr=(1, 2), min_isr=2)
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 3, T0)
     assert leader.high_watermark == 3
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
     accept(leader, proposal)
     assert leader.committed_isr == {1} and leader.is_under_min_isr
-    assert not leader.on_leader_append(20) and leader.high_watermark == 3
+    assert not leader.on_leader_append(20, T0) and leader.high_watermark == 3
     # 2 catches up and rejoins; the HW moves only once the controller commits the expansion
     outcome = leader.on_follower_fetch(2, 20, T0 + LAG + 2)
     assert outcome.alter_partition.new_isr == {1, 2}
@@ -144,7 +144,7 @@ def test_hw_does_not_move_while_isr_below_min_insync():
 def test_effective_min_isr_is_capped_by_replication_factor():
     leader = make_leader(isr=(1,), replicas=(1,), min_isr=2)
     assert leader.check_acks_all() is ErrorCode.none
-    assert leader.on_leader_append(3) and leader.high_watermark == 3
+    assert leader.on_leader_append(3, T0) and leader.high_watermark == 3
 
 
 def test_follower_rejoins_when_leo_reaches_hw_and_epoch_start():
@@ -158,7 +158,7 @@ def test_follower_rejoins_when_leo_reaches_hw_and_epoch_start():
 
 def test_follower_below_hw_does_not_rejoin():
     leader = make_leader(isr=(1, 2))
-    leader.on_leader_append(50)
+    leader.on_leader_append(50, T0)
     leader.on_follower_fetch(2, 50, T0)
     assert leader.on_follower_fetch(3, 49, T0).alter_partition is None
     assert leader.on_follower_fetch(3, 50, T0).alter_partition is not None
@@ -168,7 +168,7 @@ def test_follower_below_hw_does_not_rejoin():
 def test_isr_change_not_attempted_reverts_to_committed_state(error):
     leader = make_leader()
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
-    outcome = leader.on_isr_change_result(IsrChangeRejected(error))
+    outcome = leader.on_isr_change_result(IsrChangeRejected(error), T0)
     assert leader.pending is None and leader.committed_isr == {1, 2, 3}
     assert outcome.retry is None and not outcome.awaiting_metadata
     assert leader.maybe_shrink_isr(T0 + LAG + 2) == proposal
@@ -178,7 +178,7 @@ def test_isr_change_not_attempted_reverts_to_committed_state(error):
 def test_fenced_isr_change_waits_for_new_partition_state(error):
     leader = make_leader()
     leader.maybe_shrink_isr(T0 + LAG + 1)
-    outcome = leader.on_isr_change_result(IsrChangeRejected(error))
+    outcome = leader.on_isr_change_result(IsrChangeRejected(error), T0)
     assert outcome.awaiting_metadata and outcome.retry is None
     assert leader.maximal_isr == {1, 2, 3} and leader.pending is not None
     assert leader.maybe_shrink_isr(T0 + LAG + 2) is None
@@ -191,14 +191,14 @@ def test_fenced_isr_change_waits_for_new_partition_state(error):
 def test_accepted_isr_change_for_another_leader_epoch_is_not_committed():
     leader = make_leader()
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
-    outcome = leader.on_isr_change_result(IsrChangeAccepted(6, 11, proposal.new_isr))
+    outcome = leader.on_isr_change_result(IsrChangeAccepted(6, 11, proposal.new_isr), T0)
     assert outcome.awaiting_metadata and leader.committed_isr == {1, 2, 3}
 
 
 def test_other_isr_change_errors_are_retried_with_the_same_proposal():
     leader = make_leader()
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
-    outcome = leader.on_isr_change_result(IsrChangeRejected(ErrorCode.request_timed_out))
+    outcome = leader.on_isr_change_result(IsrChangeRejected(ErrorCode.request_timed_out), T0)
     assert outcome.retry == proposal and leader.pending == proposal
 
 
@@ -212,7 +212,7 @@ def test_stale_partition_state_is_ignored():
 def test_new_leader_epoch_records_epoch_start_and_resets_followers():
     epochs = MemoryEpochCache()
     leader = make_leader(epochs=epochs)
-    leader.on_leader_append(30)
+    leader.on_leader_append(30, T0)
     leader.on_follower_fetch(2, 30, T0)
     leader.maybe_shrink_isr(T0 + LAG + 1)
     leader.on_partition_state(6, 11, frozenset({1, 2}), (1, 2, 3), T0 + LAG + 2, epochs)
@@ -240,7 +240,7 @@ def test_acks_all_check_uses_committed_isr_not_pending():
 
 def test_fetch_from_unknown_replica_or_beyond_leo_is_refused():
     leader = make_leader()
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     assert leader.on_follower_fetch(9, 0, T0).error is ErrorCode.not_leader_or_follower
     assert leader.on_follower_fetch(2, 11, T0).error is ErrorCode.offset_out_of_range
     assert leader.followers[2].log_end_offset == -1
@@ -263,12 +263,12 @@ def test_a_member_that_comes_back_without_its_tail_is_refused_until_it_leaves_th
     it had shown the leader; counted in the ISR at its lower LEO, it would sit below the HW (and
     could be elected without committed records). The leader refuses it until the ISR drops it."""
     leader = make_leader()
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 10, T0, broker_epoch=50)
     leader.on_follower_fetch(3, 10, T0, broker_epoch=60)
     assert leader.high_watermark == 10
     assert leader.on_follower_fetch(3, 4, T0 + 1, broker_epoch=70).error == ErrorCode.not_leader_or_follower
-    leader.on_leader_append(12)
+    leader.on_leader_append(12, T0)
     leader.on_follower_fetch(2, 12, T0 + LAG, broker_epoch=50)
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
     assert proposal.new_isr == {1, 2}
@@ -293,7 +293,7 @@ def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
         if proposal is not None and (answer := rng.random()) < 0.6:
             accept(leader, proposal)
         elif proposal is not None and answer < 0.8:
-            leader.on_isr_change_result(IsrChangeRejected(ErrorCode.ineligible_replica))
+            leader.on_isr_change_result(IsrChangeRejected(ErrorCode.ineligible_replica), T0)
     rng = random.Random(11)
     taken = 0
     for _ in range(3000):
@@ -303,7 +303,7 @@ def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
             now += rng.randint(0, 20_000)
             action = rng.random()
             if action < 0.3:
-                leader.on_leader_append(leader.log_end_offset + rng.randint(1, 3))
+                leader.on_leader_append(leader.log_end_offset + rng.randint(1, 3), T0)
             elif action < 0.75:
                 replica = rng.choice([2, 3])
                 offset = rng.randint(max(0, leader.followers[replica].log_end_offset), leader.log_end_offset)
@@ -340,9 +340,58 @@ def test_a_fetch_at_the_leo_while_the_hw_lags_it_takes_the_full_way():
     """min.insync.replicas lowered under a leader whose HW it had frozen: the next follower fetch
     at the LEO must advance the HW, so the short way declines it."""
     leader = make_leader(isr=(1, 2), min_isr=3)
-    leader.on_leader_append(10)
+    leader.on_leader_append(10, T0)
     leader.on_follower_fetch(2, 10, T0)
     assert leader.high_watermark == 0  # the committed ISR is below min.insync.replicas
     leader.config = ReplicationConfig(2, LAG)
     assert not leader.on_quiet_follower_fetch(2, 10, T0 + 1)
     assert leader.on_follower_fetch(2, 10, T0 + 1).high_watermark_advanced and leader.high_watermark == 10
+
+
+def steady_produce_rounds(leader, rounds, follower=2, records=5, interval_ms=10):
+    """The leader appends between every two fetches of `follower`, which fetches at the LEO the
+    leader had when it answered the previous fetch; yields each fetch's outcome."""
+    fetch_offset = 0
+    for i in range(rounds):
+        now = T0 + i * interval_ms
+        leader.on_leader_append(leader.log_end_offset + records, now)
+        outcome = leader.on_follower_fetch(follower, fetch_offset, now)
+        fetch_offset = leader.log_end_offset
+        yield outcome
+
+
+def test_a_follower_catching_up_under_steady_produce_rejoins_the_isr():
+    # Kafka's maybeIncrementLeaderHW waits for a caught-up follower outside the ISR
+    # (shouldWaitForReplicaToJoinIsr): else the HW is always the leader's LEO, one append ahead
+    # of the follower, and the follower never reaches it
+    leader = make_leader(isr=(1,), replicas=(1, 2), min_isr=1)
+    proposals = [o.alter_partition for o in steady_produce_rounds(leader, 20) if o.alter_partition]
+    assert proposals and proposals[0].new_isr == {1, 2} and proposals[0].is_expansion
+    leader.check_invariants()
+
+
+def test_only_a_live_follower_holds_the_hw_back_or_joins_the_isr():
+    leader = make_leader(isr=(1,), replicas=(1, 2), min_isr=1)
+    leader.on_live_brokers(frozenset({1}), T0)  # 2's registration is gone (its session expired)
+    for outcome in steady_produce_rounds(leader, 20):
+        assert outcome.alter_partition is None
+        assert leader.high_watermark == leader.log_end_offset
+    leader.on_follower_fetch(2, leader.log_end_offset, T0 + 1_000)
+    assert leader.pending is None  # at the LEO, but not alive: no proposal (KIP-841)
+
+
+def test_a_follower_that_stops_holding_the_hw_back_releases_it():
+    leader = make_leader(isr=(1,), replicas=(1, 2), min_isr=1)
+    leader.on_leader_append(10, T0)
+    leader.on_follower_fetch(2, 10, T0)  # caught up, not yet in the ISR
+    leader.pending = None  # the proposal is refused
+    leader.on_leader_append(20, T0 + 1)
+    assert leader.high_watermark == 10  # waits for 2
+    assert not leader.maybe_increment_high_watermark(T0 + LAG)
+    assert leader.maybe_increment_high_watermark(T0 + LAG + 1) and leader.high_watermark == 20  # 2 fell behind
+    leader.on_leader_append(30, T0 + LAG + 2)
+    leader.on_follower_fetch(2, 30, T0 + LAG + 2)  # caught up again
+    leader.pending = None
+    leader.on_leader_append(40, T0 + LAG + 3)
+    assert leader.high_watermark == 30  # waits for 2 again
+    assert leader.on_live_brokers(frozenset({1}), T0 + LAG + 4) and leader.high_watermark == 40  # 2 is gone

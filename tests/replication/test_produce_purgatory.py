@@ -21,7 +21,7 @@ def produce_acks_all(leader, purgatory, key, records, now_ms=T0, timeout_ms=TIME
     error = leader.check_acks_all()
     if error is not ErrorCode.none:
         return ProduceCompletion(key, error)
-    leader.on_leader_append(leader.log_end_offset + records)
+    leader.on_leader_append(leader.log_end_offset + records, T0)
     return purgatory.park(key, leader.log_end_offset, leader.leader_epoch, now_ms + timeout_ms, leader.status(),
                           now_ms)
 
@@ -56,7 +56,7 @@ def test_acks_all_after_append_error_when_isr_shrank():
     assert produce_acks_all(leader, purgatory, "a", 3, timeout_ms=10 * LAG) is None
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)   # 2 never fetched
     assert purgatory.complete_ready(leader.status(), T0 + LAG + 1) == []   # pending: 2 still counts
-    leader.on_isr_change_result(IsrChangeAccepted(5, 11, proposal.new_isr))
+    leader.on_isr_change_result(IsrChangeAccepted(5, 11, proposal.new_isr), T0)
     assert purgatory.complete_ready(leader.status(), T0 + LAG + 2) == [
         ProduceCompletion("a", ErrorCode.not_enough_replicas_after_append)]
 
@@ -73,7 +73,7 @@ def test_acks_all_shrink_keeping_min_isr_completes_without_error():
     produce_acks_all(leader, purgatory, "a", 3, timeout_ms=10 * LAG)
     leader.on_follower_fetch(2, 3, T0 + LAG)
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
-    leader.on_isr_change_result(IsrChangeAccepted(5, 11, proposal.new_isr))
+    leader.on_isr_change_result(IsrChangeAccepted(5, 11, proposal.new_isr), T0)
     assert purgatory.complete_ready(leader.status(), T0 + LAG + 1) == [ProduceCompletion("a", ErrorCode.none)]
 
 

@@ -48,7 +48,7 @@ def test_hw_monotonic_and_bounded_by_maximal_isr(steps, min_isr, initial_isr):
             if acks_all and leader.check_acks_all() is not ErrorCode.none:
                 assert leader.is_under_min_isr
                 continue
-            leader.on_leader_append(leader.log_end_offset + records)
+            leader.on_leader_append(leader.log_end_offset + records, now)
             if acks_all:
                 keys += 1
                 parked_required[keys] = leader.log_end_offset
@@ -77,17 +77,17 @@ def test_hw_monotonic_and_bounded_by_maximal_isr(steps, min_isr, initial_isr):
             answer = step[1]
             if answer == "accept":
                 leader.on_isr_change_result(IsrChangeAccepted(in_flight.leader_epoch, in_flight.partition_epoch + 1,
-                                                              in_flight.new_isr))
+                                                              in_flight.new_isr), now)
                 in_flight = None
             elif answer == "not_attempted":
-                leader.on_isr_change_result(IsrChangeRejected(ErrorCode.operation_not_attempted))
+                leader.on_isr_change_result(IsrChangeRejected(ErrorCode.operation_not_attempted), now)
                 in_flight = None
             elif answer == "fenced":
-                leader.on_isr_change_result(IsrChangeRejected(ErrorCode.fenced_leader_epoch))
+                leader.on_isr_change_result(IsrChangeRejected(ErrorCode.fenced_leader_epoch), now)
             elif answer == "retry":
-                assert leader.on_isr_change_result(IsrChangeRejected(ErrorCode.request_timed_out)).retry == in_flight
+                assert leader.on_isr_change_result(IsrChangeRejected(ErrorCode.request_timed_out), now).retry == in_flight
             else:
-                leader.on_isr_change_result(IsrChangeAccepted(leader.leader_epoch + 1, 99, in_flight.new_isr))
+                leader.on_isr_change_result(IsrChangeAccepted(leader.leader_epoch + 1, 99, in_flight.new_isr), now)
         elif kind == "new_state":
             # the controller publishes new state: the committed ISR (or the proposal, if it won),
             # with a new partition epoch, and sometimes a new leader epoch

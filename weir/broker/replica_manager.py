@@ -84,6 +84,7 @@ class ReplicaManager:
         self.leader_quota = ReplicationQuota(lambda: self.config["leader.replication.throttled.rate"])
         self.follower_quota = ReplicationQuota(lambda: self.config["follower.replication.throttled.rate"])
         self._topic_settings: dict[str, tuple[dict | None, dict]] = {}
+        self._live_brokers: frozenset[int] = frozenset()
 
     # -- configuration ---------------------------------------------------------
 
@@ -162,6 +163,11 @@ class ReplicaManager:
         """Bring hosted partitions in line with the controller's states in `view`: all of them,
         or only the partitions in `keys` when that is all that changed."""
         self.view = view
+        live = frozenset(view.brokers)
+        if live != self._live_brokers:  # who may join an ISR, or hold a HW back as about to
+            self._live_brokers = live
+            for partition in self.partitions.values():
+                self._act(partition, partition.on_live_brokers(live, now_ms))
         if keys is None:
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
@@ -224,6 +230,7 @@ class ReplicaManager:
                               transaction_verification=self.config["transaction.partition.verification.enable"])
         snapshot = read_producer_snapshot(plog.directory)
         partition.load_producers(snapshot)
+        partition.on_live_brokers(self._live_brokers, now_ms)
         self.partitions[partition.key] = partition
         self._snapshots_on_disk[partition.key] = (plog.directory, snapshot)
         return partition

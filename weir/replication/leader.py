@@ -3,18 +3,23 @@
 Rules owned here (Kafka's Partition: maybeIncrementLeaderHW, maybeShrinkIsr, maybeExpandIsr,
 checkEnoughReplicasReachOffset; KIP-497 for ISR changes through the controller):
 
-- HIGH WATERMARK. HW = min LEO over the leader and the *maximal* ISR. It only moves forward, and
-  it does not move while the *committed* ISR is smaller than the effective minimum,
-  min(min.insync.replicas, replication factor): with fewer copies than the topic demands, nothing
-  new becomes visible to consumers (the rule Kafka adopted with eligible leader replicas, KIP-966).
+- HIGH WATERMARK. HW = min LEO over the leader, the *maximal* ISR, and the followers about to
+  join it: those caught up (replica.py) whose broker is alive (Kafka's maybeIncrementLeaderHW,
+  shouldWaitForReplicaToJoinIsr). Without the last, a follower catching up on a leader that is
+  its whole ISR never reaches the HW under steady produce (the HW is the leader's LEO, a fetch
+  brings the follower to where that LEO was one fetch ago) and never rejoins the ISR. The HW only
+  moves forward, and it does not move while the *committed* ISR is smaller than the effective
+  minimum, min(min.insync.replicas, replication factor): with fewer copies than the topic demands,
+  nothing new becomes visible to consumers (Kafka's isUnderMinIsr check, from KIP-966).
   Invariant: log_start <= HW <= leader LEO, and HW <= the LEO of every maximal-ISR member whose
   LEO is known (a member joins only with LEO >= HW, and LEOs only grow while we lead).
 - REGRESSED MEMBERS. A fetch from an ISR member below the LEO it already showed us (it restarted
   without its tail) is refused until the member has left the ISR.
 - ISR SHRINK. A follower in the ISR that is not caught up (replica.py) is proposed for removal.
   The leader never removes itself.
-- ISR EXPAND. A follower outside the ISR is proposed for addition once its LEO >= HW and >= the
-  start offset of the current leader epoch. The second condition matters: a follower whose LEO
+- ISR EXPAND. A follower outside the ISR whose broker is alive (KIP-841; ZooKeeper mode: it is
+  registered, the controller checks it is not shutting down) is proposed for addition once its
+  LEO >= HW and >= the start offset of the current leader epoch. The second condition matters: a follower whose LEO
   passed the HW but which still holds records of an older epoch beyond the current epoch's start
   has not yet truncated them away, and must not count towards commitment.
 - ISR CHANGES GO THROUGH THE CONTROLLER (AlterPartition, KIP-497). The leader proposes
@@ -37,7 +42,7 @@ Theory of operation: one `LeaderPartition` per partition this broker leads, crea
 `become_leader` for each new leadership. The shell feeds it events - the leader appended
 (`on_leader_append`), a follower fetched (`on_follower_fetch`), the ISR timer fired
 (`maybe_shrink_isr`), the controller answered (`on_isr_change_result`), new partition state
-arrived (`on_partition_state`) - and acts on what they return: a proposal to send to the
+arrived (`on_partition_state`), the live brokers changed (`on_live_brokers`) - and acts on what they return: a proposal to send to the
 controller, and whether the HW advanced (then: wake parked produces and fetches, see
 produce_purgatory.py). It never reads a clock: every time is a `now_ms` argument.
 """
@@ -137,7 +142,7 @@ _NOT_APPLIED_ERRORS = frozenset({ErrorCode.operation_not_attempted, ErrorCode.in
 class LeaderPartition:
     def __init__(self, broker_id: int, replicas: tuple[int, ...], isr: frozenset[int], leader_epoch: int,
                  partition_epoch: int, log_end_offset: int, high_watermark: int, now_ms: int,
-                 config: ReplicationConfig) -> None:
+                 config: ReplicationConfig, live_brokers: frozenset[int] | None = None) -> None:
         assert broker_id in replicas, (broker_id, replicas)
         assert broker_id in isr, "a leader must be in its ISR"
         assert isr <= set(replicas), (isr, replicas)
@@ -153,6 +158,7 @@ class LeaderPartition:
         self.committed_isr = frozenset(isr)
         self.pending: AlterPartitionProposal | None = None
         self.awaiting_metadata = False
+        self.live_brokers = live_brokers  # None: not known, every follower counts as alive
         self.followers = {r: FollowerReplica(r) for r in replicas if r != broker_id}
         for follower in self.followers.values():
             follower.reset_for_leadership(now_ms, in_isr=follower.broker_id in isr)
@@ -161,14 +167,14 @@ class LeaderPartition:
     def become_leader(cls, broker_id: int, replicas: tuple[int, ...], isr: frozenset[int], leader_epoch: int,
                       partition_epoch: int, log_end_offset: int, high_watermark: int, now_ms: int,
                       epochs: LeaderEpochHistory, config: ReplicationConfig = ReplicationConfig(),
-                      ) -> "LeaderPartition":
+                      live_brokers: frozenset[int] | None = None) -> "LeaderPartition":
         """A new leadership: the leader epoch starts at our LEO, recorded in the epoch cache so
         that OffsetForLeaderEpoch can tell followers where the previous epoch ended (KIP-101)."""
         assert leader_epoch >= epochs.latest_epoch, "leader epochs only grow"
         epochs.assign(leader_epoch, log_end_offset)
         partition = cls(broker_id, replicas, isr, leader_epoch, partition_epoch, log_end_offset, high_watermark,
-                        now_ms, config)
-        partition.maybe_increment_high_watermark()
+                        now_ms, config, live_brokers)
+        partition.maybe_increment_high_watermark(now_ms)
         return partition
 
     # ----- views
@@ -198,20 +204,32 @@ class LeaderPartition:
         """acks=all, before the append: the committed ISR must hold at least the effective minimum."""
         return ErrorCode.not_enough_replicas if self.is_under_min_isr else ErrorCode.none
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the leader and the maximal ISR; forward only; frozen while the
-        committed ISR is below the effective minimum. Returns whether it moved."""
+    def maybe_increment_high_watermark(self, now_ms: int) -> bool:
+        """HW = min LEO over the leader, the maximal ISR and the followers about to join it;
+        forward only; frozen while the committed ISR is below the effective minimum. Returns
+        whether it moved."""
         if self.is_under_min_isr:
             return False
         new_hw = self.log_end_offset
-        for replica_id in self.maximal_isr:
-            if replica_id != self.broker_id:
-                new_hw = min(new_hw, self.followers[replica_id].log_end_offset)
+        maximal_isr = self.maximal_isr
+        for replica_id, follower in self.followers.items():
+            if replica_id in maximal_isr or self._about_to_join_isr(follower, now_ms):
+                new_hw = min(new_hw, follower.log_end_offset)
         if new_hw <= self.high_watermark:
             return False
         self.high_watermark = new_hw
         assert self.high_watermark <= self.log_end_offset, "HW beyond the leader's LEO"
         return True
+
+    def _about_to_join_isr(self, follower: FollowerReplica, now_ms: int) -> bool:
+        """A follower outside the ISR that the HW waits for: caught up and alive. One whose LEO
+        this leadership has not seen is not (Kafka's lastCaughtUpTime 0 says so, but the
+        simulator's clock starts at 0)."""
+        return (follower.log_end_offset != UNKNOWN_OFFSET and self.is_alive(follower.broker_id)
+                and follower.is_caught_up(self.log_end_offset, now_ms, self.config.replica_lag_time_max_ms))
+
+    def is_alive(self, broker_id: int) -> bool:
+        return self.live_brokers is None or broker_id in self.live_brokers
 
     def maybe_shrink_isr(self, now_ms: int) -> AlterPartitionProposal | None:
         """Propose removing every ISR follower that is out of sync (replica.lag.time.max.ms).
@@ -229,7 +247,8 @@ class LeaderPartition:
     def maybe_expand_isr(self, replica_id: int) -> AlterPartitionProposal | None:
         """Propose adding a follower whose LEO reached both the HW and the start of the current
         leader epoch."""
-        if self.pending is not None or self.awaiting_metadata or replica_id in self.committed_isr:
+        if (self.pending is not None or self.awaiting_metadata or replica_id in self.committed_isr
+                or not self.is_alive(replica_id)):
             return None
         follower = self.followers[replica_id]
         if (follower.log_end_offset < self.high_watermark
@@ -247,12 +266,18 @@ class LeaderPartition:
 
     # ----- events
 
-    def on_leader_append(self, log_end_offset: int) -> bool:
+    def on_leader_append(self, log_end_offset: int, now_ms: int) -> bool:
         """The leader appended; `log_end_offset` is its new LEO. Returns whether the HW moved
         (it does when the leader is the whole maximal ISR)."""
         assert log_end_offset >= self.log_end_offset, "a leader's log never shrinks"
         self.log_end_offset = log_end_offset
-        return self.maybe_increment_high_watermark()
+        return self.maybe_increment_high_watermark(now_ms)
+
+    def on_live_brokers(self, live_brokers: frozenset[int], now_ms: int) -> bool:
+        """The registered brokers changed: a follower whose broker went no longer holds the HW
+        back. Returns whether the HW moved."""
+        self.live_brokers = live_brokers
+        return self.maybe_increment_high_watermark(now_ms)
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
                           broker_epoch: int = NO_BROKER_EPOCH) -> FollowerFetchOutcome:
@@ -268,7 +293,7 @@ class LeaderPartition:
             return FollowerFetchOutcome(ErrorCode.offset_out_of_range)
         follower.update_fetch_state(fetch_offset, now_ms, self.log_end_offset, broker_epoch)
         proposal = self.maybe_expand_isr(replica_id)
-        advanced = self.maybe_increment_high_watermark()
+        advanced = self.maybe_increment_high_watermark(now_ms)
         return FollowerFetchOutcome(ErrorCode.none, advanced, proposal)
 
     def on_quiet_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
@@ -293,7 +318,7 @@ class LeaderPartition:
         or by the controller seeing it bounce."""
         return follower.broker_id in self.maximal_isr and fetch_offset < follower.log_end_offset
 
-    def on_isr_change_result(self, result: IsrChangeAccepted | IsrChangeRejected) -> IsrChangeOutcome:
+    def on_isr_change_result(self, result: IsrChangeAccepted | IsrChangeRejected, now_ms: int) -> IsrChangeOutcome:
         """The controller's answer to the proposal in flight."""
         if self.pending is None:
             return IsrChangeOutcome()  # a late answer to a proposal cleared by new partition state
@@ -309,7 +334,7 @@ class LeaderPartition:
             self.awaiting_metadata = True
             return IsrChangeOutcome(awaiting_metadata=True)
         self._commit_isr(result.isr, result.partition_epoch)
-        return IsrChangeOutcome(high_watermark_advanced=self.maybe_increment_high_watermark())
+        return IsrChangeOutcome(high_watermark_advanced=self.maybe_increment_high_watermark(now_ms))
 
     def on_partition_state(self, leader_epoch: int, partition_epoch: int, isr: frozenset[int],
                            replicas: tuple[int, ...], now_ms: int, epochs: LeaderEpochHistory) -> bool:
@@ -331,7 +356,7 @@ class LeaderPartition:
                 follower.reset_for_leadership(now_ms, in_isr=follower.broker_id in isr)
         self.awaiting_metadata = False
         self._commit_isr(frozenset(isr), partition_epoch)
-        return self.maybe_increment_high_watermark()
+        return self.maybe_increment_high_watermark(now_ms)
 
     def _commit_isr(self, isr: frozenset[int], partition_epoch: int) -> None:
         assert self.broker_id in isr, "a leader must be in its ISR"

@@ -136,6 +136,7 @@ class Partition:
         self.producers = ProducerStateTable()
         self.txns = TransactionalAppends(log, verification_enabled=transaction_verification)
         self._snapshot: ProducerSnapshot | None = None
+        self.live_brokers: frozenset[int] | None = None  # the registered brokers (None: not known yet)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -187,7 +188,8 @@ class Partition:
             self._drop_role()
             self.leader = LeaderPartition.become_leader(
                 self.broker_id, replicas, frozenset(state.isr), state.leader_epoch, state.partition_epoch,
-                self.log.log_end_offset, self._high_watermark, now_ms, self.log.leader_epochs, config)
+                self.log.log_end_offset, self._high_watermark, now_ms, self.log.leader_epochs, config,
+                self.live_brokers)
             return Effects(self._poll(now_ms), role_changed=True, data_changed=True)
         if old is not None and old.leader == state.leader and old.leader_epoch == state.leader_epoch:
             return Effects()
@@ -213,6 +215,14 @@ class Partition:
         """Our ZooKeeper session is suspended: the parked requests were appended and may yet commit
         (a session that comes back leaves us leader); they get REQUEST_TIMED_OUT (purgatory rule 1)."""
         return self.purgatory.fail_all()
+
+    def on_live_brokers(self, live_brokers: frozenset[int], now_ms: int) -> Effects:
+        """The registered brokers changed: only those may join the ISR or hold the HW back as
+        about to (KIP-841, ZooKeeper mode)."""
+        self.live_brokers = live_brokers
+        if self.leader is None or not self.leader.on_live_brokers(live_brokers, now_ms):
+            return Effects()
+        return Effects(self._poll(now_ms), data_changed=True)
 
     def on_config(self, config: ReplicationConfig, now_ms: int) -> Effects:
         """min.insync.replicas is read at every produce in Kafka: a sitting leader takes it at once."""
@@ -267,7 +277,7 @@ class Partition:
                               info.first_offset, info.last_offset, header.max_timestamp)
         self.txns.complete(txn)
         effects = Effects(data_changed=True, new_records=True)
-        if leader.on_leader_append(self.log.log_end_offset):
+        if leader.on_leader_append(self.log.log_end_offset, now_ms):
             effects.completions = self._poll(now_ms)
         return Produced(info.first_offset, info.last_offset, effects)
 
@@ -295,7 +305,7 @@ class Partition:
         self.producers.record_marker(producer_id, producer_epoch, now_ms)
         self.txns.complete(txn)
         effects = Effects(data_changed=True, new_records=True)
-        if leader.on_leader_append(self.log.log_end_offset):
+        if leader.on_leader_append(self.log.log_end_offset, now_ms):
             effects.completions = self._poll(now_ms)
         return Produced(info.first_offset, info.last_offset, effects)
 
@@ -502,17 +512,21 @@ class Partition:
     # -- the leader's ISR ----------------------------------------------------------------
 
     def check_isr(self, now_ms: int) -> Effects:
-        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind."""
+        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind. A
+        follower outside the ISR that fell behind no longer holds the HW back: the HW may move."""
         if self.leader is None:
             return Effects()
-        return Effects(isr_proposal=self.leader.maybe_shrink_isr(now_ms))
+        proposal = self.leader.maybe_shrink_isr(now_ms)
+        if self.leader.maybe_increment_high_watermark(now_ms):
+            return Effects(self._poll(now_ms), isr_proposal=proposal, data_changed=True)
+        return Effects(isr_proposal=proposal)
 
     def on_isr_change_result(self, proposal: AlterPartitionProposal, result: IsrChangeAccepted | IsrChangeRejected,
                              now_ms: int) -> Effects:
         """The controller answered `proposal`; a retry comes back as `isr_proposal`."""
         if self.leader is None or self.leader.pending is not proposal:
             return Effects()  # leadership moved on meanwhile
-        outcome = self.leader.on_isr_change_result(result)
+        outcome = self.leader.on_isr_change_result(result, now_ms)
         return Effects(self._poll(now_ms), isr_proposal=outcome.retry, data_changed=outcome.high_watermark_advanced)
 
     def expire(self, now_ms: int) -> Effects:

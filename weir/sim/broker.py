@@ -53,6 +53,7 @@ class SimBroker:
         self.assignments: dict[str, TopicAssignment] = {}  # as this broker last read them
         self.controller_id = NO_LEADER
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.live_brokers: frozenset[int] = frozenset()  # as this broker last read them
         self.isr_sender = SimIsrSender(self)
         self.fetcher = SimFetcher(self)
         self.waiters = FetchWaiters()  # followers' fetches parked here, as leader (production's long poll)
@@ -205,6 +206,7 @@ class SimBroker:
             log = self.logs.setdefault(key, MemoryLog())
             partition = self.partitions[key] = Partition(self.id, *key, log, self.hw_checkpoint.get(key, 0))
             partition.load_producers(None)
+            partition.on_live_brokers(self.live_brokers, self.now)
         effects = partition.apply_state(state, replicas, self.replication_config(key[0]), self.now, mzxid,
                                         self.zk.registration_zxid)
         if effects.role_changed:
@@ -212,6 +214,13 @@ class SimBroker:
                        f"isr {list(state.isr)}, LEO {partition.log.log_end_offset}")
         self.act(partition, effects)
         self.waiters.notify(key)
+
+    def on_live_brokers(self, live: frozenset[int]) -> None:
+        """ReplicaManager.apply_view's rule: the registered brokers, for every partition."""
+        if live != self.live_brokers:
+            self.live_brokers = live
+            for partition in self.partitions.values():
+                self.act(partition, partition.on_live_brokers(live, self.now))
 
     def act(self, partition: Partition, effects: Effects) -> None:
         self.apis.complete(effects.completions)

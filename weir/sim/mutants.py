@@ -51,7 +51,7 @@ MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-c
            "txn-stale-marker-drops-completion")
 
 
-def _hw_max(self) -> bool:
+def _hw_max(self, now_ms) -> bool:
     if self.is_under_min_isr:
         return False
     new_hw = self.log_end_offset
@@ -95,7 +95,7 @@ def _shrink_locally(self, now_ms):
             self.log_end_offset, now_ms, self.config.replica_lag_time_max_ms))
     if out_of_sync:
         self.committed_isr = self.committed_isr - out_of_sync
-        self.maybe_increment_high_watermark()
+        self.maybe_increment_high_watermark(now_ms)
     return None
 
 

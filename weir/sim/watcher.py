@@ -29,6 +29,7 @@ class SimWatcher:
                 broker.later(RETRY_MS, self.read_all)
                 return
             broker.configs = snapshot["configs"]
+            broker.on_live_brokers(frozenset(snapshot["brokers"]))
             for assignment in snapshot["topics"].values():
                 broker.on_assignment(assignment)
             broker.controller_id = snapshot["controller"]
@@ -51,6 +52,8 @@ class SimWatcher:
         if path == CONTROLLER:
             self.zk.request("get", CONTROLLER, True, callback=self._on_controller_znode)
         elif path == BROKERS:
+            self.zk.request("children", BROKERS, True, callback=lambda status, r: status == OK
+                            and broker.on_live_brokers(frozenset(int(name) for name in r)))
             if broker.controller is not None:
                 broker.controller.on_metadata_change()
         elif path.startswith("/brokers/topics/") and path.count("/") == 3:

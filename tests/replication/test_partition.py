@@ -120,6 +120,18 @@ def test_requests_are_checked_for_their_leader_epoch_before_leadership(tmp_path)
     assert partition.check_request(7) == ErrorCode.not_leader_or_follower
 
 
+def test_a_fetch_from_a_replica_outside_the_assignment_is_answered_as_kafkas(tmp_path):
+    """Kafka's followerReplicaOrThrow: with our leader epoch, UNKNOWN_LEADER_EPOCH (the replica
+    knows of a reassignment we have not read yet: retry); without one, NOT_LEADER_OR_FOLLOWER."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.apply_state(state(1, 1), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300, own_broker_epoch=200)
+    result, _, effects = partition.answer_fetch(0, 1, 4, NOW, replica_epoch=5)
+    assert result.error_code == ErrorCode.unknown_leader_epoch and not effects.isr_proposal
+    result, _, _ = partition.answer_fetch(0, -1, 4, NOW, replica_epoch=5)
+    assert result.error_code == ErrorCode.not_leader_or_follower
+    assert 4 not in partition.leader.followers
+
+
 def test_a_state_read_before_the_assignment_written_ahead_of_it_keeps_its_isr_members_as_replicas(tmp_path):
     """A reassignment's assignment is written before the state that follows it (KIP-455), but a
     broker may read the state first: the ISR is the truth until the assignment arrives."""

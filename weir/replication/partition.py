@@ -325,6 +325,11 @@ class Partition:
         error = self.check_request(current_leader_epoch)
         if error:
             return error, Effects()
+        if replica_id not in self.leader.followers:
+            # Kafka's followerReplicaOrThrow: our leader epoch, but a replica this leadership does not
+            # know yet (it learned of its reassignment first) retries; without an epoch, nothing tells
+            return (ErrorCode.not_leader_or_follower if current_leader_epoch == NO_EPOCH_CHECK
+                    else ErrorCode.unknown_leader_epoch), Effects()
         outcome = self.leader.on_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch)
         if outcome.error:
             return outcome.error, Effects()

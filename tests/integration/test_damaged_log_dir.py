@@ -4,6 +4,8 @@ does: what it cannot use it rebuilds from the log (indexes, producer state), put
 
 import json
 
+import pytest
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from clients import confluent_consume, confluent_produce
@@ -79,19 +81,23 @@ def test_restart_after_a_flushed_segment_was_emptied_sets_the_rest_aside(broker)
     assert values(confluent_consume(broker.bootstrap, "holed", 1, hole + 1)) == written[:hole] + [b"after"]
 
 
-def test_restart_on_a_leader_epoch_checkpoint_that_does_not_match_the_log(broker):
-    """A checkpoint naming leader epoch 7 from offset 0, where every batch says epoch 0 or 1: the
-    broker rebuilds it from the batches, takes the controller's (lower) epoch, and serves."""
+@pytest.mark.parametrize("stale", ["7 0", "7 5"])
+def test_restart_on_a_leader_epoch_checkpoint_that_does_not_match_the_log(broker, stale):
+    """A checkpoint naming leader epoch 7 from offset 0, or from offset 5 inside the one batch
+    that holds offsets 0-9 (the batch's own epoch agrees with the entry before it), where every
+    batch says epoch 0 or 1: the broker rebuilds it from the batches, takes the controller's
+    (lower) epoch, and serves."""
     create_topic(broker.bootstrap, "epochs")
     written = [b"record-%d" % i for i in range(10)]
-    produce_idempotently(broker.bootstrap, "epochs", written)
+    confluent_produce(broker.bootstrap, "epochs", [(0, None, v, (), 0) for v in written], **{"linger.ms": 1000})
     broker.stop()
     checkpoint = broker.data_dir / "epochs-0" / "leader-epoch-checkpoint"
-    checkpoint.write_text("0\n1\n7 0\n")
+    entries = checkpoint.read_text().splitlines()[2:] if stale == "7 5" else []
+    checkpoint.write_text("\n".join(["0", str(len(entries) + 1), *entries, stale]) + "\n")
 
     broker.start()  # failed "leader epochs only grow" at every start before
     assert values(confluent_consume(broker.bootstrap, "epochs", 1, 10)) == written
     confluent_produce(broker.bootstrap, "epochs", [(0, None, b"after", (), 0)])
     assert values(confluent_consume(broker.bootstrap, "epochs", 1, 11)) == written + [b"after"]
-    assert "7 0" not in checkpoint.read_text()
+    assert stale not in checkpoint.read_text()
     assert "rebuilding it from the batches" in broker.output()

@@ -81,3 +81,16 @@ def test_a_checkpoint_that_does_not_match_the_log_is_rebuilt_from_the_batches(op
     checkpoint.unlink()
     assert open_log(config, clean_shutdown=True).leader_epochs.entries == [(1, 0), (3, 3)]
 
+
+
+def test_a_checkpoint_epoch_inside_the_last_batch_is_rebuilt_from_the_batches(open_log, log_dir):
+    """(7, 5) inside the last batch (offsets 0-9, epoch 2) survives the trim to the LEO and agrees
+    with the batch's base offset, but no record of epoch 7 exists: a follower would ask its leader
+    about epoch 7 and truncate by the answer."""
+    log = open_log()
+    log.append(make_batch([b"v"] * 10), 2, NOW)
+    log.close()
+    (log_dir / "leader-epoch-checkpoint").write_text("0\n2\n2 0\n7 5\n")
+    reopened = open_log(clean_shutdown=True)
+    assert reopened.leader_epochs.entries == [(2, 0)]
+    assert reopened.end_offset_for_epoch(2) == (2, 10)

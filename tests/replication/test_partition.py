@@ -43,9 +43,10 @@ def test_truncation_at_the_log_end_trims_an_epoch_that_wrote_nothing(tmp_path):
     assert log.end_offset_for_epoch(2) == (2, 15)
 
 
-def test_a_follower_refuses_records_older_than_its_epoch_cache_before_writing_them(tmp_path):
-    """Should (3, 10) survive a truncation (the hole above), the leader's epoch-2 records at 10 are
-    refused before they are written: appended, the cache would say epoch 2 ends at 10."""
+def test_a_follower_appending_records_older_than_its_epoch_cache_repairs_the_cache(tmp_path):
+    """Should (3, 10) survive a truncation (the hole above), the leader's epoch-2 records at 10
+    drop it, as Kafka's LeaderEpochFileCache.assign does: the batches are the truth, and a stuck
+    fetcher would leave the replica out of the ISR for good."""
     partition = partition_on_disk(tmp_path)
     log = partition.log
     for i in range(10):
@@ -56,9 +57,31 @@ def test_a_follower_refuses_records_older_than_its_epoch_cache_before_writing_th
     assert isinstance(fetch, SendFetch) and fetch.fetch_offset == 10
     log.leader_epochs.assign(3, log.log_end_offset)  # an epoch that wrote nothing, left untrimmed
     records = make_batch([b"10", b"11"], base_offset=10, leader_epoch=2)
-    with pytest.raises(AssertionError, match="below our epoch cache's latest"):
-        partition.on_fetched(fetch, ErrorCode.none, 12, records, batch_headers(records), NOW)
-    assert log.log_end_offset == 10
+    partition.on_fetched(fetch, ErrorCode.none, 12, records, batch_headers(records), NOW)
+    assert log.log_end_offset == 12
+    assert log.leader_epochs.entries == [(2, 0)]
+    assert log.end_offset_for_epoch(2) == (2, 12)
+
+
+@pytest.mark.parametrize("checkpoint, log_start", [("0\n2\n2 0\n7 5\n", 0), ("0\n1\n7 50\n", 100)])
+def test_a_checkpoint_naming_a_higher_epoch_does_not_stop_leadership(tmp_path, checkpoint, log_start):
+    """A leader-epoch checkpoint ahead of the log (another log's, or left by a crash) names epoch 7;
+    the controller then makes this broker leader at epoch 3. Kafka's assign drops the contradicted
+    entry; Weir failed its "leader epochs only grow" assertion, and the partition never led."""
+    log = PartitionLog.open(tmp_path, LogConfig(), NOW, log_start_offset=log_start)
+    if log_start == 0:
+        log.append(make_batch([b"%d" % i for i in range(10)]), 2, NOW)  # one batch, offsets 0-9
+    log.close()
+    (tmp_path / "leader-epoch-checkpoint").write_text(checkpoint)
+    partition = Partition(2, "t", 0, PartitionLog.open(tmp_path, LogConfig(), NOW, log_start_offset=log_start,
+                                                       clean_shutdown=True), 0)
+    partition.apply_state(state(2, 3), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300, own_broker_epoch=200)
+    assert partition.role == LEADER
+    records = bytearray(make_batch([b"new"]))
+    partition.produce(records, batch_headers(records)[0], 1, NOW, proven=True)
+    leo = partition.log.log_end_offset
+    assert partition.log.leader_epochs.entries[-1] == (3, leo - 1)
+    assert partition.log.end_offset_for_epoch(3) == (3, leo)
 
 
 def test_delete_records_moves_the_leaders_log_start_and_waits_for_the_followers(tmp_path):

@@ -14,6 +14,7 @@ rarely, so this never touches the append hot path beyond one comparison.
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from weir.log.checkpoint_file import write_atomically
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+
+logger = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
@@ -63,24 +66,33 @@ class LeaderEpochCache:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that `epoch` starts at `start_offset`. Entries it contradicts (a same or higher
-        epoch, a same or higher start offset) are removed, as in Kafka."""
+        """Record that `epoch` starts at `start_offset`. Entries it contradicts (a higher epoch, a
+        same or higher start offset) are removed, as in Kafka: an epoch lower than the latest comes
+        from a leader or the log's own batches, so a cache ahead of them is the one that is wrong."""
         if epoch < 0:
             return
         if self._epochs and self._epochs[-1] == epoch and self._start_offsets[-1] <= start_offset:
             return  # already known: later offsets of the same epoch are not a new start
-        self._add(epoch, start_offset)
+        removed = self._add(epoch, start_offset)
+        if len(removed) > 1 or (removed and removed[0][1] != start_offset):
+            # One entry at the same start is a leadership that wrote nothing: expected, not news.
+            logger.warning("%s: epoch %d at offset %d removes the conflicting entries %s", self.path.parent.name,
+                           epoch, start_offset, removed)
         # Not fsynced here (a leadership change may touch thousands of partitions): the log's
         # flush makes it durable, and recovery re-learns the epochs of the unflushed tail from
         # the batches themselves. Kafka flushes this file asynchronously for the same reason.
         self._persist(durable=False)
 
-    def _add(self, epoch: int, start_offset: int) -> None:
-        while self._epochs and (self._epochs[-1] >= epoch or self._start_offsets[-1] >= start_offset):
-            self._epochs.pop()
-            self._start_offsets.pop()
-        self._epochs.append(epoch)
-        self._start_offsets.append(start_offset)
+    def _add(self, epoch: int, start_offset: int) -> list[tuple[int, int]]:
+        """Append (epoch, start_offset) after removing the entries it contradicts; returns those.
+        An entry of the same epoch starting earlier is kept: it is where that epoch started."""
+        removed = []
+        while self._epochs and (self._epochs[-1] > epoch or self._start_offsets[-1] >= start_offset):
+            removed.append((self._epochs.pop(), self._start_offsets.pop()))
+        if not self._epochs or self._epochs[-1] != epoch:
+            self._epochs.append(epoch)
+            self._start_offsets.append(start_offset)
+        return removed
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch whose records include `offset`: the last entry starting at or before it

@@ -156,25 +156,26 @@ class PartitionLog:
         if cleaner_checkpoint is not None and cleaner_checkpoint <= log.log_end_offset:
             # past the recovered end: all to clean again (Kafka's cleanableOffsets resets it)
             log.cleaner_checkpoint = cleaner_checkpoint
-        log._check_leader_epochs()
         leader_epochs.truncate_from_end(log.log_end_offset)
+        log._check_leader_epochs()
         leader_epochs.truncate_from_start(log.log_start_offset)
         log.flush()  # recovered tails are now durable, so the recovery point is the LEO
         return log
 
     def _check_leader_epochs(self) -> None:
-        """A checkpoint that is damaged, or does not name the epoch the last batch was written in
-        (lost, or another log's), is rebuilt from every batch's leader epoch: OffsetsForLeaderEpoch
-        answers from it, and followers truncate by those answers (KIP-101). Kafka would take the
-        log directory offline."""
+        """A checkpoint that is damaged, or whose latest epoch is not the one the last batch was
+        written in, from that batch on (lost, or another log's), is rebuilt from every batch's
+        leader epoch: OffsetsForLeaderEpoch answers from it, and followers truncate by those
+        answers (KIP-101). Kafka would take the log directory offline."""
         epochs, last = self.leader_epochs, self._last_batch()
         if not epochs.damaged and (last is None or last.leader_epoch < 0
-                                   or epochs.epoch_for_offset(last.base_offset) == last.leader_epoch):
+                                   or epochs.epoch_for_offset(last.base_offset) == last.leader_epoch
+                                   == epochs.latest_epoch):
             return
         logger.warning("%s: %s does not match the log (%s); rebuilding it from the batches", self.directory,
                        epochs.path.name, "damaged" if epochs.damaged else
-                       f"epoch {epochs.epoch_for_offset(last.base_offset)} at offset {last.base_offset}, "
-                       f"where the batch says {last.leader_epoch}")
+                       f"epoch {epochs.epoch_for_offset(last.base_offset)} at offset {last.base_offset} and "
+                       f"latest {epochs.latest_epoch}, where the last batch says {last.leader_epoch}")
         epochs.rebuild(batch for segment in self._segments
                        for batch in scan_file(segment.fd, 0, segment.size, verify_crc=False))
 
@@ -261,7 +262,7 @@ class PartitionLog:
         self._maybe_roll(len(buf), batches[-1].last_offset, max_timestamp, now_ms)
         new_epochs, latest = [], self.leader_epochs.latest_epoch
         for batch in batches:
-            if batch.leader_epoch > latest:
+            if batch.leader_epoch >= 0 and batch.leader_epoch != latest:
                 new_epochs.append((batch.leader_epoch, batch.base_offset))
                 latest = batch.leader_epoch
         epochs_before = self.leader_epochs.entries if new_epochs else None

@@ -170,7 +170,6 @@ class LeaderPartition:
                       live_brokers: frozenset[int] | None = None) -> "LeaderPartition":
         """A new leadership: the leader epoch starts at our LEO, recorded in the epoch cache so
         that OffsetForLeaderEpoch can tell followers where the previous epoch ended (KIP-101)."""
-        assert leader_epoch >= epochs.latest_epoch, "leader epochs only grow"
         epochs.assign(leader_epoch, log_end_offset)
         partition = cls(broker_id, replicas, isr, leader_epoch, partition_epoch, log_end_offset, high_watermark,
                         now_ms, config, live_brokers)

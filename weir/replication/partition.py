@@ -492,11 +492,6 @@ class Partition:
             self._start_at(decision.offset)
             return decision
         if isinstance(decision, AppendRecords):
-            assert headers[0].partition_leader_epoch >= self.log.leader_epochs.latest_epoch, (
-                f"{self.topic}-{self.index}: the leader's batch at {base_offset} has epoch "
-                f"{headers[0].partition_leader_epoch}, "
-                f"below our epoch cache's latest {self.log.leader_epochs.entries[-1]}: the cache describes records "
-                "this log no longer holds, and a later OffsetForLeaderEpoch would truncate by it")
             txn = self.txns.check_replicated(records, headers, self.follower.high_watermark)
             self.log.append_as_follower(records, now_ms)
             self._record_batches(headers)

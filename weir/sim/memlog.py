@@ -94,7 +94,7 @@ class MemoryLog:
 
     def _add(self, batch: SimBatch) -> None:
         assert batch.base_offset == len(self.batches)
-        if batch.leader_epoch > self.leader_epochs.latest_epoch:
+        if batch.leader_epoch != self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(batch.leader_epoch, batch.base_offset)
         self.batches.append(batch)
         self.values.append(batch.value)

@@ -9,7 +9,6 @@ class or module swapped for the duration of one run, then restored), never by ed
 - no-truncation: a follower never truncates on a new leadership (it skips the leader-epoch answer).
 - isr-shrink-without-controller: the leader drops lagging followers from its ISR by itself,
   without an AlterPartition accepted by the controller.
-- untrimmed-epoch-cache: a follower's truncation at or above its LEO leaves the epoch cache as it is.
 - no-broker-epoch: broker epochs are ignored (KIP-903): the leader takes a fetch of any incarnation,
   the controller an AlterPartition of any.
 - controller-view-drift: the controller does not re-read the states whose write had no answer
@@ -46,7 +45,7 @@ from weir.transactions import partition_txns
 from weir.transactions.coordinator import TransactionCoordinator, WritePurpose
 
 MUTANTS = ("hw-max", "elect-outside-isr", "no-truncation", "isr-shrink-without-controller",
-           "untrimmed-epoch-cache", "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
+           "no-broker-epoch", "controller-view-drift", "reassign-unchecked-isr",
            "read-past-hw", "txn-unsafe-prepare", "txn-skip-verification", "txn-lso-ignores-unreplicated",
            "txn-stale-marker-drops-completion")
 
@@ -153,7 +152,6 @@ _PATCHES = {
     "elect-outside-isr": [(partition_change, "elect_leader", _elect_ignoring_isr)],
     "no-truncation": [(FollowerPartition, "on_offset_for_leader_epoch_response", _no_truncation)],
     "isr-shrink-without-controller": [(LeaderPartition, "maybe_shrink_isr", _shrink_locally)],
-    "untrimmed-epoch-cache": [(partition, "trim_epoch_cache", lambda log: None)],
     "no-broker-epoch": [(FollowerReplica, "is_stale_epoch", _never_stale),
                         (ControllerCore, "is_stale_broker_epoch", _never_stale)],
     "controller-view-drift": [(ControllerCore, "unconfirmed_keys", property(lambda self: []))],

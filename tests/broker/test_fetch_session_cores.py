@@ -44,6 +44,17 @@ def test_a_full_request_opens_a_session_and_gets_every_partition():
     assert set(sent(answered)) == {("t", 0), ("t", 1)}
 
 
+@pytest.mark.parametrize("epoch", [INITIAL_EPOCH, FINAL_EPOCH])
+def test_a_full_request_naming_a_partition_twice_reads_it_once_as_last_named(epoch):
+    """Kafka's FetchRequest.fetchData is a map by topic-partition: the last entry wins, in the
+    place of the first."""
+    cache = FetchSessionCache()
+    context = cache.context(0, epoch, [("t", [ask(0, 10), ask(1, 10)]), ("u", [ask(0, 3)]), ("t", [ask(0, 12)])], [],
+                            by_id=False, follower=False, now_ms=0)
+    assert [(key, [(p.partition, p.fetch_offset) for p in partitions]) for key, partitions in context.wanted] == [
+        ("t", [(0, 12), (1, 10)]), ("u", [(0, 3)])]
+
+
 def test_a_sessionless_request_opens_none_and_closes_the_one_it_names():
     cache = FetchSessionCache()
     session_id, _ = open_session(cache, [("t", [ask(0, 10)])], {("t", 0): result(0)})

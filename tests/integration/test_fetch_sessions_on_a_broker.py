@@ -76,6 +76,28 @@ def test_a_session_answers_only_the_partitions_with_news(broker):
     assert_healthy(broker)
 
 
+def test_a_fetch_naming_a_partition_twice_is_answered_once_from_the_last_position(broker):
+    """Kafka keys a Fetch's partitions by topic-partition (FetchRequest.fetchData), the last entry
+    winning: one answer per partition, with or without a session."""
+    with RawClient(broker.port) as client:
+        create_topic(client, "s", partitions=2)
+        for p in range(2):
+            for value in (b"a-%d" % p, b"b-%d" % p):
+                assert produce(client, "s", make_batch([value]), partition=p).error_code == NONE
+        for epoch in (0, -1):  # a new session; none
+            response = client.call(FETCH, FETCH_V, FetchRequest(
+                max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=10 << 20, session_id=0, session_epoch=epoch,
+                topics=tuple(FetchTopic(topic="s", partitions=(
+                    FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=1 << 20),))
+                    for p, offset in [(0, 0), (1, 0), (0, 1)]),
+                forgotten_topics_data=(), rack_id=""))
+            assert response.error_code == NONE
+            named = [p.partition_index for t in response.responses for p in t.partitions]
+            assert sorted(named) == [0, 1], named
+            assert answered(response) == {0: [(1, b"b-0")], 1: [(0, b"a-1"), (1, b"b-1")]}
+    assert_healthy(broker)
+
+
 def test_kafka_python_reads_records_arriving_in_waves_in_its_session(start_broker):
     broker = start_broker(0, **{"metrics.port": "0"})
     with RawClient(broker.port) as client:

@@ -131,8 +131,8 @@ class FetchSessionCache:
         the other way (FETCH_SESSION_TOPIC_ID_ERROR)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request; it closes the session it names
             self.sessions.pop(session_id, None)
-            wants_session = epoch == INITIAL_EPOCH
-            return FetchContext(self, topics, new_session=(by_id, follower, now_ms) if wants_session else None)
+            new_session = (by_id, follower, now_ms) if epoch == INITIAL_EPOCH else None
+            return FetchContext(self, _last_of_each(topics), new_session=new_session)
         session = self.sessions.get(session_id)
         if session is None:
             raise KafkaError(ErrorCode.fetch_session_id_not_found, f"no fetch session {session_id}")
@@ -155,7 +155,8 @@ class FetchSessionCache:
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
-        context = FetchContext(self, _grouped(session.partitions), session=session)
+        context = FetchContext(self, _grouped((key, cached.request) for (key, _), cached in session.partitions.items()),
+                               session=session)
         if session.follower:  # only a follower's fetch of an idle partition has a short way
             named = {(key, request.partition) for key, partitions in topics for request in partitions}
             context.told = {key: (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
@@ -190,13 +191,23 @@ def _starts_over(before, now) -> bool:
     return now.current_leader_epoch != before.current_leader_epoch or now.fetch_offset < before.fetch_offset
 
 
-def _grouped(partitions: OrderedDict) -> list:
-    """[(topic key, [FetchPartition])] in read order, a topic's runs kept together where adjacent."""
-    wanted: list = []
-    for (key, _), cached in partitions.items():
-        if wanted and wanted[-1][0] == key:
-            wanted[-1][1].append(cached.request)
-        else:
-            wanted.append((key, [cached.request]))
-    return wanted
+def _last_of_each(topics: list) -> list:
+    """A full request's partitions, each once: the last time it is named, where it was first named,
+    as Kafka's FetchRequest.fetchData (a LinkedHashMap by topic-partition) keeps them."""
+    named: dict = {}
+    for key, partitions in topics:
+        for request in partitions:
+            named[key, request.partition] = request
+    return _grouped((key, request) for (key, _), request in named.items())
 
+
+def _grouped(requests) -> list:
+    """[(topic key, [FetchPartition])] from (topic key, FetchPartition) in read order, a topic's
+    runs kept together where adjacent."""
+    wanted: list = []
+    for key, request in requests:
+        if wanted and wanted[-1][0] == key:
+            wanted[-1][1].append(request)
+        else:
+            wanted.append((key, [request]))
+    return wanted

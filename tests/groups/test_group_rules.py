@@ -607,8 +607,11 @@ def test_offsets_of_a_simple_group_expire_retention_after_commit():
     from weir.groups.group import CommittedOffset
     d = Driver(offsets_retention_ms=60_000)
     d.group.on_offsets_committed({("t", 0): CommittedOffset(1, -1, "", d.now, log_offset=1),
-                                  ("t", 1): CommittedOffset(1, -1, "", d.now + 30_000, log_offset=2)})
-    assert d.group.expired_offsets(d.now + 60_000) == [("t", 0)]
+                                  ("t", 1): CommittedOffset(1, -1, "", d.now + 30_000, log_offset=2),
+                                  # retention_time -(now + 5): Kafka's expire timestamp, however far back
+                                  ("t", 2): CommittedOffset(1, -1, "", d.now, -5, log_offset=3)})
+    assert d.group.expired_offsets(d.now) == [("t", 2)]
+    assert d.group.expired_offsets(d.now + 60_000) == [("t", 0), ("t", 2)]
 
 
 # -- persistence, deletion, unloading ----------------------------------------------------------

@@ -25,6 +25,7 @@ from .records import OffsetValue
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+DEFAULT_RETENTION_TIME = -1  # OffsetCommit v2-v4: the broker's offsets.retention.minutes
 _MS = timedelta(milliseconds=1)
 
 
@@ -238,8 +239,10 @@ class GroupApis:
                                                  else None, request.generation_id_or_member_epoch, now)
         results: dict[tuple[str, int], ErrorCode] = {}
         to_write: dict[tuple[str, int], OffsetValue] = {}
-        retention = getattr(request, "retention_time", None)
-        expire = now + _ms(retention) if version <= 4 and retention is not None and _ms(retention) > 0 else -1
+        # Kafka takes any retention_time (v2-v4) but -1, zero and negative ones too, as the offset's
+        # own lifetime (GroupCoordinatorAdapter.commitOffsets)
+        retention = _ms(getattr(request, "retention_time", DEFAULT_RETENTION_TIME))
+        expire = now + retention if retention != DEFAULT_RETENTION_TIME else -1
         topics = self.coordinator.replicas.view.topics
         for name, p in wanted:
             key = (name, p.partition_index)

@@ -818,7 +818,7 @@ class Group:
         for key, committed in self.offsets.items():
             if key[0] in subscribed or self.has_pending_offsets(key):
                 continue  # Kafka's removeExpiredOffsets: not while a transaction may still replace it
-            if committed.expire_timestamp >= 0:
+            if committed.expire_timestamp != -1:
                 expired = committed.expire_timestamp <= now_ms
             elif since_empty:
                 expired = self.state_timestamp + retention <= now_ms

@@ -30,22 +30,16 @@ class ReassignmentApis:
         if not self.controller.active:
             answer["error_code"] = ErrorCode.not_controller
             return answer
-        targets, duplicates = {}, set()
-        for t in request.topics:
-            for p in t.partitions:
-                key = (t.name, p.partition_index)
-                if key in targets:
-                    duplicates.add(key)
-                targets[key] = None if p.replicas is None else tuple(p.replicas)
+        # a map by partition, the last entry winning, answered once each, as Kafka's
+        # handleAlterPartitionReassignmentsRequest
+        targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas)
+                   for t in request.topics for p in t.partitions}
         results = await self.controller.call("reassign", targets, allow_change) or {}
         by_topic: dict[str, list] = {}
-        for t in request.topics:
-            for p in t.partitions:
-                key = (t.name, p.partition_index)
-                code, message = ((ErrorCode.invalid_request, "the partition is named twice") if key in duplicates
-                                 else results.get(key, (ErrorCode.not_controller, None)))
-                by_topic.setdefault(t.name, []).append({"partition_index": p.partition_index, "error_code": code,
-                                                        "error_message": message})
+        for key in targets:
+            code, message = results.get(key, (ErrorCode.not_controller, None))
+            by_topic.setdefault(key[0], []).append({"partition_index": key[1], "error_code": code,
+                                                    "error_message": message})
         answer["responses"] = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
         return answer
 

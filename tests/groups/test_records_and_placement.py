@@ -29,6 +29,14 @@ def test_offset_commit_key_v1_and_value_v3_round_trip():
     assert read_offset_value(raw) == value
 
 
+def test_an_offset_with_its_own_expire_timestamp_is_written_as_value_v1():
+    """OffsetCommit v2-v4's retention_time survives a coordinator move only in value v1 (Kafka's
+    offsetCommitValue writes v1 whenever the expire timestamp is set; v1 has no leader epoch)."""
+    raw = offset_value(OffsetValue(42, 3, "meta", 1_700_000_000_000, 1_700_000_000_000))
+    assert raw[:2] == b"\x00\x01"
+    assert read_offset_value(raw) == OffsetValue(42, -1, "meta", 1_700_000_000_000, 1_700_000_000_000)
+
+
 def test_group_metadata_key_v2_and_value_v3_round_trip():
     assert read_key(group_key("g")) == GroupKey("g")
     value = GroupValue("consumer", 5, "range", "m-1", 123, (

@@ -49,3 +49,19 @@ def test_a_v2_commit_expires_after_its_own_retention_time_unless_it_is_minus_one
         wait_until(lambda: committed(client, "zero") == committed(client, "negative") == -1, "the offsets to expire")
         assert committed(client, "kept") == 7
     assert_healthy(broker)
+
+
+def test_a_v2_commits_retention_time_survives_a_restart(start_broker):
+    """The expire timestamp is written in the offset's record (value v1, as Kafka's
+    offsetCommitValue), so the coordinator that loads the group again still expires it."""
+    broker = start_broker(0, **GROUP_SETTINGS, **{"offsets.retention.check.interval.ms": "200"})
+    with RawClient(broker.port) as client:
+        create_topic(client, "t")
+        wait_until(lambda: coordinator_found(client, "brief"), "the group coordinator")
+        assert wait_until(lambda: commit_v2(client, "brief", 5, 20_000) == NONE, "the coordinator to take commits")
+    broker.stop()
+    broker.start()
+    with RawClient(broker.port) as client:
+        assert wait_until(lambda: coordinator_found(client, "brief"), "the group coordinator")
+        wait_until(lambda: committed(client, "brief") == -1, "the offset to expire after the restart")
+    assert_healthy(broker)

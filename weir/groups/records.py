@@ -152,6 +152,11 @@ def offset_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def offset_value(value: OffsetValue) -> bytes:
+    """Value v3; v1 for an offset with its own expire timestamp, the only version that holds one
+    (Kafka's GroupMetadataManager.offsetCommitValue drops the leader epoch the same way)."""
+    if value.expire_timestamp != -1:
+        return (struct.pack(">hq", 1, value.offset) + _string(value.metadata)
+                + struct.pack(">qq", value.commit_timestamp, value.expire_timestamp))
     return (struct.pack(">hqi", OFFSET_VALUE_VERSION, value.offset, value.leader_epoch) + _string(value.metadata)
             + struct.pack(">q", value.commit_timestamp))
 

@@ -164,6 +164,26 @@ def test_preferred_election_restores_balance_after_a_broker_returns(cluster):
     assert leaders == preferred
 
 
+def test_a_new_controller_checks_leader_balance_five_seconds_after_its_election(cluster):
+    """Kafka's onControllerFailover runs the first balance check 5 s after the election; only the
+    later ones wait leader.imbalance.check.interval.seconds (300 here, the default)."""
+    create_topic(cluster.bootstrap, "failover", 6, 3)
+    preferred = {p: replicas[0] for p, (_, replicas, _) in partition_metadata(cluster.bootstrap, "failover").items()}
+    controller = cluster_controller(cluster)
+    returning = next(b for b in range(3) if b != controller)
+    cluster.brokers[returning].stop()
+    wait_until(lambda: all(m[0] != returning for m in partition_metadata(cluster.bootstrap, "failover").values()),
+               "leadership moved off the returning broker")
+    cluster.brokers[returning].start()
+    wait_until(lambda: all(returning in m[2] for m in partition_metadata(cluster.bootstrap, "failover").values()),
+               "the returning broker back in every ISR")
+    cluster.brokers[controller].stop()
+    wait_until(lambda: all(m[0] == returning for p, m in partition_metadata(cluster.bootstrap, "failover").items()
+                           if preferred[p] == returning),
+               "the new controller's first balance check to give the returning broker its leaderships back",
+               timeout_s=30)
+
+
 def test_auto_leader_rebalance_moves_leadership_back(start_cluster):
     cluster = start_cluster(leader_imbalance_check_interval_seconds="2")
     create_topic(cluster.bootstrap, "rebalanced", 6, 3)

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 
 from ..config import BrokerConfig
-from ..controller.decisions import ControllerConfig, ControllerCore, StateChange
+from ..controller.decisions import FIRST_LEADER_BALANCE_CHECK_S, ControllerConfig, ControllerCore, StateChange
 from ..controller.events import (ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments,
                                  WriteStates, run_handler)
 from ..coordination.model import PartitionState
@@ -83,6 +83,7 @@ class ControllerService:
     def on_session_lost(self) -> None:
         """Its ephemeral /controller went with the session: whatever it decided is no longer its to write."""
         self.events.resigned()
+        self._stop_balance_timer()
 
     # -- events in ----------------------------------------------------------------------
 
@@ -168,6 +169,7 @@ class ControllerService:
         self._written_at_election = await run_handler(self.events.elected(epoch), self._execute)
         await self._watch_shutdown_requests()
         if self.core_config.auto_leader_rebalance_enable:
+            self._stop_balance_timer()
             self._balance_task = asyncio.get_running_loop().create_task(self._balance_timer())
 
     async def _wait_until_seen(self, written: dict[tuple[str, int], PartitionState], timeout_s: float) -> None:
@@ -184,14 +186,19 @@ class ControllerService:
 
     async def _resign(self) -> None:
         self.events.resigned()
-        if self._balance_task is not None:
-            self._balance_task.cancel()
+        self._stop_balance_timer()
         await self.store.resign()
 
     async def _balance_timer(self) -> None:
+        delay = FIRST_LEADER_BALANCE_CHECK_S
         while True:
-            await asyncio.sleep(self.core_config.leader_imbalance_check_interval_seconds)
+            await asyncio.sleep(delay)
             self._events.put_nowait(("balance", None, None))
+            delay = self.core_config.leader_imbalance_check_interval_seconds
+
+    def _stop_balance_timer(self) -> None:
+        if self._balance_task is not None:
+            self._balance_task.cancel()
 
     # -- controlled shutdown requests ----------------------------------------------------------
 

@@ -28,9 +28,10 @@ placement in assignment.py):
 - ELECTLEADERS. PREFERRED: the first assigned replica takes over where it is acceptable and in the
   ISR. UNCLEAN: offline partitions get any acceptable replica, whatever the topic config.
 - LEADER BALANCE (auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage; the shell
-  runs the check every leader.imbalance.check.interval.seconds): for each broker, the share of the
-  partitions it is preferred leader of that someone else leads; above the percentage, a preferred
-  election for those partitions where it is acceptable and in the ISR.
+  runs the check FIRST_LEADER_BALANCE_CHECK_S after the election, then every
+  leader.imbalance.check.interval.seconds): for each broker, the share of the partitions it is
+  preferred leader of that someone else leads; above the percentage, a preferred election for
+  those partitions where it is acceptable and in the ISR.
 - CONTROLLED SHUTDOWN. The broker becomes unacceptable as a leader and as a new ISR member until
   its session ends or it registers again. Partitions it leads move to the first acceptable ISR
   member in assignment order (ISR without it); it leaves the ISRs it follows in, unless it is
@@ -72,6 +73,9 @@ from weir.controller.reassignment import ReassignmentDecisions
 TopicPartition = tuple[str, int]
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+# A new controller checks leader balance this long after its election, then every
+# leader.imbalance.check.interval.seconds (KafkaController.onControllerFailover).
+FIRST_LEADER_BALANCE_CHECK_S = 5
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ class SimController:
     def start(self) -> None:
         """Once it is the broker's controller: take over, then run events."""
         self.enqueue(("elected", self.epoch))
-        self.broker.later(self.world.settings.leader_imbalance_check_interval_ms, self._balance_timer)
+        self.broker.later(self.world.settings.first_leader_balance_check_ms, self._balance_timer)
 
     @property
     def core(self):

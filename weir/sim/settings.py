@@ -27,6 +27,7 @@ class SimSettings:
     log_retention_check_interval_ms: int = 500  # log.retention.check.interval.ms: producer expiry runs then
     producer_id_expiration_ms: int = 2000  # producer.id.expiration.ms: short, so runs forget producers
     leader_imbalance_check_interval_ms: int = 2500  # leader.imbalance.check.interval.seconds
+    first_leader_balance_check_ms: int = 40  # FIRST_LEADER_BALANCE_CHECK_S, scaled as the interval
     auto_leader_rebalance_enable: bool = True
     max_delay_ms: int = 8
     drop_rate: float = 0.01

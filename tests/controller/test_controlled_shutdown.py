@@ -32,11 +32,21 @@ def test_controlled_shutdown_keeps_partitions_where_it_is_the_only_isr_member():
     assert keep_only(core, 1, 2) == []
     assert core.elect_leaders(ElectionType.PREFERRED, [("t", 1)]).results == \
         {("t", 1): ErrorCode.preferred_leader_not_available}
-    # Its leader adds 2 back: the retry now moves leadership.
-    written(core, [core.on_alter_partition("t", 0, 1, 0, 1, [1, 2]).change])
+
+
+def test_a_replica_that_catches_up_with_a_shutting_down_leader_takes_over_at_once():
+    """The broker does not ask again: the ISR change that makes a hand-over possible makes it
+    (KRaft's PartitionChangeBuilder elects whenever the leader is not acceptable)."""
+    core = make_core([1, 2, 3], {"t": {0: (1, 2, 3)}})
+    written(core, [core.on_alter_partition("t", 0, 1, 0, 0, [1]).change])
+    assert written(core, core.on_controlled_shutdown(1).changes) == []
+    outcome = core.on_alter_partition("t", 0, 1, 0, 1, [1, 3])
+    written(core, [outcome.change])
+    assert outcome.error is ErrorCode.none and outcome.change.reason == "controlled_shutdown"
+    assert (outcome.state.leader, outcome.state.isr, outcome.state.leader_epoch) == (3, (3,), 1)
+    assert state(core) == outcome.state and state(core).partition_epoch == 2
     retry = core.on_controlled_shutdown(1)
-    written(core, retry.changes)
-    assert retry.remaining == [] and state(core, "t", 0).leader == 2
+    assert retry.changes == [] and retry.remaining == []
 
 
 def test_shutting_down_broker_is_not_elected_when_others_fail():

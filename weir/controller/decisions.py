@@ -24,7 +24,7 @@ placement in assignment.py):
   shutdown, or was seen fetching as another incarnation than its current registration (its broker
   epoch, KIP-903) → INELIGIBLE_REPLICA (members already in the ISR may stay: removing them is the
   controller's job when they die). Accepted: same leader and leader epoch, the new ISR in
-  assignment order, partition epoch + 1.
+  assignment order, partition epoch + 1 (for a leader in controlled shutdown, see there).
 - ELECTLEADERS. PREFERRED: the first assigned replica takes over where it is acceptable and in the
   ISR. UNCLEAN: offline partitions get any acceptable replica, whatever the topic config.
 - LEADER BALANCE (auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage; the shell
@@ -36,7 +36,10 @@ placement in assignment.py):
   its session ends or it registers again. Partitions it leads move to the first acceptable ISR
   member in assignment order (ISR without it); it leaves the ISRs it follows in, unless it is
   the last member. Partitions with no other acceptable ISR member stay led by it and are reported
-  as remaining (Kafka ZooKeeper mode); the broker retries, or gives up and stops.
+  as remaining (Kafka ZooKeeper mode). Its leader's AlterPartition that adds a member to such a
+  partition's ISR hands the partition over in the same write, as the shutdown would have (KRaft's
+  PartitionChangeBuilder elects whenever the leader is not acceptable; ZooKeeper mode refuses the
+  change and leaves the partition offline once the broker stops): the broker does not ask again.
 - TOPIC DELETION. The topic's partitions leave the view; their replicas are told to delete them.
 - REASSIGNMENT (KIP-455): in reassignment.py, the rules and their application to the view
   (ReassignmentDecisions, a part of this class).
@@ -309,8 +312,14 @@ class ControllerCore(ReassignmentDecisions):
         isr = tuple(r for r in replicas if r in proposed)
         new = changed_state(replicas, state, state.leader, isr, self.view.controller_epoch)
         assert new.leader_epoch == state.leader_epoch, "an ISR change never changes the leader"
-        change = self._apply(key, state, new, "alter_partition")
-        return AlterPartitionOutcome(ErrorCode.none, new, change)
+        reason = "alter_partition"
+        if added and state.leader in self.shutting_down:
+            new = next_state(replicas, new, live=self.live, shutting_down=self.shutting_down, unclean_allowed=False,
+                             controller_epoch=self.view.controller_epoch, remove_from_isr={state.leader})
+            assert new.leader not in (NO_LEADER, state.leader), "an added member is acceptable"
+            reason = "controlled_shutdown"
+        change = self._apply(key, state, new, reason)
+        return AlterPartitionOutcome(ErrorCode.none, change.new, change)
 
     def elect_leaders(self, election: ElectionType,
                       partitions: Iterable[TopicPartition] | None = None) -> ElectLeadersOutcome:

@@ -124,6 +124,19 @@ def test_delete_partition_removes_its_directory_and_checkpoint_entries(root):
     logs.close()
 
 
+def test_a_partition_of_a_topic_with_the_longest_legal_name_is_deleted_and_made_anew(root):
+    """The name it is renamed to before deletion is cut to 255 bytes, as Kafka's; it was the
+    topic's 249 characters and a 42-character suffix, the rename failed (ENAMETOOLONG), and the
+    topic could not be made again: its old directory kept the old topic id."""
+    topic = "x" * 249
+    logs = LogDirectory.open(root, LogConfig(), NOW)
+    logs.open_partition(topic, 0, TOPIC_ID, None, NOW).append(make_batch([b"a"]), 0, NOW)
+    logs.delete_partition(topic, 0)
+    assert [p.name for p in root.iterdir() if p.is_dir()] == []
+    assert logs.open_partition(topic, 0, uuid.uuid4(), None, NOW).log_end_offset == 0
+    logs.close()
+
+
 def test_leftovers_of_an_interrupted_deletion_are_removed_at_start(root):
     (root / "orders-0.0123abcd-delete").mkdir(parents=True)
     (root / "orders-0.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"old")

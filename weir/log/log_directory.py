@@ -46,6 +46,14 @@ def partition_directory_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def delete_directory_name(tp: TopicPartition) -> str:
+    """Where a partition's directory goes to be deleted, as Kafka's LocalLog.logDeleteDirName: the
+    topic cut short so that the name fits in the 255 bytes a file name may have (a topic name has
+    up to 249 ASCII characters)."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+    return tp.topic[:255 - len(suffix)] + suffix
+
+
 def parse_partition_directory_name(name: str) -> TopicPartition | None:
     """`my.topic-name-3` -> ('my.topic-name', 3); None for anything that is not a partition."""
     topic, dash, partition = name.rpartition("-")
@@ -163,7 +171,7 @@ class LogDirectory:
             log.close()
         if not directory.is_dir():
             return
-        doomed = self.path / f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        doomed = self.path / delete_directory_name(tp)
         os.rename(directory, doomed)
         fsync_directory(self.path)
         if log is None:

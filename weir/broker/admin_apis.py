@@ -540,6 +540,9 @@ class AdminApis:
 
     def elect_leaders(self, header: RequestHeader, request):
         error = cluster_error(self.authz, header)
+        if not error and header.api_version >= 1 and request.election_type not in list(ElectionType):
+            # Kafka's ElectionType.valueOf throws, and KafkaApis answers with what it makes of that
+            error = ErrorCode.unknown_server_error
         if error:  # each partition named carries it too (v0 has no top-level error)
             return refusal(error, replica_election_results=_election_results(
                 {(t.topic, p): error for t in request.topic_partitions or () for p in t.partitions}))

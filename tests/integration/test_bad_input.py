@@ -13,12 +13,17 @@ import socket
 import struct
 import threading
 import time
+import uuid
 
 import pytest
 from crc32c import crc32c
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.fetch.v13.request import FetchPartition as FetchPartitionV13, FetchRequest as FetchRequestV13
+from kio.schema.fetch.v13.request import FetchTopic as FetchTopicV13
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v13.request import PartitionProduceData as PartitionProduceDataV13
+from kio.schema.produce.v13.request import ProduceRequest as ProduceRequestV13, TopicProduceData as TopicProduceDataV13
 
 from clients import confluent_consume, confluent_produce, make_messages
 from log.batches import encode_record, make_batch, patched, raw_batch, record_values
@@ -29,6 +34,8 @@ from raw_protocol import (API_VERSIONS, CLIENT_ID, CORRUPT_MESSAGE, FETCH, INVAL
                           assert_healthy, create_topic, fetch, header_bytes, list_offset, metadata, produce,
                           request_payload, sized, wait_for_log)
 from weir.protocol.versions import SUPPORTED_VERSIONS
+
+UNKNOWN_TOPIC_ID = 100
 
 # -- record batches, valid and not ---------------------------------------------
 
@@ -411,4 +418,24 @@ def test_a_stream_of_bad_connections_does_not_disturb_a_producer(broker):
     with RawClient(broker.port) as client:
         assert list_offset(client, "busy").offset == 10_000
     assert broker.proc.poll() is None
+    assert_healthy(broker)
+
+
+def test_produce_and_fetch_by_the_zero_topic_id_get_unknown_topic_id(broker):
+    """The hot requests' decoder reads the zero UUID as None; answering it raised in the encoder
+    (a traceback, the connection closed). Kafka answers UNKNOWN_TOPIC_ID for an id it does not know."""
+    zero = uuid.UUID(int=0)
+    with RawClient(broker.port) as client:
+        create_topic(client, "by-id")
+        response = client.call(PRODUCE, 13, ProduceRequestV13(
+            transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(TopicProduceDataV13(
+                topic_id=zero, partition_data=(PartitionProduceDataV13(index=0, records=make_batch([b"x"])),)),)))
+        [topic] = response.responses
+        assert (topic.topic_id, [p.error_code for p in topic.partition_responses]) == (None, [UNKNOWN_TOPIC_ID])  # kio: 0 is None
+        response = client.call(FETCH, 13, FetchRequestV13(
+            max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, forgotten_topics_data=(), rack_id="",
+            topics=(FetchTopicV13(topic_id=zero, partitions=(
+                FetchPartitionV13(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),)))
+        [topic] = response.responses
+        assert (topic.topic_id, [p.error_code for p in topic.partitions]) == (None, [UNKNOWN_TOPIC_ID])
     assert_healthy(broker)

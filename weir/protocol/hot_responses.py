@@ -25,6 +25,7 @@ _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable of
 _FETCH_PARTITION = struct.Struct(">ihqqq")  # the same and the log start (v5+), written and read
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _FETCH_TOP = struct.Struct(">ihi")  # throttle, error, session id
+_ZERO_UUID = bytes(16)
 NO_TAGS = b"\x00"
 
 
@@ -75,8 +76,10 @@ def _nullable_string(s: str | None, flexible: bool) -> bytes:
     return _string(s, flexible)
 
 
-def _topic_key(name: str, topic_id: uuid.UUID, by_id: bool, flexible: bool) -> bytes:
-    return topic_id.bytes if by_id else _string(name, flexible)
+def _topic_key(name: str, topic_id: uuid.UUID | None, by_id: bool, flexible: bool) -> bytes:
+    if not by_id:
+        return _string(name, flexible)
+    return _ZERO_UUID if topic_id is None else topic_id.bytes  # None: the request's zero UUID
 
 
 def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, list[ProducePartitionResult]]]) -> bytes:

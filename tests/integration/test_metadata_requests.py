@@ -1,8 +1,17 @@
 """Metadata requests a client may send that are unusual but valid, answered as Kafka's
 KafkaApis.handleTopicMetadataRequest answers them."""
 
+import typing
+import uuid
+from dataclasses import fields
+
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
+from kio.index import load_request_schema
+
+from raw_protocol import METADATA, NONE, RawClient, assert_healthy, create_topic, metadata
+
+INVALID_REQUEST = 42
 
 
 def _configs(admin: AdminClient, topic: str) -> dict[str, str]:
@@ -26,3 +35,23 @@ def test_auto_creating_an_internal_topic_creates_it_as_its_coordinator_would(sta
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert _configs(admin, "__consumer_offsets")["cleanup.policy"] == "compact"
     assert _configs(admin, "__transaction_state")["cleanup.policy"] == "compact"
+
+
+def test_metadata_v10_and_v11_by_topic_id_or_without_a_name_is_an_invalid_request(broker):
+    """Those versions carry a topic id and a nullable name, but Kafka takes topic ids only from v12:
+    each topic is answered INVALID_REQUEST, a null name as "" (KafkaApis.handleTopicMetadataRequest,
+    MetadataRequest.getErrorResponse). Weir's answer had a null name where v10-11 allow none: its
+    encoding failed (a traceback, the connection closed)."""
+    known = uuid.UUID(int=7)
+    with RawClient(broker.port) as client:
+        create_topic(client, "named")
+        for version in (10, 11):
+            schema = load_request_schema(METADATA, version)
+            topic_schema = typing.get_args(typing.get_args(fields(schema)[0].type)[0])[0]
+            cluster_operations = {"include_cluster_authorized_operations": False} if version == 10 else {}
+            response = client.call(METADATA, version, schema(
+                topics=(topic_schema(topic_id=known, name="named"), topic_schema(topic_id=None, name=None)),
+                allow_auto_topic_creation=True, include_topic_authorized_operations=False, **cluster_operations))
+            assert [(t.name, t.error_code) for t in response.topics] == [("named", INVALID_REQUEST), ("", INVALID_REQUEST)]
+        assert metadata(client, ["named"]).topics[0].error_code == NONE
+    assert_healthy(broker)

@@ -81,6 +81,8 @@ class AdminApis:
         version = header.api_version
         names = None
         if request.topics is not None and (request.topics or version > 0):
+            if version in (10, 11) and any(t.name is None or t.topic_id is not None for t in request.topics):
+                return _metadata_refused(version, request.topics)
             names = tuple(t.name if t.name is not None else t.topic_id for t in request.topics)
         auto_create = self.config["auto.create.topics.enable"] and getattr(request, "allow_auto_topic_creation", True)
         missing = [n for n in names or () if isinstance(n, str) and n not in self.view.topics and _legal(n)]
@@ -637,6 +639,16 @@ def _legal(name: str) -> bool:
         return True
     except KafkaError:
         return False
+
+
+def _metadata_refused(version: int, topics) -> bytes:
+    """Metadata v10-11 naming a topic by id, or by no name: INVALID_REQUEST for each topic, as Kafka
+    (KafkaApis.handleTopicMetadataRequest throws InvalidRequestException, and
+    MetadataRequest.getErrorResponse answers it for each topic, a null name as "")."""
+    return _encode_body(ApiKey.METADATA, version, {
+        "throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1, "topics": [
+            {"error_code": ErrorCode.invalid_request, "name": t.name or "", "topic_id": t.topic_id or ZERO_UUID,
+             "is_internal": False, "partitions": []} for t in topics]})
 
 
 def _encode_body(api_key: int, version: int, body: dict) -> bytes:

@@ -494,11 +494,18 @@ class DataApis:
         refused = cluster_error(self.authz, header)
         results: dict[str, list] = {}
         for d in request.dirs:
-            code = refused or (ErrorCode.none if Path(d.path).resolve() == ours else ErrorCode.log_dir_not_found)
+            code = refused or (ErrorCode.none if _names_directory(d.path, ours) else ErrorCode.log_dir_not_found)
             for t in d.topics:
                 results.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
         return {"throttle_time": 0, "results": [{"topic_name": name, "partitions": partitions}
                                                 for name, partitions in results.items()]}
+
+
+def _names_directory(path: str, directory: Path) -> bool:
+    try:
+        return Path(path).resolve() == directory
+    except (ValueError, OSError):  # a NUL in it, a name too long: no directory at all
+        return False
 
 
 def _txn_start(entry) -> int:

@@ -29,7 +29,7 @@ from weir.protocol.records import encode_batch
 from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted
 
 PRODUCE, FETCH, LIST_OFFSETS, DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS = 0, 1, 2, 61, 27
-INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED = 47, 48, 52
+INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED, UNKNOWN_SERVER_ERROR = 47, 48, 52, -1
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 6, 19, 53
 P, Q, R = 4000, 5000, 6000
 NO_VERIFICATION = {"transaction_partition_verification_enable": "false"}
@@ -315,4 +315,22 @@ def test_write_txn_markers_v0_and_v1_answer_alike(start_broker):
         assert {p.partition_index: p.error_code for t in marker.topics for p in t.partitions} == \
             {0: NONE, 3: UNKNOWN_TOPIC_OR_PARTITION}
         assert latest(client, "v0", 1) == 2
+    assert_healthy(broker)
+
+
+def test_a_marker_without_a_valid_producer_id_refuses_the_request(start_broker):
+    """Kafka's appendEndTxnMarker throws for producer id -1; getErrorResponse answers the whole
+    request with UNKNOWN_SERVER_ERROR. Nothing is written, not even the valid marker beside it."""
+    broker = start_broker(**NO_VERIFICATION)
+    with RawClient(broker.port) as client:
+        create_topic(client, "no-pid")
+        assert produce(client, "no-pid", txn_batch([b"a"], P, 0)).error_code == NONE
+        response = client.call(WRITE_TXN_MARKERS, 1, WriteTxnMarkersRequest(markers=tuple(
+            WritableTxnMarker(producer_id=pid, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+                              topics=(WritableTxnMarkerTopic(name="no-pid", partition_indexes=(0, 3)),))
+            for pid in (P, -1))))
+        assert [(m.producer_id, {p.partition_index: p.error_code for t in m.topics for p in t.partitions})
+                for m in response.markers] == [(P, {0: UNKNOWN_SERVER_ERROR, 3: UNKNOWN_SERVER_ERROR}),
+                                               (-1, {0: UNKNOWN_SERVER_ERROR, 3: UNKNOWN_SERVER_ERROR})]
+        assert latest(client, "no-pid", 0) == 1
     assert_healthy(broker)

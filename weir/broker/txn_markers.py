@@ -4,6 +4,10 @@ partitions this broker leads.
 Kafka's KafkaApis.handleWriteTxnMarkersRequest, for each marker (producer id and epoch, COMMIT or
 ABORT, coordinator epoch) and each partition it names:
 
+- A marker with a producer id < 0 refuses the whole request: UNKNOWN_SERVER_ERROR for every
+  partition of every marker, nothing written (Kafka's MemoryRecordsBuilder.appendEndTxnMarker
+  throws IllegalArgumentException for NO_PRODUCER_ID, and WriteTxnMarkersRequest.getErrorResponse
+  puts that error on every partition).
 - A partition this broker holds no replica of: UNKNOWN_TOPIC_OR_PARTITION (Kafka's getMagic
   finds no log). One it holds but does not lead (or cannot prove it leads):
   NOT_LEADER_OR_FOLLOWER. Both tell the coordinator to look the leader up again and retry.
@@ -55,7 +59,7 @@ class TxnMarkerApis:
         timeout_ms = self.replicas.config["request.timeout.ms"]
         results = []  # per marker: (marker, {(topic, index): error})
         waiting = []  # (marker's errors, key, future)
-        refused = cluster_error(self.authz, header)  # CLUSTER_ACTION: from a transaction coordinator only
+        refused = self._refused(header, request)
         for marker in request.markers:
             errors: dict[tuple[str, int], ErrorCode] = {}
             for topic in marker.topics:
@@ -63,7 +67,7 @@ class TxnMarkerApis:
                     key = (topic.name, index)
                     try:
                         if refused:
-                            raise KafkaError(refused, "WriteTxnMarkers needs CLUSTER_ACTION on the cluster")
+                            raise refused
                         errors[key] = ErrorCode.none
                         partition, offset = self._append(topic.name, index, marker, now)
                         waiting.append((errors, key, self.replicas.await_replication(partition, offset, timeout_ms,
@@ -77,6 +81,17 @@ class TxnMarkerApis:
         if not waiting:
             return self._answer(results)
         return self._answered_once_replicated(results, waiting)
+
+    def _refused(self, header: RequestHeader, request) -> KafkaError | None:
+        """The error of every partition when the request is refused whole."""
+        if cluster_error(self.authz, header):  # CLUSTER_ACTION: from a transaction coordinator only
+            return KafkaError(ErrorCode.cluster_authorization_failed,
+                              "WriteTxnMarkers needs CLUSTER_ACTION on the cluster")
+        invalid = [m.producer_id for m in request.markers if m.producer_id < 0]
+        if invalid:
+            return KafkaError(ErrorCode.unknown_server_error,
+                              f"an end transaction marker requires a valid producer id, not {invalid[0]}")
+        return None
 
     def _append(self, topic: str, index: int, marker, now_ms: int):
         if (topic, index) not in self.replicas.partitions:

@@ -206,6 +206,42 @@ def test_txn_offset_commit_is_pending_until_its_transaction_ends(start_broker):
     asyncio.run(scenario())
 
 
+def test_txn_offset_commit_of_a_negative_producer_id_or_epoch_is_refused_as_kafkas_verification_does(start_broker):
+    """No transactional id maps to a negative producer id (INVALID_PRODUCER_ID_MAPPING), and a
+    negative epoch is fenced (INVALID_PRODUCER_EPOCH): Kafka's coordinator answers so when the
+    group coordinator verifies the transaction (KIP-890). Nothing is written."""
+    broker = start_broker(0, **{k.replace(".", "_"): v for k, v in TXN_SETTINGS.items()})
+    create_topic(broker.bootstrap, "data", 1)
+
+    async def commit(pid: int, epoch: int) -> ErrorCode:
+        body = {"transactional_id": "negative", "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": "data", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": ""}]}]}
+        for _ in range(100):  # until the group coordinator has loaded __consumer_offsets
+            response = await call(port, ApiKey.TXN_OFFSET_COMMIT, 3, body)
+            error = response.topics[0].partitions[0].error_code
+            if error not in (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator):
+                return error
+            await asyncio.sleep(0.2)
+        raise AssertionError("the group coordinator never loaded")
+
+    async def scenario():
+        await call(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        assert await commit(-1, 0) == ErrorCode.invalid_producer_id_mapping
+        assert await commit(-7, -1) == ErrorCode.invalid_producer_id_mapping
+        assert await commit(4000, -1) == ErrorCode.invalid_producer_epoch
+        fetch = await call(port, ApiKey.OFFSET_FETCH, 7, {"group_id": "g", "require_stable": True,
+                                                         "topics": [{"name": "data", "partition_indexes": [0]}]})
+        partition = fetch.topics[0].partitions[0]
+        assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, -1)
+
+    port = broker.port
+    asyncio.run(scenario())
+    assert "Traceback" not in broker.output()
+
+
 async def stable_offset(port: int, group: str, tp: tuple[str, int], timeout_s: float = 30) -> int:
     """The committed offset once OffsetFetch with require_stable gives one."""
     deadline = asyncio.get_running_loop().time() + timeout_s

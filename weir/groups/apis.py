@@ -40,6 +40,18 @@ def _metadata_length(metadata: str) -> int:
     return len(metadata.encode("utf-16-le")) // 2
 
 
+def _unverifiable_producer(producer_id: int, producer_epoch: int) -> ErrorCode | None:
+    """The error of a producer id or epoch that InitProducerId never hands out, as Kafka's KIP-890
+    verification answers it: no transactional id maps to a negative producer id
+    (INVALID_PRODUCER_ID_MAPPING) and a negative epoch is fenced (PRODUCER_FENCED, which the
+    producer sees as INVALID_PRODUCER_EPOCH); TransactionCoordinator.handleVerifyPartitionsInTransaction."""
+    if producer_id < 0:
+        return ErrorCode.invalid_producer_id_mapping
+    if producer_epoch < 0:
+        return ErrorCode.invalid_producer_epoch
+    return None
+
+
 class GroupApis:
     def __init__(self, coordinator: GroupCoordinator, transactions=None, authz: RequestAuthorizer | None = None) -> None:
         """`transactions`: the transaction coordinator's shell, for FindCoordinator key type 1
@@ -292,10 +304,13 @@ class GroupApis:
         group = None
         if error is None:
             group = self.coordinator.group(request.group_id, create=True)  # Kafka's: created if unknown
-            error = group.validate_txn_offset_commit(
-                request.member_id if version >= 3 else UNKNOWN_MEMBER,
-                request.group_instance_id if version >= 3 else None,
-                request.generation_id if version >= 3 else -1)
+            # Kafka verifies the producer (KIP-890) before doTxnCommitOffsets checks the member
+            error = _unverifiable_producer(request.producer_id, request.producer_epoch)
+            if error is None:
+                error = group.validate_txn_offset_commit(
+                    request.member_id if version >= 3 else UNKNOWN_MEMBER,
+                    request.group_instance_id if version >= 3 else None,
+                    request.generation_id if version >= 3 else -1)
         results: dict[tuple[str, int], ErrorCode] = {}
         to_write: dict[tuple[str, int], OffsetValue] = {}
         topics = self.coordinator.replicas.view.topics

@@ -30,9 +30,6 @@ FUZZED_TOPICS, FUZZED_GROUP, FUZZED_TXN = ["fuzz-a", "fuzz-b"], "fuzz-group", "f
 # Handler failures found and not fixed yet (each costs only the client's connection): text of their
 # tracebacks. Remove one when it is fixed; any other traceback fails the test.
 KNOWN_FAILURES = [
-    "String is too long for legacy string format",  # an error message quoting a name of 32767 bytes
-    "Could not parse i16 from",  # the same, in a compact string
-    "struct.error: 'h' format requires",  # the same, in a Produce answer's error message
     "ValueError: relative paths not allowed",  # DescribeUserScramCredentials of the empty user name
 ]
 

@@ -9,6 +9,7 @@ reason for the operator, and that other clients are still served.
 """
 
 import datetime
+import importlib
 import socket
 import struct
 import threading
@@ -21,13 +22,15 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.fetch.v13.request import FetchPartition as FetchPartitionV13, FetchRequest as FetchRequestV13
 from kio.schema.fetch.v13.request import FetchTopic as FetchTopicV13
+from kio.schema.produce.v8.request import PartitionProduceData as PartitionProduceDataV8
+from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8, TopicProduceData as TopicProduceDataV8
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v13.request import PartitionProduceData as PartitionProduceDataV13
 from kio.schema.produce.v13.request import ProduceRequest as ProduceRequestV13, TopicProduceData as TopicProduceDataV13
 
 from clients import confluent_consume, confluent_produce, make_messages
 from log.batches import encode_record, make_batch, patched, raw_batch, record_values
-from raw_protocol import (API_VERSIONS, CLIENT_ID, CORRUPT_MESSAGE, FETCH, INVALID_RECORD, INVALID_TIMESTAMP,
+from raw_protocol import (API_VERSIONS, CLIENT_ID, CORRUPT_MESSAGE, CREATE_TOPICS, FETCH, INVALID_RECORD, INVALID_TIMESTAMP,
                           INVALID_TOPIC_EXCEPTION,
                           MESSAGE_TOO_LARGE, METADATA, METADATA_V, NONE, PRODUCE, PRODUCE_V, TIMEOUT_S,
                           UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_COMPRESSION_TYPE, UNSUPPORTED_VERSION, RawClient,
@@ -438,4 +441,38 @@ def test_produce_and_fetch_by_the_zero_topic_id_get_unknown_topic_id(broker):
                 FetchPartitionV13(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),)))
         [topic] = response.responses
         assert (topic.topic_id, [p.error_code for p in topic.partitions]) == (None, [UNKNOWN_TOPIC_ID])
+    assert_healthy(broker)
+
+
+LONGEST_NAME = "w" * 0x7FFF  # the longest string a request can carry
+
+
+def produce_v8_to(name: str):
+    request = ProduceRequestV8(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+                               topic_data=(TopicProduceDataV8(name=name, partition_data=(
+                                   PartitionProduceDataV8(index=0, records=make_batch([b"x"])),)),))
+    return PRODUCE, 8, request, lambda response: response.responses[0].partition_responses[0]
+
+
+def create_topics(version: int, name: str):
+    schema = importlib.import_module(f"kio.schema.create_topics.v{version}.request")
+    request = schema.CreateTopicsRequest(topics=(schema.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5), validate_only=False)
+    return CREATE_TOPICS, version, request, lambda response: response.topics[0]
+
+
+@pytest.mark.parametrize("make", [produce_v8_to, lambda name: create_topics(4, name),
+                                  lambda name: create_topics(5, name)],
+                         ids=["produce v8", "create topics v4 (legacy strings)", "create topics v5 (compact)"])
+def test_an_error_message_quoting_the_longest_name_is_cut_to_fit_a_kafka_string(broker, make):
+    """A message quoting a 32767-byte name does not fit a string of the protocol (legacy or
+    compact: Kafka's parsers refuse more than 0x7fff bytes): it is cut and marked, and the
+    client gets its error code."""
+    api_key, version, request, result_of = make(LONGEST_NAME)
+    with RawClient(broker.port) as client:
+        result = result_of(client.call(api_key, version, request))
+    assert result.error_code in (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION)
+    message = result.error_message.encode()
+    assert len(message) <= 0x7FFF and message.endswith(b"...") and b"wwww" in message, message[:80]
     assert_healthy(broker)

@@ -20,7 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from . import legacy_schemas
-from .errors import ErrorCode
+from .errors import ErrorCode, wire_message
 from .schema_overrides import RESPONSE_SCHEMAS
 from .header import RequestHeader, response_header, skip_tagged_fields
 from .hot_requests import decode_fetch_request, decode_produce_request
@@ -114,7 +114,8 @@ def build(schema: type, values: dict):
 def _plan(schema: type) -> tuple:
     """Per field of `schema`: (name, coercion of a non-None value, required). Worked out once:
     introspecting the annotations on every call made large requests slow to build."""
-    return tuple((f.name, _coercion(f.type, f.metadata.get("kafka_type")),
+    return tuple((f.name, wire_message if f.name.endswith("error_message") else
+                  _coercion(f.type, f.metadata.get("kafka_type")),
                   f.default is MISSING and f.default_factory is MISSING) for f in fields(schema))
 
 

@@ -15,6 +15,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from .errors import wire_message
 from .hot_requests import BodyReader, Malformed
 from .varint import write_uvarint
 
@@ -97,10 +98,10 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
                 out.append(_array_len(len(p.record_errors), flexible))
                 for batch_index, message in p.record_errors:
                     out.append(_I32.pack(batch_index))
-                    out.append(_nullable_string(message, flexible))
+                    out.append(_nullable_string(wire_message(message), flexible))
                     if flexible:
                         out.append(NO_TAGS)
-                out.append(_nullable_string(p.error_message, flexible))
+                out.append(_nullable_string(wire_message(p.error_message), flexible))
             if flexible:
                 out.append(NO_TAGS)
         if flexible:

@@ -29,9 +29,7 @@ KEPT, KEPT_GROUP = "kept", "kept-group"  # never named by the fuzzer
 FUZZED_TOPICS, FUZZED_GROUP, FUZZED_TXN = ["fuzz-a", "fuzz-b"], "fuzz-group", "fuzz-txn"
 # Handler failures found and not fixed yet (each costs only the client's connection): text of their
 # tracebacks. Remove one when it is fixed; any other traceback fails the test.
-KNOWN_FAILURES = [
-    "ValueError: relative paths not allowed",  # DescribeUserScramCredentials of the empty user name
-]
+KNOWN_FAILURES: list[str] = []
 
 
 def unknown_failures(output: str) -> list[str]:

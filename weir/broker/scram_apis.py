@@ -3,8 +3,9 @@
 The client salts the password (an upsertion carries salt, salted password and iterations); the
 broker derives StoredKey and ServerKey and keeps only those, in ZooKeeper
 (weir.security.scram_store). Errors are Kafka's: RESOURCE_NOT_FOUND for an unknown user or
-credential, UNSUPPORTED_SASL_MECHANISM, UNACCEPTABLE_CREDENTIAL for an empty name or iterations
-out of 4096..16384, DUPLICATE_RESOURCE when one request names a user's mechanism twice.
+credential or (describing) an empty name, UNSUPPORTED_SASL_MECHANISM, UNACCEPTABLE_CREDENTIAL for
+(altering) an empty name or iterations out of 4096..16384, DUPLICATE_RESOURCE when one request
+names a user's mechanism twice.
 """
 
 import logging
@@ -38,6 +39,10 @@ class ScramApis:
         names = [u.name for u in request.users] if request.users is not None else await self.store.users()
         results = []
         for name in dict.fromkeys(names):
+            if not name:  # Kafka's ZkAdminManager: before, and instead of, the check for duplicates
+                results.append({"user": name, "error_code": ErrorCode.resource_not_found,
+                                "error_message": "Username must not be empty", "credential_infos": []})
+                continue
             duplicated = request.users is not None and sum(u.name == name for u in request.users) > 1
             mechanisms = {} if duplicated else await self.store.mechanisms(name)
             if duplicated:

@@ -2,6 +2,10 @@
 
     /config/users/<user>   {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,server_key=...,iterations=4096"}}
 
+where <user> is the user name URL-encoded as Kafka's Sanitizer.sanitize does (so 'a/b' is a%2Fb,
+and every name is one znode). ZooKeeper refuses the names '.' and '..', which Kafka leaves as
+they are (and then fails on); Weir encodes their dots, which Sanitizer.desanitize reads back.
+
 A broker reads the credential when a client authenticates (kept for at most CACHE_S, so that a
 flood of logins does not become a flood of ZooKeeper reads), so a new or changed user counts within
 a second on every broker, and Weir needs no change notices (Kafka's /config/changes, which would
@@ -12,6 +16,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from urllib.parse import quote, unquote_plus
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -26,8 +31,21 @@ class ConcurrentChange(Exception):
     pass
 
 
+def sanitize(user: str) -> str:
+    """Kafka's Sanitizer.sanitize: Java's URLEncoder (letters, digits and . - _ kept; UTF-8 bytes
+    of any other character as %XX), with a space as %20 rather than '+'."""
+    if user in (".", ".."):
+        return "%2E" * len(user)
+    return quote(user, safe="").replace("~", "%7E")  # Python's quote keeps '~', Java's does not
+
+
+def desanitize(znode_name: str) -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
+    return unquote_plus(znode_name)
+
+
 def user_path(user: str) -> str:
-    return f"{USERS_PATH}/{user}"
+    return f"{USERS_PATH}/{sanitize(user)}"
 
 
 def encode_user_config(config: dict[str, str]) -> bytes:
@@ -58,7 +76,7 @@ class ScramCredentialStore:
         return decode_user_config(data), stat.version
 
     async def credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        if not user or "/" in user or len(user) > 1024:
+        if not user or len(user) > 1024:
             return None
         now = time.monotonic()
         cached = self._cache.get(user)
@@ -77,9 +95,10 @@ class ScramCredentialStore:
 
     async def users(self) -> list[str]:
         try:
-            return sorted(await self.session.wait(self.client.get_children_async(USERS_PATH)))
+            names = await self.session.wait(self.client.get_children_async(USERS_PATH))
         except NoNodeError:
             return []
+        return sorted(desanitize(name) for name in names)
 
     async def mechanisms(self, user: str) -> dict[str, int]:
         """{mechanism: iterations} of the user's SCRAM credentials."""

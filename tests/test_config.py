@@ -26,7 +26,8 @@ def test_properties_file_then_overrides(tmp_path):
 
 
 def test_bad_settings_get_readable_errors():
-    with pytest.raises(ConfigError, match="unknown broker setting 'log.dir.typo'"):
+    with pytest.raises(ConfigError, match="unknown broker setting 'log.dir.typo': not a Kafka broker config; "
+                                          "did you mean 'log.dir'"):
         BrokerConfig({"log.dir.typo": "x"})
     with pytest.raises(ConfigError, match="num.partitions: expected an integer"):
         BrokerConfig({"num.partitions": "many"})
@@ -59,3 +60,21 @@ def test_named_listeners_as_kafka_reads_them():
         BrokerConfig({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SSL://h:9093"})
     with pytest.raises(ConfigError, match="its own port"):
         BrokerConfig({"listeners": "PLAINTEXT://:9092,SSL://:9092", "security.inter.broker.protocol": "SSL"})
+
+
+def test_every_kafka_broker_config_is_accepted_and_a_misspelt_one_is_refused_with_the_name_meant():
+    config = BrokerConfig({"num.io.threads": "16", "controlled.shutdown.max.retries": "5", "process.roles": "broker",
+                           "replica.socket.timeout.ms": "30000", "sasl.jaas.config": "secret",
+                           "log.cleaner.threads": "2", "listener.name.internal.ssl.client.auth": "required"})
+    assert config.no_effect == {"num.io.threads": 16, "controlled.shutdown.max.retries": 5, "process.roles": "broker",
+                                "replica.socket.timeout.ms": 30000, "sasl.jaas.config": "secret",
+                                "log.cleaner.threads": 2}
+    assert config.listener_overrides == {"listener.name.internal.ssl.client.auth": "required"}
+    with pytest.raises(ConfigError, match="Invalid value many for configuration num.io.threads: "
+                                          "Not a number of type INT"):
+        BrokerConfig({"num.io.threads": "many"})
+    with pytest.raises(ConfigError, match="unknown broker setting 'num.netwrok.threads': not a Kafka broker "
+                                          "config; did you mean 'num.network.threads'"):
+        BrokerConfig({"num.netwrok.threads": "3"})
+    with pytest.raises(ConfigError, match=r"unknown broker setting 'x.y.z': not a Kafka broker config$"):
+        BrokerConfig({"x.y.z": "1"})

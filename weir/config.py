@@ -2,7 +2,10 @@
 
     weir broker config/server.properties --override broker.id=2 --override listeners=PLAINTEXT://:9093
 
-Unknown names are refused with a readable message; values are parsed by type.
+Every broker config Kafka 3.9 defines is accepted: honoured where Weir has the behaviour (SETTINGS),
+else checked by its Kafka type and named at start-up as having no effect (weir.kafka_only_settings).
+Any other name is refused, with the Kafka name it is closest to: Kafka would take a misspelt name
+and ignore it, leaving the setting meant at its default. Values are parsed by type.
 
 Some settings are dynamic, as Kafka's (KIP-226): set at run time for the whole cluster or one
 broker (`weir configs --entity-type brokers --entity-default|--entity-name N --alter`), stored in
@@ -10,11 +13,13 @@ ZooKeeper, and taken by running brokers: this broker's value over the cluster de
 properties over the default.
 """
 
+import difflib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .kafka_only_settings import NO_EFFECT
 from .security.listeners import DEFAULT_PROTOCOL_MAP, PROTOCOLS, Listener, ListenerError, resolve
 
 log = logging.getLogger(__name__)
@@ -215,6 +220,12 @@ class ConfigError(ValueError):
     pass
 
 
+def unknown_setting(name: str) -> ConfigError:
+    close = difflib.get_close_matches(name, [*SETTINGS, *NO_EFFECT], n=1)
+    meant = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown broker setting {name!r}: not a Kafka broker config{meant}")
+
+
 def _parse_value(setting: Setting, raw: str):
     raw = raw.strip()
     if setting.type is bool:
@@ -261,18 +272,22 @@ class BrokerConfig:
     """Typed access to settings: `config["log.dirs"]`, plus derived values."""
 
     def __init__(self, values: dict[str, str] | None = None) -> None:
-        from .broker.topic_configs import BROKER_SYNONYMS, parse_broker_synonym
+        from .broker.topic_configs import BROKER_SYNONYMS, ConfigType, parse_broker_synonym, parse_typed
         self._values = {name: s.default for name, s in SETTINGS.items()}
         self._static = frozenset(values or ())
         self._dynamic: tuple[dict, dict] = ({}, {})  # this broker's, the cluster default
         self.listener_overrides: dict[str, str] = {}  # listener.name.<listener>.<setting>, as given
+        self.no_effect: dict[str, object] = {}  # Kafka's configs given that Weir has no behaviour for
         for name, raw in (values or {}).items():
             if name.startswith("listener.name."):
                 self.listener_overrides[name] = raw.strip()
                 continue
             setting = SETTINGS.get(name)
+            if setting is None and name in NO_EFFECT:
+                self.no_effect[name] = parse_typed(name, ConfigType[NO_EFFECT[name]], raw)
+                continue
             if setting is None:
-                raise ConfigError(f"unknown broker setting {name!r}")
+                raise unknown_setting(name)
             # a setting that topic configs override is checked as they are (Kafka's validators)
             self._values[name] = (parse_broker_synonym(name, raw) if name in BROKER_SYNONYMS
                                   else _parse_value(setting, raw))

@@ -28,8 +28,9 @@ READY_TIMEOUT_S = 60
 class BrokerProcess:
     def __init__(self, broker_id: int, data_dir: Path, zookeeper_connect: str, port: int | None = None,
                  overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO",
-                 protocol: str = "PLAINTEXT") -> None:
+                 protocol: str = "PLAINTEXT", properties: Path | None = None) -> None:
         self.broker_id = broker_id
+        self.properties = properties  # a server.properties file, which the overrides override
         self.log_level = log_level
         self.data_dir = data_dir
         self.port = port or free_port()
@@ -54,7 +55,8 @@ class BrokerProcess:
         return self.running and self._ready.is_set()
 
     def start(self, wait: bool = True) -> "BrokerProcess":
-        args = [sys.executable, "-m", "weir.cli", "--log-level", self.log_level, "broker"]
+        args = [sys.executable, "-m", "weir.cli", "--log-level", self.log_level, "broker",
+                *([str(self.properties)] if self.properties else [])]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         # Its own session: a Ctrl-C meant for `weir up` reaches the brokers only as `weir up` stops them.

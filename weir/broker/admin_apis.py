@@ -12,13 +12,14 @@ from collections import Counter
 import random
 import uuid
 
-from ..config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS, ConfigError,
-                      dynamic_settings, parse_dynamic)
+from ..config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS, STATIC_BROKER_CONFIG,
+                      ConfigError, dynamic_settings, parse_dynamic)
 from ..controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
                                      validate_manual_assignment)
 from ..controller.partition_change import ElectionType
 from ..coordination.model import NO_LEADER, TopicAssignment
 from ..coordination.zk_metadata import ReassignmentInProgress, TopicExists, UnknownTopic, ZkMetadataStore
+from ..kafka_only_settings import NO_EFFECT
 from ..protocol import codec
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.header import RequestHeader
@@ -422,7 +423,8 @@ class AdminApis:
                         if any(source == DYNAMIC_DEFAULT_BROKER_CONFIG for _, source in self.config.layers(n))]
             if name != str(self.broker_id):
                 raise KafkaError(ErrorCode.invalid_request, f"this is broker {self.broker_id}, not {name}")
-            return [self._broker_config_entry(n, s) for n, s in SETTINGS.items()]
+            return ([self._broker_config_entry(n, s) for n, s in SETTINGS.items()]
+                    + [_no_effect_entry(n, value) for n, value in self.config.no_effect.items()])
         raise KafkaError(ErrorCode.invalid_request, f"resource type {resource_type} is not supported")
 
     def _broker_config_entry(self, name: str, setting) -> topic_configs.ConfigEntry:
@@ -613,6 +615,14 @@ def _election_results(results: dict[tuple[str, int], ErrorCode]) -> list[dict]:
         by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
                                                "error_message": None if not code else code.name})
     return [{"topic": t, "partition_result": parts} for t, parts in by_topic.items()]
+
+
+def _no_effect_entry(name: str, value) -> topic_configs.ConfigEntry:
+    """A Kafka broker config the properties set that Weir has no behaviour for, as given."""
+    text = topic_configs.format_value(value)
+    return topic_configs.ConfigEntry(name, text, STATIC_BROKER_CONFIG,
+                                     [topic_configs.Synonym(name, text, STATIC_BROKER_CONFIG)],
+                                     ConfigType[NO_EFFECT[name]], "Kafka's; accepted, no effect in Weir.")
 
 
 def _check_config_entries(r) -> None:

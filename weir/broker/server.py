@@ -88,6 +88,8 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         loop = asyncio.get_running_loop()
+        if config.no_effect:
+            log.info("accepted, no effect in Weir: %s", ", ".join(sorted(config.no_effect)))
         self.replicas = ReplicaManager(config, _now_ms())
         self.zk = ZkSession(config["zookeeper.connect"], session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000,
                             on_state=self._on_zk_state, security=self.zk_security)

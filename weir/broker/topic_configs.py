@@ -256,6 +256,8 @@ LIST_CONFIGS = frozenset(name for name, d in TOPIC_CONFIG_DEFS.items() if d.type
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _COMMA = re.compile(r"\s*,\s*")
+_INTEGER_RANGES = {ConfigType.SHORT: (-2**15, 2**15 - 1), ConfigType.INT: (MIN_INT, MAX_INT),
+                   ConfigType.LONG: (MIN_LONG, MAX_LONG)}
 
 
 def _items(value: str) -> list[str]:
@@ -277,8 +279,8 @@ def parse_typed(name: str, config_type: ConfigType, raw: str | None, check=_anyt
         if text.lower() not in ("true", "false"):
             raise invalid(name, raw, "Expected value to be either true or false")
         value = text.lower() == "true"
-    elif config_type in (ConfigType.INT, ConfigType.LONG):
-        low, high = (MIN_INT, MAX_INT) if config_type == ConfigType.INT else (MIN_LONG, MAX_LONG)
+    elif config_type in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[config_type]
         if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
             raise invalid(name, raw, f"Not a number of type {config_type.name}")
         value = int(text)

@@ -78,3 +78,19 @@ def test_every_kafka_broker_config_is_accepted_and_a_misspelt_one_is_refused_wit
         BrokerConfig({"num.netwrok.threads": "3"})
     with pytest.raises(ConfigError, match=r"unknown broker setting 'x.y.z': not a Kafka broker config$"):
         BrokerConfig({"x.y.z": "1"})
+
+
+def test_retention_and_roll_times_in_hours_or_minutes_as_kafka_takes_them():
+    assert BrokerConfig({"log.retention.hours": "1"})["log.retention.ms"] == 3_600_000
+    assert BrokerConfig({"log.retention.hours": "1", "log.retention.minutes": "5"})["log.retention.ms"] == 300_000
+    assert BrokerConfig({"log.retention.hours": "1", "log.retention.minutes": "5",
+                         "log.retention.ms": "7000"})["log.retention.ms"] == 7000
+    assert BrokerConfig({"log.retention.hours": "-1"})["log.retention.ms"] == -1  # unlimited
+    assert BrokerConfig({"log.retention.hours": "168"}).is_static("log.retention.ms")
+    assert not BrokerConfig().is_static("log.retention.ms")
+    assert BrokerConfig()["log.retention.ms"] == 168 * 3_600_000  # Kafka's log.retention.hours=168
+    rolled = BrokerConfig({"log.roll.hours": "2", "log.roll.jitter.hours": "1"})
+    assert (rolled["log.roll.ms"], rolled["log.roll.jitter.ms"]) == (7_200_000, 3_600_000)
+    assert BrokerConfig({"log.roll.hours": "2", "log.roll.ms": "1000"})["log.roll.ms"] == 1000
+    with pytest.raises(ConfigError, match="log.roll.hours: 0 is not a legal log.roll.ms"):
+        BrokerConfig({"log.roll.hours": "0"})

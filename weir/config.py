@@ -50,8 +50,12 @@ SETTINGS = {s.name: s for s in [
     Setting("auto.create.topics.enable", bool, True, "Create a topic on first metadata request or produce."),
     Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
     Setting("log.segment.bytes", int, 1073741824, "Roll a segment at this size."),
-    Setting("log.roll.ms", int, 604800000, "Roll a segment at this age."),
-    Setting("log.retention.ms", int, 604800000, "Delete segments older than this (-1: never)."),
+    Setting("log.roll.ms", int, 604800000, "Roll a segment at this age (default: log.roll.hours)."),
+    Setting("log.roll.hours", int, 168, "log.roll.ms in hours, when that is not set."),
+    Setting("log.retention.ms", int, 604800000,
+            "Delete segments older than this (-1: never; default: log.retention.minutes, else log.retention.hours)."),
+    Setting("log.retention.minutes", int, None, "log.retention.ms in minutes, when that is not set."),
+    Setting("log.retention.hours", int, 168, "log.retention.ms in hours, when neither it nor log.retention.minutes is set."),
     Setting("log.retention.bytes", int, -1, "Delete old segments beyond this size per partition (-1: never)."),
     Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
     Setting("log.cleanup.policy", str, "delete", "delete, compact, or compact,delete: what happens to old records."),
@@ -75,6 +79,7 @@ SETTINGS = {s.name: s for s in [
     Setting("log.cleaner.max.compaction.lag.ms", int, MAX_LONG,
             "A compacted log whose oldest uncleaned record is older than this is cleaned whatever its dirty ratio."),
     Setting("log.roll.jitter.ms", int, 0, "Up to this much, drawn per segment, is taken off log.roll.ms."),
+    Setting("log.roll.jitter.hours", int, 0, "log.roll.jitter.ms in hours, when that is not set."),
     Setting("log.segment.delete.delay.ms", int, 60000,
             "How long a segment removed by retention or DeleteRecords stays on disk as *.deleted."),
     Setting("log.preallocate", bool, False, "Create segment files at full size (accepted, no effect in Weir)."),
@@ -220,6 +225,13 @@ class ConfigError(ValueError):
     pass
 
 
+# The settings in milliseconds Kafka also takes in coarser units, the first one set counting
+# (KafkaConfig.logRetentionTimeMillis, logRollTimeMillis, logRollTimeJitterMillis)
+IN_COARSER_UNITS = {"log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+                    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+                    "log.roll.jitter.ms": (("log.roll.jitter.hours", 3_600_000),)}
+
+
 def unknown_setting(name: str) -> ConfigError:
     close = difflib.get_close_matches(name, [*SETTINGS, *NO_EFFECT], n=1)
     meant = f"; did you mean {close[0]!r}?" if close else ""
@@ -274,7 +286,7 @@ class BrokerConfig:
     def __init__(self, values: dict[str, str] | None = None) -> None:
         from .broker.topic_configs import BROKER_SYNONYMS, ConfigType, parse_broker_synonym, parse_typed
         self._values = {name: s.default for name, s in SETTINGS.items()}
-        self._static = frozenset(values or ())
+        self._static = set(values or ())
         self._dynamic: tuple[dict, dict] = ({}, {})  # this broker's, the cluster default
         self.listener_overrides: dict[str, str] = {}  # listener.name.<listener>.<setting>, as given
         self.no_effect: dict[str, object] = {}  # Kafka's configs given that Weir has no behaviour for
@@ -291,6 +303,7 @@ class BrokerConfig:
             # a setting that topic configs override is checked as they are (Kafka's validators)
             self._values[name] = (parse_broker_synonym(name, raw) if name in BROKER_SYNONYMS
                                   else _parse_value(setting, raw))
+        self._apply_coarser_units()
         try:
             self.listeners, self.advertised_listeners, self.inter_broker_listener_name = resolve(
                 self["listeners"], self["advertised.listeners"], self["listener.security.protocol.map"],
@@ -300,6 +313,24 @@ class BrokerConfig:
             raise ConfigError(str(e)) from None
         self.listener = (self.listeners[0].host, self.listeners[0].port)  # the first one's, as before
         self.advertised = (self.advertised_listeners[0].host, self.advertised_listeners[0].port)
+
+    def _apply_coarser_units(self) -> None:
+        """A millisecond setting not given takes its value from the first of its coarser synonyms
+        given, and counts as set in the properties (-1 or below for retention: unlimited)."""
+        from .broker.topic_configs import parse_broker_synonym
+        for name, synonyms in IN_COARSER_UNITS.items():
+            given = [(synonym, unit) for synonym, unit in synonyms if synonym in self._static]
+            if name in self._static or not given:
+                continue
+            synonym, unit = given[0]
+            millis = self._values[synonym] * unit
+            if name == "log.retention.ms" and millis < 0:
+                millis = -1
+            try:
+                self._values[name] = parse_broker_synonym(name, str(millis))
+            except ConfigError:
+                raise ConfigError(f"{synonym}: {self._values[synonym]} is not a legal {name}") from None
+            self._static.add(name)
 
     @property
     def inter_broker_listener(self) -> Listener:

@@ -42,8 +42,7 @@ NO_EFFECT_BY_TYPE = {
         group.share.partition.max.record.locks group.share.record.lock.duration.ms
         group.share.session.timeout.ms initial.broker.registration.timeout.ms
         kafka.metrics.polling.interval.secs log.cleaner.io.buffer.size log.cleaner.threads
-        log.flush.start.offset.checkpoint.interval.ms log.retention.hours log.retention.minutes
-        log.roll.hours log.roll.jitter.hours max.connection.creation.rate max.connections
+        log.flush.start.offset.checkpoint.interval.ms max.connection.creation.rate max.connections
         max.connections.per.ip max.request.partition.size.limit metadata.log.segment.bytes
         metadata.log.segment.min.bytes metadata.max.idle.interval.ms metrics.num.samples node.id
         num.io.threads num.network.threads num.recovery.threads.per.data.dir

@@ -41,12 +41,14 @@ def test_kafkas_shipped_server_properties_start_a_broker_that_clients_use(tmp_pa
 
         no_effect = [line for line in broker.output().splitlines() if "accepted, no effect in Weir" in line]
         assert len(no_effect) == 1
-        assert no_effect[0].endswith("accepted, no effect in Weir: log.retention.hours, num.io.threads, "
+        assert no_effect[0].endswith("accepted, no effect in Weir: num.io.threads, "
                                      "num.network.threads, num.recovery.threads.per.data.dir, "
                                      "socket.receive.buffer.bytes, socket.send.buffer.bytes")
         resource = ConfigResource(ResourceType.BROKER, "0")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # alive until the answer is in
         described = admin.describe_configs([resource])[resource].result(30)
+        retention = described["log.retention.ms"]  # from log.retention.hours=168
+        assert (retention.value, ConfigSource(retention.source)) == ("604800000", ConfigSource.STATIC_BROKER_CONFIG)
         io_threads = described["num.io.threads"]
         assert (io_threads.value, ConfigSource(io_threads.source), io_threads.is_read_only) == (
             "8", ConfigSource.STATIC_BROKER_CONFIG, True)

@@ -308,6 +308,8 @@ def parse(name: str, raw: str | None):
 
 def format_value(value) -> str:
     """A value as DescribeConfigs shows it (Kafka's ConfigDef.convertToString)."""
+    if value is None:
+        return None
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)

@@ -94,3 +94,22 @@ def test_retention_and_roll_times_in_hours_or_minutes_as_kafka_takes_them():
     assert BrokerConfig({"log.roll.hours": "2", "log.roll.ms": "1000"})["log.roll.ms"] == 1000
     with pytest.raises(ConfigError, match="log.roll.hours: 0 is not a legal log.roll.ms"):
         BrokerConfig({"log.roll.hours": "0"})
+
+
+@pytest.mark.parametrize("name, value", [("zookeeper.ssl.client.enable", "true"), ("max.connections", "1000"),
+                                         ("max.connections.per.ip", "0"),
+                                         ("max.connections.per.ip.overrides", "127.0.0.1:10"),
+                                         ("principal.builder.class", "com.example.Principals"),
+                                         ("create.topic.policy.class.name", "com.example.Policy")])
+def test_a_kafka_setting_that_would_protect_something_weir_cannot_is_refused_not_ignored(name, value):
+    with pytest.raises(ConfigError, match=f"{name}={value}: Weir cannot do what this Kafka setting asks"):
+        BrokerConfig({name: value})
+
+
+def test_a_protective_kafka_setting_at_kafkas_default_is_accepted():
+    config = BrokerConfig({"zookeeper.ssl.client.enable": "false", "max.connections": "2147483647",
+                           "create.topic.policy.class.name": "",
+                           "principal.builder.class":
+                               "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"})
+    assert set(config.no_effect) == {"zookeeper.ssl.client.enable", "max.connections", "create.topic.policy.class.name",
+                                     "principal.builder.class"}

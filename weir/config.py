@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .kafka_only_settings import NO_EFFECT
+from .kafka_only_settings import NO_EFFECT, REFUSED_UNLESS_DEFAULT
 from .security.listeners import DEFAULT_PROTOCOL_MAP, PROTOCOLS, Listener, ListenerError, resolve
 
 log = logging.getLogger(__name__)
@@ -238,6 +238,10 @@ def unknown_setting(name: str) -> ConfigError:
     return ConfigError(f"unknown broker setting {name!r}: not a Kafka broker config{meant}")
 
 
+def _is_kafka_default(value, default) -> bool:
+    return value in ("", None, []) if default is None else value == default
+
+
 def _parse_value(setting: Setting, raw: str):
     raw = raw.strip()
     if setting.type is bool:
@@ -296,7 +300,10 @@ class BrokerConfig:
                 continue
             setting = SETTINGS.get(name)
             if setting is None and name in NO_EFFECT:
-                self.no_effect[name] = parse_typed(name, ConfigType[NO_EFFECT[name]], raw)
+                value = self.no_effect[name] = parse_typed(name, ConfigType[NO_EFFECT[name]], raw)
+                if name in REFUSED_UNLESS_DEFAULT and not _is_kafka_default(value, REFUSED_UNLESS_DEFAULT[name]):
+                    raise ConfigError(f"{name}={raw.strip()}: Weir cannot do what this Kafka setting asks, and will "
+                                      "not start without it; remove it or set it to Kafka's default")
                 continue
             if setting is None:
                 raise unknown_setting(name)

@@ -107,3 +107,20 @@ NO_EFFECT_BY_TYPE = {
 }
 
 NO_EFFECT = {name: kind for kind, names in NO_EFFECT_BY_TYPE.items() for name in names.split()}
+
+# Of those, the ones a broker given them would be trusted to protect something with: ignoring them
+# would leave it open where its operator closed it (ZooKeeper over plaintext, no connection
+# limits, no topic or config policy, another authentication). They are refused unless at Kafka's
+# default: `None` stands for null or empty.
+REFUSED_UNLESS_DEFAULT = {
+    "zookeeper.ssl.client.enable": False,
+    "max.connections": 2**31 - 1,
+    "max.connections.per.ip": 2**31 - 1,
+    "max.connections.per.ip.overrides": None,
+    "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+    "sasl.server.callback.handler.class": None,
+    "ssl.engine.factory.class": None,
+    "create.topic.policy.class.name": None,
+    "alter.config.policy.class.name": None,
+    "client.quota.callback.class": None,
+}

@@ -8,8 +8,6 @@ WEIR_API_FUZZ_SEED=random (the seed is printed; WEIR_API_FUZZ_SEED=N replays one
 `WEIR_API_FUZZ_SECONDS=600 WEIR_API_FUZZ_SEED=random .venv/bin/python -m pytest -s tests/integration/test_api_fuzz.py`.
 """
 
-import os
-import random
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -17,13 +15,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.alter_configs.v0.request import AlterConfigsRequest, AlterConfigsResource
 
 from api_fuzzer import Vocabulary, fuzz
+from fuzz_budget import fuzz_budget
 from clients import confluent_consume, confluent_produce
 from raw_protocol import RawClient, create_topic, metadata
 
-SECONDS = float(os.environ.get("WEIR_API_FUZZ_SECONDS", "40"))
-# A fixed seed by default, so that CI explores the same inputs every run; WEIR_API_FUZZ_SEED=random for new ones.
-_SEED = os.environ.get("WEIR_API_FUZZ_SEED", "1")
-SEED = random.randrange(2**32) if _SEED == "random" else int(_SEED)
+SECONDS, SEED = fuzz_budget("WEIR_API_FUZZ", 40)
 ALTER_CONFIGS, TOPIC = 33, 2
 KEPT, KEPT_GROUP = "kept", "kept-group"  # never named by the fuzzer
 FUZZED_TOPICS, FUZZED_GROUP, FUZZED_TXN = ["fuzz-a", "fuzz-b"], "fuzz-group", "fuzz-txn"

@@ -8,18 +8,14 @@ WEIR_FUZZ_SEED=random (the seed is printed; WEIR_FUZZ_SEED=N replays one), e.g.
 `WEIR_FUZZ_SECONDS=600 WEIR_FUZZ_SEED=random .venv/bin/python -m pytest -s tests/integration/test_produce_fuzz.py`.
 """
 
-import os
-import random
 import time
 
+from fuzz_budget import fuzz_budget
 from clients import confluent_consume, confluent_produce
 from produce_fuzzer import fuzz
 from raw_protocol import RawClient, assert_healthy, create_topic, fetch, list_offset
 
-SECONDS = float(os.environ.get("WEIR_FUZZ_SECONDS", "8"))
-# A fixed seed by default, so that CI explores the same inputs every run; WEIR_FUZZ_SEED=random for new ones.
-_SEED = os.environ.get("WEIR_FUZZ_SEED", "1")
-SEED = random.randrange(2**32) if _SEED == "random" else int(_SEED)
+SECONDS, SEED = fuzz_budget("WEIR_FUZZ", 8)
 PARTITIONS = 4
 
 

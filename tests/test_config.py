@@ -113,3 +113,14 @@ def test_a_protective_kafka_setting_at_kafkas_default_is_accepted():
                                "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"})
     assert set(config.no_effect) == {"zookeeper.ssl.client.enable", "max.connections", "create.topic.policy.class.name",
                                      "principal.builder.class"}
+
+
+def test_log_dir_is_where_the_logs_go_when_log_dirs_is_not_set_as_in_kafka():
+    assert BrokerConfig({"log.dir": "/data/kafka"})["log.dirs"] == "/data/kafka"
+    assert BrokerConfig({"log.dirs": "/data/a", "log.dir": "/data/b"})["log.dirs"] == "/data/a"
+    assert BrokerConfig({"log.dirs": " /data/a "})["log.dirs"] == "/data/a"
+
+
+def test_more_than_one_log_directory_is_refused_not_made_into_one_odd_path():
+    with pytest.raises(ConfigError, match="log.dirs=/data/a,/data/b: Weir keeps its logs in exactly one directory"):
+        BrokerConfig({"log.dirs": "/data/a,/data/b"})

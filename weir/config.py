@@ -44,7 +44,8 @@ SETTINGS = {s.name: s for s in [
     Setting("broker.id", int, 0, "Unique id of this broker in the cluster."),
     Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Address the broker binds."),
     Setting("advertised.listeners", str, "", "Address published to clients (default: listeners)."),
-    Setting("log.dirs", str, "/tmp/weir-logs", "Directory holding the partition logs."),
+    Setting("log.dirs", str, "/tmp/weir-logs", "Directory holding the partition logs (one; default: log.dir)."),
+    Setting("log.dir", str, "/tmp/weir-logs", "log.dirs, when that is not set."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
     Setting("default.replication.factor", int, 1, "Replication factor of an auto-created topic."),
     Setting("auto.create.topics.enable", bool, True, "Create a topic on first metadata request or produce."),
@@ -311,6 +312,7 @@ class BrokerConfig:
             self._values[name] = (parse_broker_synonym(name, raw) if name in BROKER_SYNONYMS
                                   else _parse_value(setting, raw))
         self._apply_coarser_units()
+        self._resolve_log_dirs()
         try:
             self.listeners, self.advertised_listeners, self.inter_broker_listener_name = resolve(
                 self["listeners"], self["advertised.listeners"], self["listener.security.protocol.map"],
@@ -338,6 +340,15 @@ class BrokerConfig:
             except ConfigError:
                 raise ConfigError(f"{synonym}: {self._values[synonym]} is not a legal {name}") from None
             self._static.add(name)
+
+    def _resolve_log_dirs(self) -> None:
+        """Kafka's log.dirs, else log.dir (KafkaConfig.logDirs): a comma-separated list, of which
+        Weir takes one directory and refuses more rather than put them all in one odd path."""
+        name = "log.dirs" if "log.dirs" in self._static or "log.dir" not in self._static else "log.dir"
+        dirs = [d.strip() for d in self._values[name].split(",") if d.strip()]
+        if len(dirs) != 1:
+            raise ConfigError(f"{name}={self._values[name]}: Weir keeps its logs in exactly one directory")
+        self._values["log.dirs"] = dirs[0]
 
     @property
     def inter_broker_listener(self) -> Listener:

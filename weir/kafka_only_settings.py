@@ -89,7 +89,7 @@ NO_EFFECT_BY_TYPE = {
         sasl.login.refresh.buffer.seconds sasl.login.refresh.min.period.seconds""",
     "STRING": """
         control.plane.listener.name controller.listener.names early.start.listeners
-        group.consumer.migration.policy inter.broker.protocol.version log.dir
+        group.consumer.migration.policy inter.broker.protocol.version
         max.connections.per.ip.overrides metadata.log.dir metrics.recording.level
         password.encoder.cipher.algorithm password.encoder.keyfactory.algorithm
         remote.log.metadata.manager.class.name remote.log.metadata.manager.class.path

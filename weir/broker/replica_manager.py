@@ -292,7 +292,7 @@ class ReplicaManager:
         self._act(partition, produced.effects)
         self.metrics.produced(topic, len(records), validated.header.record_count)
         append_time = validated.log_append_time_ms
-        if append_time != NO_TIMESTAMP and produced.duplicate_timestamp not in (None, NO_TIMESTAMP):
+        if append_time != NO_TIMESTAMP and produced.duplicate_timestamp != NO_TIMESTAMP:
             append_time = produced.duplicate_timestamp  # a retry: when the original was appended
         return AppendResult(partition, produced.first_offset, produced.last_offset, append_time)
 

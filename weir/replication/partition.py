@@ -108,7 +108,7 @@ class Produced:
     first_offset: int
     last_offset: int
     effects: Effects
-    duplicate_timestamp: int | None = None  # a retry's: its original batch's max timestamp (-1: unknown)
+    duplicate_timestamp: int = -1  # a retry's: its original batch's max timestamp; -1: not a retry, or unknown
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 - all (the default): issue 16's table in one run, every figure beside what it is measured
   against: the no-op sink (no delivery callback: the client's ceiling), one broker RF=1 acks=1,
   three brokers RF=3 min ISR 2 acks=all (6 partitions each, linger.ms 5, no callback; rounds
-  alternated), the brokers' CPU-seconds per million records, a consumer against the same sink
-  answering Fetch from memory (the consumer's ceiling), acks=all RF=3 latency at 1,000 records/s
+  alternated), the brokers' CPU-seconds per million records, two consumers (confluent-kafka, and
+  kcat: librdkafka without Python) against the same sink answering Fetch from memory (each
+  consumer's ceiling), acks=all RF=3 latency at 1,000 records/s
   beside one broker's acks=1 and the sink's (rounds alternated, medians), and Spark count/group-by
   over Weir against Parquet.
 
@@ -73,6 +74,7 @@ class SinkApis:
             ApiKey.METADATA: self.metadata,
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
+            ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.FIND_COORDINATOR: lambda h, r: {"throttle_time": 0, "error_code": 15, "error_message": None,
                                                    "node_id": -1, "host": "", "port": -1, "coordinators": [
                                                        {"key": k, "node_id": -1, "host": "", "port": -1,
@@ -100,6 +102,14 @@ class SinkApis:
                 results.append(FetchPartitionResult(p.partition, 0, 1 << 50, 1 << 50, 0, [records]))
             out.append((BENCH_TOPIC, SINK_TOPIC_ID, results))
         return encode_fetch_response(header.api_version, 0, 0, out)
+
+    @staticmethod
+    def list_offsets(header, request) -> dict:
+        """Every partition starts at 0 and never ends (a consumer starting at "beginning", as kcat)."""
+        return {"throttle_time": 0, "topics": [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "leader_epoch": -1,
+             "offset": 0 if p.timestamp == -2 else 1 << 50, "old_style_offsets": []} for p in t.partitions]}
+            for t in request.topics]}
 
     def _answer(self, partition: int, count: int) -> memoryview:
         """`count` batches for `partition` in a buffer kept for it: the answer is copied into the
@@ -218,6 +228,23 @@ def _consume(bootstrap: str, records: int, record_size: int, skip: int = 0, part
     elapsed = time.perf_counter() - start
     consumer.close()
     return {"records/s": seen / elapsed, "MB/s": seen * record_size / elapsed / 1e6}
+
+
+def _consume_native(bootstrap: str, records: int) -> dict:
+    """Read `records` records of topic `bench` from the beginning with kcat: librdkafka in C, the
+    library under confluent-kafka without a Python call per record (a consumer whose own ceiling is
+    above what Python's loop reaches). Timed from kcat's start, connecting included."""
+    if shutil.which("kcat") is None:
+        raise RuntimeError("the native consumer is kcat: apt install kcat")
+    start = time.perf_counter()
+    read = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", BENCH_TOPIC, "-o", "beginning", "-c", str(records),
+                           "-q", "-f", "%o\\n", "-X", "queued.min.messages=1000000"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True, timeout=300)
+    elapsed = time.perf_counter() - start
+    seen = read.stdout.count(b"\n")
+    if seen != records:
+        raise RuntimeError(f"kcat read {seen} of {records} records: {read.stderr.decode()[-500:]}")
+    return {"records/s": seen / elapsed}
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
@@ -498,13 +525,17 @@ def _bench_all(args) -> int:
             runs["one"].append(_with_cpu(one, args.records, lambda: produce(one.bootstrap, "1")))
             runs["three"].append(_with_cpu(three, args.records, lambda: produce(three.bootstrap, "all")))
         sink_figures, one_figures, three_figures = (_median(runs[k]) for k in ("sink", "one", "three"))
-        consume_runs: dict[str, list] = {"sink": [], "one": []}
+        consume_runs: dict[str, list] = {"sink": [], "one": [], "native sink": [], "native one": []}
         for _ in range(args.rounds):  # alternated too
             consume_runs["sink"].append(_consume(f"127.0.0.1:{sink_port}", args.records, args.record_size,
                                                  partitions=partitions))
             consume_runs["one"].append(_with_cpu(one, args.records, lambda: _consume(
                 one.bootstrap, args.records, args.record_size, partitions=partitions)))
+            consume_runs["native sink"].append(_consume_native(f"127.0.0.1:{sink_port}", args.records))
+            consume_runs["native one"].append(_with_cpu(one, args.records, lambda: _consume_native(
+                one.bootstrap, args.records)))
         consumed, consume_ceiling = _median(consume_runs["one"]), _median(consume_runs["sink"])
+        native, native_ceiling = _median(consume_runs["native one"]), _median(consume_runs["native sink"])
         paced = (("sink", f"127.0.0.1:{sink_port}", BENCH_TOPIC, "1"), ("one", one.bootstrap, BENCH_TOPIC, "1"),
                  ("three", three.bootstrap, "latency", "all"))
         steady_runs: dict[str, list] = {name: [] for name, *_ in paced}
@@ -532,6 +563,9 @@ def _bench_all(args) -> int:
     print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s, "
           f"{consumed['records/s'] / consume_ceiling['records/s']:.2f}x the no-op source's "
           f"{consume_ceiling['records/s']:,.0f} (the client's ceiling); broker CPU-s per M {consumed['CPU s/M']:.2f}")
+    print(f"consumer (kcat, librdkafka in C, one broker, {partitions} partitions, start-up included): "
+          f"{native['records/s']:,.0f} records/s, {native['records/s'] / native_ceiling['records/s']:.2f}x the no-op "
+          f"source's {native_ceiling['records/s']:,.0f}; broker CPU-s per M {native['CPU s/M']:.2f}")
     print("at 1,000 records/s, linger.ms 0: " + ", ".join(
         f"{label} p50 {steady[name]['p50 ms']:.2f} ms p99 {steady[name]['p99 ms']:.2f} ms" for name, label in
         (("three", "RF=3 acks=all"), ("one", "one broker acks=1"), ("sink", "no-op sink"))) + " (medians of the rounds)")

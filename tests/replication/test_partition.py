@@ -196,3 +196,20 @@ def test_a_fetch_reads_to_the_hw_for_a_consumer_and_to_the_leo_for_a_follower(tm
     assert (result.error_code, result.high_watermark) == (ErrorCode.offset_out_of_range, 4)
     result, _, _ = partition.answer_fetch(0, 2, -1, NOW)
     assert result.error_code == ErrorCode.unknown_leader_epoch
+
+
+def test_a_stopping_leader_waits_for_a_handover_only_while_another_isr_member_is_alive(tmp_path):
+    """Controlled shutdown's rule, in both the broker and weir sim: the controller can move the
+    leadership to a live ISR member, so the broker waits for that; led by its last live ISR
+    member, the partition stays (it is not waited for), and a follower never holds the stop up."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.apply_state(state(1, 1, isr=(1, 2)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300,
+                          own_broker_epoch=200)
+    partition.on_live_brokers(frozenset({1, 2, 3}), NOW)
+    assert partition.awaits_leadership_handover()
+    partition.on_live_brokers(frozenset({1, 3}), NOW)  # 3 is alive but not in the ISR
+    assert not partition.awaits_leadership_handover()
+    partition.on_live_brokers(frozenset({1, 2, 3}), NOW)
+    partition.apply_state(state(2, 2, isr=(1, 2)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=400,
+                          own_broker_epoch=200)
+    assert partition.role == FOLLOWER and not partition.awaits_leadership_handover()

@@ -296,10 +296,7 @@ class Broker:
             return
         deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
         while time.monotonic() < deadline:
-            movable = [p.key for p in self.replicas.partitions.values()
-                       if p.leader is not None and set(p.leader.committed_isr) & set(self.watcher.view.brokers)
-                       - {self.broker_id}]
-            if not movable:
+            if not any(p.awaits_leadership_handover() for p in self.replicas.partitions.values()):
                 log.info("controlled shutdown: leadership moved")
                 return
             await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - time.monotonic())

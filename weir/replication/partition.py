@@ -216,6 +216,14 @@ class Partition:
         (a session that comes back leaves us leader); they get REQUEST_TIMED_OUT (purgatory rule 1)."""
         return self.purgatory.fail_all()
 
+    def awaits_leadership_handover(self) -> bool:
+        """Controlled shutdown: led here while another ISR member is alive, so the controller can
+        move the leadership away (a broker stopping waits until none of its partitions does, as
+        Kafka's waits for its ControlledShutdown to leave no partitions remaining). One led by its
+        last live ISR member keeps it: nobody could take it without losing committed records."""
+        return self.leader is not None and any(
+            replica != self.broker_id and self.leader.is_alive(replica) for replica in self.leader.committed_isr)
+
     def on_live_brokers(self, live_brokers: frozenset[int], now_ms: int) -> Effects:
         """The registered brokers changed: only those may join the ISR or hold the HW back as
         about to (KIP-841, ZooKeeper mode)."""

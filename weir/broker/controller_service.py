@@ -17,6 +17,7 @@ from ..controller.decisions import FIRST_LEADER_BALANCE_CHECK_S, ControllerConfi
 from ..controller.events import (ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments,
                                  WriteStates, run_handler)
 from ..coordination.model import PartitionState
+from ..coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from ..coordination.zk_metadata import ControllerFenced, ZkMetadataStore
 from ..coordination.zk_watcher import MetadataWatcher
 from .metrics import BrokerMetrics
@@ -24,8 +25,6 @@ from .metrics import BrokerMetrics
 log = logging.getLogger(__name__)
 
 STARTUP_WAIT_S = 15  # at most this long for the first election, its writes, and our watcher to see them
-# A broker asks for controlled shutdown with an ephemeral child here (kio has no ControlledShutdown API).
-CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 SHELL_EVENTS = ("elect", "rewatch_shutdowns")
 
 

@@ -13,6 +13,7 @@ import time
 from ..client import BrokerConnection
 from ..config import DEFAULT_ENTITY, BrokerConfig
 from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
+from ..coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from ..coordination.zk_security import ZkSecurity
 from ..coordination.producer_ids import ProducerIdAllocator
 from ..coordination.zk_metadata import ZkMetadataStore
@@ -22,7 +23,7 @@ from ..groups.coordinator import GroupCoordinator
 from .admin_apis import AdminApis
 from .apis import DataApis
 from .connection import Connection
-from .controller_service import CONTROLLED_SHUTDOWN_PATH, ControllerService
+from .controller_service import ControllerService
 from .fetch_sessions import FetchSessionCache
 from .isr_sender import send_isr_changes
 from .metrics import BrokerMetrics

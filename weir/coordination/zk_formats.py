@@ -35,6 +35,8 @@ CONFIG_PATH = "/config"
 CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_BROKERS_PATH = "/config/brokers"
 ADMIN_DELETE_TOPICS_PATH = "/admin/delete_topics"
+# A broker asks for controlled shutdown with an ephemeral child here (kio has no ControlledShutdown API).
+CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 
 # Every persistent parent the store and the watcher rely on (created by ZkMetadataStore.ensure_paths).
 PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH, CONFIG_BROKERS_PATH, ADMIN_DELETE_TOPICS_PATH)

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.fetch_waiters import FetchWaiters
 from weir.coordination.model import NO_LEADER, TopicAssignment, assigned_elsewhere
+from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
 
@@ -25,9 +26,11 @@ from weir.sim.isr_sender import SimIsrSender
 from weir.sim.replica_fetcher import SimFetcher
 from weir.sim.watcher import SimWatcher
 from weir.sim.zk_session import ZkSession
+from weir.sim.zookeeper import NODE_EXISTS, OK
 
 NOT_LEADER = ErrorCode.not_leader_or_follower
 NO_PARTITION = {"produce": (NOT_LEADER, -1), "read": (NOT_LEADER, -1, -1, [])}
+HANDOVER_CHECK_MS = 20  # how often a broker in controlled shutdown looks whether its leaderships moved
 
 
 class SimBroker:
@@ -60,6 +63,7 @@ class SimBroker:
         self.apis = SimApis(self)
         self.stalled: list | None = None  # requests waiting while request handling is stalled
         self.controller = None
+        self.shutting_down = False
 
     # ----- scheduling gated on this process being alive and not paused
 
@@ -126,12 +130,60 @@ class SimBroker:
 
     def crash(self, lose_unflushed: bool) -> None:
         assert self.up
+        lost = {key: log.crash(lose_unflushed) for key, log in sorted(self.logs.items())}
+        self._end(f"crash{' losing unflushed data ' + str(lost) if lose_unflushed else ''}")
+
+    def _end(self, how: str) -> None:
+        """The process is gone, and its state with it (the logs and the HW checkpoint stay)."""
         self.up = False
         self.incarnation += 1
         self._held.clear()
-        lost = {key: log.crash(lose_unflushed) for key, log in sorted(self.logs.items())}
-        self.trace(f"crash{' losing unflushed data ' + str(lost) if lose_unflushed else ''}")
+        self.trace(how)
         self._reset()
+
+    def shut_down(self, on_stopped) -> None:
+        """server.py's stop with controlled.shutdown.enable: ask the controller to move the
+        leaderships away (an ephemeral child of CONTROLLED_SHUTDOWN_PATH), wait until no partition
+        led here awaits a handover (the partition's own rule) or controlled_shutdown_timeout_ms
+        has passed, then stop cleanly and call `on_stopped`. A crash meanwhile ends all this."""
+        self.shutting_down = True
+        deadline = self.now + self.settings.controlled_shutdown_timeout_ms
+        if not self.zk.registered:
+            self.trace("cannot request controlled shutdown: not registered; stopping")
+            self._stop(on_stopped)
+            return
+
+        def requested(status, _) -> None:
+            if status in (OK, NODE_EXISTS):
+                self._await_handover(deadline, on_stopped)
+            else:
+                self.trace(f"cannot request controlled shutdown ({status}); stopping")
+                self._stop(on_stopped)
+        self.trace("requests controlled shutdown")
+        self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=requested)
+        self.later(deadline - self.now, self._await_handover, deadline, on_stopped)  # if ZooKeeper never answers
+
+    def _await_handover(self, deadline: int, on_stopped) -> None:
+        if not self.up or not self.shutting_down:
+            return
+        if not any(p.awaits_leadership_handover() for p in self.partitions.values()):
+            self.trace("controlled shutdown: leadership moved")
+        elif self.now >= deadline:
+            self.trace("controlled shutdown timed out; stopping anyway")
+        else:
+            self.later(HANDOVER_CHECK_MS, self._await_handover, deadline, on_stopped)
+            return
+        self._stop(on_stopped)
+
+    def _stop(self, on_stopped) -> None:
+        """A clean stop (server.py's stop): logs flushed and the HW checkpointed, the ZooKeeper
+        session closed, so its registration and shutdown request go at once."""
+        self._fail_parked()
+        self._write_back()
+        if self.zk.sid is not None:
+            self.zk.request("close")
+        self._end("stopped")
+        on_stopped()
 
     def pause(self) -> None:
         self.paused = True
@@ -158,6 +210,10 @@ class SimBroker:
 
     def on_zk_suspended(self) -> None:
         self.can_lead = False
+        self._fail_parked()
+
+    def _fail_parked(self) -> None:
+        """Parked produces whose fate this broker can no longer learn: REQUEST_TIMED_OUT."""
         for partition in self.partitions.values():
             self.act(partition, Effects(partition.lose_leadership_proof()))
 
@@ -246,11 +302,14 @@ class SimBroker:
         self.later(self.settings.log_retention_check_interval_ms, self._maintain)
 
     def _flush(self) -> None:
+        self._write_back()
+        self.later(self.settings.flush_interval_ms, self._flush)
+
+    def _write_back(self) -> None:
         for log in self.logs.values():
             log.flush()
         for key, partition in self.partitions.items():
             self.hw_checkpoint[key] = partition.high_watermark
-        self.later(self.settings.flush_interval_ms, self._flush)
 
     # ----- messages
 

@@ -13,13 +13,18 @@ any leader has reached, extended each time a leader's HW moves. Every rule is ch
   (a new LeaderPartition, or a new epoch of one) holds the whole ledger, up to what later leader
   epochs committed (a paused broker may take up a leadership that a newer one has already ended).
 - CLEAN-ELECTION: a partition state written with a leader outside the previous ISR, while the
-  controller did not allow unclean election, is a violation by itself.
+  controller did not allow unclean election, is a violation by itself, unless the write is the
+  previous leader's last ISR proposal (an AlterPartition of its leader epoch) without that leader,
+  led by a replica the proposal added: a leader in controlled shutdown that adds a caught-up
+  replica hands it the partition (KRaft's PartitionChangeBuilder), and from its proposal on, the
+  HW waited for that replica.
 - ACKED-DURABLE: an acks=all success names an offset whose value is committed at that moment; it
   is protected if the topic had min.insync.replicas >= 2 and unclean election off when it was
   acknowledged, and a protected write must be in every later leader's log and at the end.
 - TRUNCATED-TO-MATCH (what KIP-101's truncation is for): a follower that starts fetching in a
   leadership holds a prefix of that leader's log.
-- READ-CONSISTENT: what a reader reads below the HW is the ledger's. (The HW a Fetch answer carries
+- READ-CONSISTENT: what a reader reads below the HW is the ledger's, or was, before an allowed
+  unclean election dropped it while the answer was on its way. (The HW a Fetch answer carries
   may go back after a failover, as in Kafka: a new leader learns its followers' positions first.)
 - CORE-ASSERTIONS: LeaderPartition.check_invariants() on every leader, and any AssertionError a
   core raises, are violations.
@@ -63,6 +68,7 @@ class PartitionLedger:
     unclean_epochs: set = field(default_factory=set)
     voided_below: int = 0  # the latest allowed unclean election's epoch: earlier leaderships' records may be gone
     lost: list = field(default_factory=list)  # acknowledged acks=all writes voided by unclean elections
+    voided: set = field(default_factory=set)  # (offset, value): committed, then dropped by an allowed unclean election
 
 
 class Checker:
@@ -72,6 +78,7 @@ class Checker:
         self.watched: dict = {}
         self.violations: list[Violation] = []
         self.acked_total = 0
+        self.isr_asked: dict[tuple, frozenset[int]] = {}  # (key, leader, leader epoch) -> the ISR it last asked for
 
     def fail(self, rule: str, detail: str) -> None:
         violation = Violation(rule, detail, self.world.events.now)
@@ -185,6 +192,7 @@ class Checker:
             if keep < len(committed):
                 self.world.trace(f"checker: unclean leader b{broker.id} of {key} epoch {epoch} drops committed "
                                  f"offsets {keep}..{len(committed) - 1}")
+                ledger.voided.update((o, committed[o]) for o in range(keep, len(committed)))
                 del committed[keep:]
                 del ledger.commit_epochs[keep:]
             for offset, (value, protected) in sorted(ledger.acked.items()):
@@ -226,16 +234,26 @@ class Checker:
         ledger.acked[offset] = (value, self.world.durable_config(key[0]))
 
     def on_read(self, key, leader_id, hw, offset, values) -> None:
-        committed = self.ledgers[key].committed
+        """A read answered before an allowed unclean election may arrive after it: what that
+        election dropped was committed when it was read (the setting accepts losing it)."""
+        ledger = self.ledgers[key]
+        committed = ledger.committed
         for i, value in enumerate(values):
             o = offset + i
-            if o >= len(committed) or committed[o] != value:
+            if (o >= len(committed) or committed[o] != value) and (o, value) not in ledger.voided:
                 self.fail("read-consistent", f"{key}: a reader read {value!r} at offset {o} below HW {hw} from "
                                              f"b{leader_id}; committed: {committed[o] if o < len(committed) else None!r}")
                 return
 
+    def on_isr_proposal(self, key, leader_id: int, leader_epoch: int, isr) -> None:
+        """A leader's AlterPartition reached the controller."""
+        self.isr_asked[(key, leader_id, leader_epoch)] = frozenset(isr)
+
     def on_state_written(self, key, old, new, unclean_allowed: bool) -> None:
         if old is None or new.leader in (NO_LEADER, old.leader) or new.leader in old.isr:
+            return
+        asked = self.isr_asked.get((key, old.leader, old.leader_epoch), frozenset())
+        if new.leader in asked and set(new.isr) == asked - {old.leader}:
             return
         ledger = self.ledgers[key]
         if unclean_allowed:

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from weir.controller.decisions import ControllerConfig
 from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments
 from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
+from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 
 from weir.sim.zookeeper import BAD_VERSION, FENCED, OK, state_path
@@ -67,7 +68,12 @@ class SimController:
     def on_metadata_change(self) -> None:
         self.enqueue(("metadata",))
 
+    def on_shutdown_requests(self) -> None:
+        """The child watch on CONTROLLED_SHUTDOWN_PATH fired (ControllerService._on_shutdown_requests)."""
+        self.enqueue(("rewatch_shutdowns",))
+
     def on_alter_partition(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
+        self.world.checker.on_isr_proposal(key, leader_id, proposal.leader_epoch, proposal.new_isr)
         item = (*key, proposal.leader_epoch, proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
                 dict(proposal.broker_epochs))
         self.enqueue(("alter_partition", leader_id, broker_epoch, [item], (src, rid, key)))
@@ -84,6 +90,9 @@ class SimController:
         if self.active and not self.busy and self.queue:
             self.busy = True
             event = self.queue.popleft()
+            if event[0] == "rewatch_shutdowns" and self.core is not None:  # a shell event, as in ControllerService
+                self._watch_shutdown_requests(event)
+                return
             if self.core is None and event[0] != "elected":  # not in charge yet: as ControllerService
                 # a reassignment's answer is by partition; one missing is NOT_CONTROLLER (reassignment_apis)
                 self._finish(event, {} if event[0] == "reassign" else (ErrorCode.not_controller, {}))
@@ -117,7 +126,20 @@ class SimController:
         """AlterPartitionReassignments from an admin client."""
         self.enqueue(("reassign", targets))
 
+    def _watch_shutdown_requests(self, event) -> None:
+        """ControllerService._watch_shutdown_requests: read the requests, arming the watch again, and
+        queue a controlled shutdown for each broker not shutting down already."""
+        def read(status, children) -> None:
+            if status == OK and self.active:
+                for child in sorted(children, key=int):
+                    if int(child) not in self.core.shutting_down:
+                        self.enqueue(("controlled_shutdown", int(child)))
+            self._finish(event, None)
+        self.broker.zk.request("children", CONTROLLED_SHUTDOWN_PATH, True, callback=read)
+
     def _finish(self, event, answer) -> None:
+        if event[0] == "elected":  # ControllerService._elect watches the shutdown requests next
+            self.queue.appendleft(("rewatch_shutdowns",))
         if event[0] == "reassign":
             self.broker.trace(f"reassignment answered {[(k, code.name) for k, (code, _) in sorted(answer.items())]}")
         if event[0] == "alter_partition":

@@ -27,6 +27,10 @@ Faults:
 - config: the topic's unclean.leader.election.enable or min.insync.replicas is flipped.
 - reassign: an admin client asks the controller to move partition <p> to other replicas, or (no
   replicas) to cancel its move (AlterPartitionReassignments; only in the `reassign` scenario).
+- shutdown: an operator stops the broker (controlled shutdown, server.py's stop): it asks the
+  controller to move its leaderships away, waits for that or controlled_shutdown_timeout_ms,
+  stops cleanly (flushed, its ZooKeeper session closed) and starts again after the fault's
+  duration (only in the `controlled-shutdown` scenario).
 
 At `heal_at_ms` everything is healed: partitions removed, paused brokers resumed, crashed brokers
 restarted, slow links cleared. Configs stay as the schedule left them.
@@ -162,6 +166,11 @@ class Nemesis:
         broker = world.brokers_by_id[broker_id]
         if fault.kind == "crash":
             self._crash(index, fault, broker_id, lossy=bool(fault.option))
+        elif fault.kind == "shutdown":
+            if broker.up and not broker.shutting_down:
+                self._say(fault, f"b{broker_id}: controlled shutdown")
+                # asked of the process: not while it is paused
+                broker.later(0, broker.shut_down, lambda: self._stopped(index, fault, broker_id))
         elif fault.kind == "pause":
             if not broker.up or broker.paused:
                 return
@@ -208,6 +217,21 @@ class Nemesis:
         self.crashed[broker_id] = index
         self._say(fault, f"crashed b{broker_id}{' losing unflushed data' if lossy else ''}")
         world.events.after(fault.duration_ms or 500, self._restart, index, broker_id)
+
+    def _stopped(self, index, fault, broker_id) -> None:
+        """A controlled shutdown ended with the broker stopped: it starts again after the fault's
+        duration, or at once when everything was healed while it waited for its handover."""
+        world = self.world
+        if world.events.now >= world.settings.heal_at_ms:
+            world.events.after(1, self._start_if_down, broker_id)
+            return
+        self.crashed[broker_id] = index
+        world.events.after(fault.duration_ms or 500, self._restart, index, broker_id)
+
+    def _start_if_down(self, broker_id) -> None:
+        broker = self.world.brokers_by_id[broker_id]
+        if not broker.up:
+            broker.start()
 
     def _restart(self, index, broker_id) -> None:
         if self.crashed.get(broker_id) == index and self.world.events.now < self.world.settings.heal_at_ms:

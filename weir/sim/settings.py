@@ -29,6 +29,7 @@ class SimSettings:
     leader_imbalance_check_interval_ms: int = 2500  # leader.imbalance.check.interval.seconds
     first_leader_balance_check_ms: int = 40  # FIRST_LEADER_BALANCE_CHECK_S, scaled as the interval
     auto_leader_rebalance_enable: bool = True
+    controlled_shutdown_timeout_ms: int = 2500  # server.py's CONTROLLED_SHUTDOWN_TIMEOUT_S, scaled as the session
     max_delay_ms: int = 8
     drop_rate: float = 0.01
     duplicate_rate: float = 0.01

@@ -7,6 +7,7 @@ that the metadata changed, and run for controller whenever /controller is empty.
 from __future__ import annotations
 
 from weir.coordination.model import NO_LEADER
+from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 
 from weir.sim.controller import SimController
 from weir.sim.zookeeper import BROKERS, CONTROLLER, NODE_EXISTS, OK, state_path
@@ -56,6 +57,9 @@ class SimWatcher:
                             and broker.on_live_brokers(frozenset(int(name) for name in r)))
             if broker.controller is not None:
                 broker.controller.on_metadata_change()
+        elif path == CONTROLLED_SHUTDOWN_PATH:
+            if broker.controller is not None:
+                broker.controller.on_shutdown_requests()
         elif path.startswith("/brokers/topics/") and path.count("/") == 3:
             self.zk.request("get", path, True, callback=self._on_assignment)
         elif path.startswith("/config/topics/"):

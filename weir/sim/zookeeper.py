@@ -3,8 +3,8 @@
 Rules:
 
 - SESSIONS. A client connects and gets a session with a timeout. Every request it sends counts as
-  a heartbeat. A session not heard from for its timeout expires: its ephemeral znodes are deleted
-  (firing watches) and its watches are dropped. Requests on an expired session fail with
+  a heartbeat. A session not heard from for its timeout expires, or its client closes it: its
+  ephemeral znodes are deleted (firing watches) and its watches are dropped. Requests on an expired session fail with
   SESSION_EXPIRED; the client must open a new session.
 - ZNODES have data, a version (bumped by every set) and the zxid of their creation (czxid, which
   Kafka uses as a broker's epoch). Creating an existing znode fails (NODE_EXISTS); a set or a
@@ -168,9 +168,9 @@ class ZooKeeper:
                 self.expire(session)
         self.events.after(self.expiry_check_ms, self._expire_sessions)
 
-    def expire(self, session: Session) -> None:
+    def expire(self, session: Session, how: str = "expired") -> None:
         session.alive = False
-        self.trace(f"zk: session {session.sid} of {session.owner} expired")
+        self.trace(f"zk: session {session.sid} of {session.owner} {how}")
         for watches in (self.data_watches, self.child_watches):
             for sids in watches.values():
                 sids.discard(session.sid)
@@ -222,6 +222,12 @@ class ZooKeeper:
         if watch:
             self._watch(self.child_watches, prefix, session.sid)
         return OK, {name: (n.data, n.czxid) for name, n in self.children(prefix).items()}
+
+    def _op_close(self, session):
+        """The client closes its session (a broker stopping cleanly): its ephemeral znodes go now,
+        not a session timeout later."""
+        self.expire(session, "closed")
+        return OK, None
 
     def _op_delete(self, session, path):
         return (OK, None) if self.delete(path) else (NO_NODE, None)

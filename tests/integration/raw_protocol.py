@@ -54,7 +54,7 @@ def request_payload(api_key: int, version: int, entity, correlation_id: int = 1)
     out.write(header_bytes(api_key, version, correlation_id))
     if schema.__flexible__:
         out.write(b"\x00")  # request header v2: empty tagged fields
-    entity_writer(schema)(out, entity)
+    entity_writer(type(entity))(out, entity)  # the entity's own schema: kio's, or one of weir's schema_overrides
     return out.getvalue()
 
 

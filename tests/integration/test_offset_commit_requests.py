@@ -65,3 +65,28 @@ def test_a_v2_commits_retention_time_survives_a_restart(start_broker):
         assert wait_until(lambda: coordinator_found(client, "brief"), "the group coordinator")
         wait_until(lambda: committed(client, "brief") == -1, "the offset to expire after the restart")
     assert_healthy(broker)
+
+
+def test_a_v2_commit_with_the_longest_retention_time_is_kept(start_broker):
+    """retention_time is an int64 to Kafka: 2^63-1 is answered and the offset kept (kio's
+    timedelta reader overflowed on it, and the connection was closed). The expiry is capped at
+    int64's end, where Java's sum wraps around to the past."""
+    from weir.protocol.schema_overrides import REQUEST_SCHEMAS
+    broker = start_broker(0, **GROUP_SETTINGS, **{"offsets.retention.check.interval.ms": "200"})
+    longest = REQUEST_SCHEMAS[(OFFSET_COMMIT, 2)]
+    with RawClient(broker.port) as client:
+        create_topic(client, "t")
+        wait_until(lambda: coordinator_found(client, "forever"), "the group coordinator")
+
+        def commit() -> int:
+            response = client.call(OFFSET_COMMIT, 2, longest(
+                group_id="forever", generation_id_or_member_epoch=-1, member_id="", retention_time=2**63 - 1,
+                topics=(OffsetCommitRequestTopic(name="t", partitions=(
+                    OffsetCommitRequestPartition(partition_index=0, committed_offset=9, committed_metadata=""),)),)))
+            return response.topics[0].partitions[0].error_code
+        assert wait_until(lambda: commit() == NONE, "the coordinator to take commits")
+        assert committed(client, "forever") == 9
+        assert commit_v2(client, "probe", 1, 0) == NONE  # a later pass expires this one, not "forever"
+        wait_until(lambda: committed(client, "probe") == -1, "an expiry pass")
+        assert committed(client, "forever") == 9
+    assert_healthy(broker)

@@ -27,6 +27,7 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 DEFAULT_RETENTION_TIME = -1  # OffsetCommit v2-v4: the broker's offsets.retention.minutes
 _MS = timedelta(milliseconds=1)
+MAX_TIMESTAMP = 2**63 - 1
 
 
 def _ms(value) -> int:
@@ -254,7 +255,8 @@ class GroupApis:
         # Kafka takes any retention_time (v2-v4) but -1, zero and negative ones too, as the offset's
         # own lifetime (GroupCoordinatorAdapter.commitOffsets)
         retention = _ms(getattr(request, "retention_time", DEFAULT_RETENTION_TIME))
-        expire = now + retention if retention != DEFAULT_RETENTION_TIME else -1
+        # at most int64's end: Java's sum wraps around, expiring at once what was to be kept longest
+        expire = min(now + retention, MAX_TIMESTAMP) if retention != DEFAULT_RETENTION_TIME else -1
         topics = self.coordinator.replicas.view.topics
         for name, p in wanted:
             key = (name, p.partition_index)

@@ -21,7 +21,7 @@ from kio.serial import entity_reader, entity_writer
 
 from . import legacy_schemas
 from .errors import ErrorCode, wire_message
-from .schema_overrides import RESPONSE_SCHEMAS
+from .schema_overrides import REQUEST_SCHEMAS, RESPONSE_SCHEMAS
 from .header import RequestHeader, response_header, skip_tagged_fields
 from .hot_requests import decode_fetch_request, decode_produce_request
 from .tagged_fields import check_framing, strip_unknown_tagged_fields
@@ -37,7 +37,8 @@ _HAND_DECODED = {0: decode_produce_request, 1: decode_fetch_request}
 
 @cache
 def request_schema(api_key: int, version: int) -> type:
-    return legacy_schemas.REQUESTS.get((api_key, version)) or load_request_schema(api_key, version)
+    return (REQUEST_SCHEMAS.get((api_key, version)) or legacy_schemas.REQUESTS.get((api_key, version))
+            or load_request_schema(api_key, version))
 
 
 @cache

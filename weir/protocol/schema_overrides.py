@@ -1,14 +1,18 @@
-"""Response schemas of our own where kio's cannot carry what Kafka sends.
+"""Schemas of our own where kio's cannot carry what Kafka sends; the bytes are Kafka's.
 
-DescribeTransactions v0 (KIP-664): `transaction_start_time_ms` is -1 for a transaction that has
-not started (Empty, an unknown id), as Kafka sends it; kio types the field as a datetime and its
-reader refuses a negative one. Here the field is a plain int64 of milliseconds, on the broker's
-side (encoding) and the client's (decoding); the bytes are Kafka's.
+- DescribeTransactions v0 response (KIP-664): `transaction_start_time_ms` is -1 for a transaction
+  that has not started (Empty, an unknown id), as Kafka sends it; kio types the field as a datetime
+  and its reader refuses a negative one. Here the field is a plain int64 of milliseconds, on the
+  broker's side (encoding) and the client's (decoding).
+- OffsetCommit v2-v4 requests: `retention_time_ms` is any int64 to Kafka; kio reads it as a
+  timedelta, which overflows from about 2^56 ms, and the request could not be decoded. Here it is
+  a plain int64 of milliseconds.
 """
 
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from kio.index import load_request_schema
 from kio.schema.describe_transactions.v0 import response as _v0
 from kio.static.primitive import i16, i32Timedelta, i64
 
@@ -42,3 +46,20 @@ class DescribeTransactionsResponseV0:
 
 
 RESPONSE_SCHEMAS: dict[tuple[int, int], type] = {(65, 0): DescribeTransactionsResponseV0}
+
+
+OFFSET_COMMIT = 8
+
+
+def _offset_commit_with_plain_retention(version: int) -> type:
+    base = load_request_schema(OFFSET_COMMIT, version)
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class OffsetCommitRequest(base):
+        retention_time: i64 = field(metadata={"kafka_type": "int64"})  # ms; -1: the broker's retention
+    OffsetCommitRequest.__qualname__ = f"OffsetCommitRequestV{version}"
+    return OffsetCommitRequest
+
+
+REQUEST_SCHEMAS: dict[tuple[int, int], type] = {
+    (OFFSET_COMMIT, version): _offset_commit_with_plain_retention(version) for version in (2, 3, 4)}

@@ -10,6 +10,8 @@ import logging
 import signal
 import time
 
+from kazoo.exceptions import NodeExistsError
+
 from ..client import BrokerConnection
 from ..config import DEFAULT_ENTITY, BrokerConfig
 from ..coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
@@ -288,20 +290,34 @@ class Broker:
     # -- stop ----------------------------------------------------------------------------
 
     async def controlled_shutdown(self) -> None:
-        """Ask the controller to move leadership away, and wait until it has (or cannot)."""
-        path = f"{CONTROLLED_SHUTDOWN_PATH}/{self.broker_id}"
-        try:
-            await self.zk.wait(self.zk.client.create_async(path, b"", ephemeral=True, makepath=True))
-        except Exception as e:
-            log.warning("cannot request controlled shutdown: %r", e)
+        """Ask the controller to move leadership away, and wait until it has (or cannot). The
+        request is an ephemeral znode, gone with the session it was made in: registered again
+        meanwhile, the broker asks again (as Kafka's retries its ControlledShutdown)."""
+        if not await self._ask_controlled_shutdown():
             return
+        asked_in = self.replicas.own_broker_epoch()
         deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
         while time.monotonic() < deadline:
             if not any(p.awaits_leadership_handover() for p in self.replicas.partitions.values()):
                 log.info("controlled shutdown: leadership moved")
                 return
+            registered_in = self.replicas.own_broker_epoch()
+            if registered_in not in (asked_in, -1) and await self._ask_controlled_shutdown():
+                log.info("controlled shutdown: asked again after registering again")
+                asked_in = registered_in
             await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - time.monotonic())
         log.warning("controlled shutdown timed out; stopping anyway")
+
+    async def _ask_controlled_shutdown(self) -> bool:
+        path = f"{CONTROLLED_SHUTDOWN_PATH}/{self.broker_id}"
+        try:
+            await self.zk.wait(self.zk.client.create_async(path, b"", ephemeral=True, makepath=True))
+        except NodeExistsError:
+            pass  # asked already in this session (or an old session's request stands until it expires)
+        except Exception as e:
+            log.warning("cannot request controlled shutdown: %r", e)
+            return False
+        return True
 
     async def stop(self) -> None:
         if self.config["controlled.shutdown.enable"]:

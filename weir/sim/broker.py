@@ -143,7 +143,8 @@ class SimBroker:
 
     def shut_down(self, on_stopped) -> None:
         """server.py's stop with controlled.shutdown.enable: ask the controller to move the
-        leaderships away (an ephemeral child of CONTROLLED_SHUTDOWN_PATH), wait until no partition
+        leaderships away (an ephemeral child of CONTROLLED_SHUTDOWN_PATH; asked again once
+        registered in a new session, which the request did not outlive), wait until no partition
         led here awaits a handover (the partition's own rule) or controlled_shutdown_timeout_ms
         has passed, then stop cleanly and call `on_stopped`. A crash meanwhile ends all this."""
         self.shutting_down = True
@@ -153,17 +154,18 @@ class SimBroker:
             self._stop(on_stopped)
             return
 
-        def requested(status, _) -> None:
-            if status in (OK, NODE_EXISTS):
-                self._await_handover(deadline, on_stopped)
-            else:
+        def asked(status, _) -> None:
+            if status not in (OK, NODE_EXISTS) and self.shutting_down:
                 self.trace(f"cannot request controlled shutdown ({status}); stopping")
                 self._stop(on_stopped)
         self.trace("requests controlled shutdown")
-        self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=requested)
-        self.later(deadline - self.now, self._await_handover, deadline, on_stopped)  # if ZooKeeper never answers
+        self._ask_controlled_shutdown(asked)
+        self.later(HANDOVER_CHECK_MS, self._await_handover, deadline, on_stopped, self.zk.registration_zxid)
 
-    def _await_handover(self, deadline: int, on_stopped) -> None:
+    def _ask_controlled_shutdown(self, callback) -> None:
+        self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=callback)
+
+    def _await_handover(self, deadline: int, on_stopped, asked_in) -> None:
         if not self.up or not self.shutting_down:
             return
         if not any(p.awaits_leadership_handover() for p in self.partitions.values()):
@@ -171,7 +173,14 @@ class SimBroker:
         elif self.now >= deadline:
             self.trace("controlled shutdown timed out; stopping anyway")
         else:
-            self.later(HANDOVER_CHECK_MS, self._await_handover, deadline, on_stopped)
+            registered_in = self.zk.registration_zxid if self.zk.registered else None
+            if registered_in not in (asked_in, None):
+                def asked(status, _) -> None:
+                    if status in (OK, NODE_EXISTS):
+                        self.trace("controlled shutdown: asked again after registering again")
+                self._ask_controlled_shutdown(asked)
+                asked_in = registered_in
+            self.later(HANDOVER_CHECK_MS, self._await_handover, deadline, on_stopped, asked_in)
             return
         self._stop(on_stopped)
 

@@ -7,6 +7,8 @@ any leader has reached, extended each time a leader's HW moves. Every rule is ch
   replica's HW moves (a leader, or a follower once it has truncated and fetches), its records
   below the new HW equal the ledger's. So a
   record below a reader's HW is never later different at any replica that counts it committed.
+  (A follower's HW kept from a history an allowed unclean election voided is checked as far as
+  the ledger goes, until its leader's first answer sets it.)
 - ONE-LEADER-PER-EPOCH: every HW advance names (leader epoch, leader); two brokers committing
   under the same leader epoch is a violation.
 - LEADER-COMPLETENESS (KafkaReplication.tla's LeaderCompleteness): a broker taking a leadership
@@ -121,6 +123,12 @@ class Checker:
                     if follower is not w.follower:
                         w.follower, w.follower_hw = follower, 0
                         self._check_truncated(broker, key, follower, partition.log)
+                        ledger = self.ledgers[key]
+                        if ledger.voided_below and follower.high_watermark > len(ledger.committed):
+                            # a HW kept from a history an allowed unclean election voided: checked up to
+                            # the ledger; the first answer of its leader sets it (it may go back)
+                            self._check_prefix(broker, key, partition.log, 0, len(ledger.committed), "follower")
+                            w.follower_hw = follower.high_watermark
                     if follower.high_watermark > w.follower_hw:
                         self._check_prefix(broker, key, partition.log, w.follower_hw, follower.high_watermark,
                                            "follower")

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 STARTUP_WAIT_S = 15  # at most this long for the first election, its writes, and our watcher to see them
 SHELL_EVENTS = ("elect", "rewatch_shutdowns")
+SHUTDOWN_REQUESTS_RETRY_S = 1.0
 
 
 class ControllerService:
@@ -202,10 +203,17 @@ class ControllerService:
     # -- controlled shutdown requests ----------------------------------------------------------
 
     async def _watch_shutdown_requests(self) -> None:
+        """Read the requests, arming the watch again. A read that failed armed nothing, so no
+        later request would be seen: it is tried again."""
         client = self.store.client
-        await self.store.session.wait(client.ensure_path_async(CONTROLLED_SHUTDOWN_PATH))
-        children = await self.store.session.wait(
-            client.get_children_async(CONTROLLED_SHUTDOWN_PATH, watch=self._shutdown_watch))
+        try:
+            await self.store.session.wait(client.ensure_path_async(CONTROLLED_SHUTDOWN_PATH))
+            children = await self.store.session.wait(
+                client.get_children_async(CONTROLLED_SHUTDOWN_PATH, watch=self._shutdown_watch))
+        except Exception as e:
+            log.warning("controller: cannot read the controlled shutdown requests (%r); trying again", e)
+            asyncio.get_running_loop().call_later(SHUTDOWN_REQUESTS_RETRY_S, self._on_shutdown_requests, None)
+            return
         for child in children:
             if child.isdigit() and int(child) not in self.core.shutting_down:
                 self._events.put_nowait(("controlled_shutdown", (int(child),), None))

@@ -128,12 +128,15 @@ class SimController:
 
     def _watch_shutdown_requests(self, event) -> None:
         """ControllerService._watch_shutdown_requests: read the requests, arming the watch again, and
-        queue a controlled shutdown for each broker not shutting down already."""
+        queue a controlled shutdown for each broker not shutting down already; a failed read is
+        tried again (it armed nothing)."""
         def read(status, children) -> None:
             if status == OK and self.active:
                 for child in sorted(children, key=int):
                     if int(child) not in self.core.shutting_down:
                         self.enqueue(("controlled_shutdown", int(child)))
+            elif self.active:  # the watch was not armed: read again
+                self.broker.later(RETRY_MS, self.on_shutdown_requests)
             self._finish(event, None)
         self.broker.zk.request("children", CONTROLLED_SHUTDOWN_PATH, True, callback=read)
 

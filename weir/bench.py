@@ -3,7 +3,8 @@
 - all (the default): issue 16's table in one run, every figure beside what it is measured
   against: the no-op sink (no delivery callback: the client's ceiling), one broker RF=1 acks=1,
   three brokers RF=3 min ISR 2 acks=all (6 partitions each, linger.ms 5, no callback; rounds
-  alternated), the brokers' CPU-seconds per million records, two consumers (confluent-kafka, and
+  alternated), the brokers' CPU-seconds per million records (and the Produce and Fetch requests
+  they answered per million records, with the CPU per request), two consumers (confluent-kafka, and
   kcat: librdkafka without Python) against the same sink answering Fetch from memory (each
   consumer's ceiling), acks=all RF=3 latency at 1,000 records/s
   beside one broker's acks=1 and the sink's (rounds alternated, medians), and Spark count/group-by
@@ -32,11 +33,14 @@ Results are printed, never asserted: speed is measured here, not in tests.
 """
 
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+import urllib.request
+from collections import Counter
 import time
 import uuid
 from pathlib import Path
@@ -449,7 +453,7 @@ def _scratch_cluster(size: int, **settings):
     caller `_discard`s it."""
     from .local_cluster import LocalCluster
     return LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), size,
-                        overrides={"zookeeper.session.timeout.ms": "6000", **settings})
+                        overrides={"zookeeper.session.timeout.ms": "6000", "metrics.port": "0", **settings})
 
 
 def _discard(cluster) -> None:
@@ -461,14 +465,37 @@ def _discard(cluster) -> None:
 
 def _with_cpu(cluster, records: int, run) -> dict:
     """`run()`'s figures plus the CPU-seconds all the cluster's brokers spent per million records:
-    in all, and user and system apart."""
+    in all, and user and system apart; and the Produce and Fetch requests they answered per million
+    records, with the CPU per request (what costs the CPU is requests more than records: a client
+    sending smaller batches costs more per record)."""
     user, system = _user_and_system_seconds(cluster)
+    answered = _requests_answered(cluster)
     figures = run()
     user_after, system_after = _user_and_system_seconds(cluster)
+    answered = _requests_answered(cluster) - answered
     figures["user s/M"] = (user_after - user) / records * 1e6
     figures["system s/M"] = (system_after - system) / records * 1e6
     figures["CPU s/M"] = figures["user s/M"] + figures["system s/M"]
+    requests = answered["Produce"] + answered["Fetch"]
+    figures["Produce/M"] = answered["Produce"] / records * 1e6
+    figures["Fetch/M"] = answered["Fetch"] / records * 1e6
+    figures["CPU us/request"] = figures["CPU s/M"] * 1e6 / (requests / records * 1e6) if requests else 0.0
     return figures
+
+
+def _requests_answered(cluster) -> Counter:
+    """Requests the cluster's brokers answered so far, by API, from their metrics endpoints."""
+    from .console.server import parse_metrics
+    counts: Counter = Counter()
+    for broker in cluster.brokers:
+        served = re.search(r"metrics on http://[^:]+:(\d+)/metrics", broker.output())
+        if served is None:  # a source tree (compare --against) older than its metrics
+            continue
+        with urllib.request.urlopen(f"http://127.0.0.1:{served.group(1)}/metrics", timeout=10) as response:
+            for labels, value in parse_metrics(response.read().decode()).get(
+                    "kafka_network_requestmetrics_requests_total", []):
+                counts[labels["request"]] += value
+    return counts
 
 
 def _bench_loops(args) -> int:
@@ -560,6 +587,9 @@ def _bench_all(args) -> int:
                           ("three brokers, RF=3, min ISR 2, acks=all", three_figures)):
         cpu = f"{figures['CPU s/M']:.2f}" if "CPU s/M" in figures else "-"
         print(f"{name:<44}{figures['records/s']:>12,.0f}{figures['records/s'] / ceiling:>8.2f}{cpu:>20}")
+    for name, figures in (("one broker", one_figures), ("three brokers", three_figures)):
+        print(f"{name}: {figures['Produce/M']:,.0f} Produce and {figures['Fetch/M']:,.0f} Fetch requests per M records, "
+              f"broker CPU {figures['CPU us/request']:,.0f} us per request")
     print(f"consumer (confluent-kafka, one broker, {partitions} partitions): {consumed['records/s']:,.0f} records/s, "
           f"{consumed['records/s'] / consume_ceiling['records/s']:.2f}x the no-op source's "
           f"{consume_ceiling['records/s']:,.0f} (the client's ceiling); broker CPU-s per M {consumed['CPU s/M']:.2f}")

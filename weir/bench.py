@@ -468,8 +468,8 @@ def _with_cpu(cluster, records: int, run) -> dict:
     in all, and user and system apart; and the Produce and Fetch requests they answered per million
     records, with the CPU per request (what costs the CPU is requests more than records: a client
     sending smaller batches costs more per record)."""
+    answered = _requests_answered(cluster)  # scraped outside the CPU window
     user, system = _user_and_system_seconds(cluster)
-    answered = _requests_answered(cluster)
     figures = run()
     user_after, system_after = _user_and_system_seconds(cluster)
     answered = _requests_answered(cluster) - answered

@@ -13,7 +13,8 @@ from kazoo.client import KazooClient
 
 from weir.coordination.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 from weir.coordination.zk_client import KazooState, ZkSession
-from weir.coordination.zk_formats import CONTROLLER_PATH
+from weir.coordination.zk_formats import (CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, encode_controller,
+                                          encode_controller_epoch)
 from weir.coordination.zk_metadata import (ControllerFenced, NotController, TopicExists,
                                            UnknownTopic, ZkMetadataStore)
 from weir.coordination.zk_watcher import MetadataWatcher
@@ -117,6 +118,36 @@ def test_controller_election_race_and_failover(chroot):
                 await store.close()
             await s1.close()
             await s2.close()
+
+    run(scenario())
+
+
+def test_an_election_whose_answer_was_lost_is_won_when_run_again(chroot):
+    """The election's multi was applied but its answer lost (a connection loss): /controller is
+    this session's own, which no other broker can end. Watching /controller finds it and runs for
+    election again, and the election takes it as won with the epoch it set (Kafka's
+    checkedEphemeralCreate). weir sim seed 3726 of controlled-shutdown: no controller, for good."""
+    async def scenario():
+        session, rival_session = await ZkSession(chroot).start(), await ZkSession(chroot).start()
+        run_again = asyncio.Event()
+        store = ZkMetadataStore(session, on_controller_gone=run_again.set)
+        rival = ZkMetadataStore(rival_session)
+        try:
+            await store.ensure_paths()
+            txn = session.client.transaction()  # try_become_controller's multi, its answer never read
+            txn.create(CONTROLLER_PATH, encode_controller(1, 0), ephemeral=True)
+            txn.create(CONTROLLER_EPOCH_PATH, encode_controller_epoch(1))
+            await asyncio.to_thread(txn.commit)
+            assert await rival.try_become_controller(2) is None, "another session's /controller is taken"
+            await store.watch_controller()
+            await asyncio.wait_for(run_again.wait(), EVENT_TIMEOUT_S)
+            assert await store.try_become_controller(1) == 1
+            assert store.controller_epoch == 1
+        finally:
+            for s in (store, rival):
+                await s.close()
+            await session.close()
+            await rival_session.close()
 
     run(scenario())
 

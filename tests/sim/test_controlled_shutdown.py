@@ -39,7 +39,11 @@ def test_the_checker_takes_a_handover_to_a_replica_the_leader_asked_into_the_isr
     write (KRaft's PartitionChangeBuilder): clean. Electing 3, which nobody asked for, is not."""
     world = World(0, SimSettings(), schedule=[])
     checker, key = world.checker, world.keys[0]
-    checker.on_isr_proposal(key, 1, 4, (1, 2))
+    checker.on_isr_proposal(key, 1, 4, (1, 2), shutting_down=False)
+    checker.on_state_written(key, _state(1, 4, [1], 7), _state(2, 5, [2], 8), unclean_allowed=False)
+    assert [v.rule for v in checker.violations] == ["clean-election"], "1 asked before its shutdown"
+    checker.violations.clear()
+    checker.on_isr_proposal(key, 1, 4, (1, 2), shutting_down=True)
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(2, 5, [2], 8), unclean_allowed=False)
     assert checker.violations == []
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(3, 5, [3], 8), unclean_allowed=False)
@@ -50,8 +54,8 @@ def test_the_checker_holds_a_leader_to_its_latest_isr_proposal():
     """Only the proposal the leader still stands by counts: one it replaced does not."""
     world = World(0, SimSettings(), schedule=[])
     checker, key = world.checker, world.keys[0]
-    checker.on_isr_proposal(key, 1, 4, (1, 2, 3))
-    checker.on_isr_proposal(key, 1, 4, (1, 3))
+    checker.on_isr_proposal(key, 1, 4, (1, 2, 3), shutting_down=True)
+    checker.on_isr_proposal(key, 1, 4, (1, 3), shutting_down=True)
     checker.on_state_written(key, _state(1, 4, [1, 3], 7), _state(2, 5, [2], 8), unclean_allowed=False)
     assert [v.rule for v in checker.violations] == ["clean-election"]
 
@@ -79,7 +83,8 @@ def test_the_seeds_that_found_the_checkers_rules_too_strict_stay_clean():
     """177: a machine crash's lost tail (now process crashes only in this scenario, the KIP-966 case);
     407 and 863: a handover to the replica the leader asked into the ISR, and an older proposal that
     must not excuse an unclean election; 1051: a read answered before an allowed unclean election;
-    623: a follower's HW kept from a voided history."""
-    for seed in (177, 407, 623, 863, 1051):
+    623: a follower's HW kept from a voided history; 3726: an election won whose answer was lost;
+    14880: an unclean election shaped like a handover; 167: a handover written after the leader stopped."""
+    for seed in (167, 177, 407, 623, 863, 1051, 3726, 14880):
         result = run_seed(seed, scenario="controlled-shutdown")
         assert result.ok, (seed, result.violations)

@@ -176,7 +176,7 @@ class ZkMetadataStore:
     """Controller election and the controller's fenced writes, on one ZkSession.
 
     `on_controller_gone()` (sync or async, run on the loop) is called whenever /controller is seen
-    absent once the store watches it — after `try_become_controller` or `watch_controller` —
+    absent (or held by this very session: an election whose answer was lost) once the store watches it — after `try_become_controller` or `watch_controller` —
     i.e. after its deletion and after a reconnect that finds it gone: time to run for election
     (and, for the deposed controller, to resign).
     """
@@ -279,7 +279,7 @@ class ZkMetadataStore:
                     log.info("broker %d is the controller with epoch %d", broker_id, epoch + 1)
                     return epoch + 1
                 if failed == 0 and isinstance(results[0], NodeExistsError):
-                    return None
+                    return await self._won_unanswered()
                 # /controller_epoch moved under us (or appeared): read it again and retry.
             raise ConcurrentUpdate("/controller_epoch keeps changing during the election")
         finally:
@@ -287,6 +287,23 @@ class ZkMetadataStore:
                 await self.watch_controller()
             except KazooException as e:  # re-armed on the next CONNECTED
                 log.warning("could not watch %s: %r", CONTROLLER_PATH, e)
+
+    async def _won_unanswered(self) -> int | None:
+        """/controller exists: it is ours if this session created it, an election whose answer was
+        lost (Kafka's checkedEphemeralCreate), and the epoch it set is ours. Else None."""
+        stat = await self._wait(self.client.exists_async(CONTROLLER_PATH))
+        if stat is None or not self._owned_by_this_session(stat):
+            return None
+        data, epoch_stat = await self._wait(self.client.get_async(CONTROLLER_EPOCH_PATH))
+        epoch = decode_controller_epoch(data)
+        self._fence = (epoch, epoch_stat.version)
+        log.info("broker %d is the controller with epoch %d (an election whose answer was lost)",
+                 self._broker_id, epoch)
+        return epoch
+
+    def _owned_by_this_session(self, stat) -> bool:
+        client_id = self.client.client_id
+        return client_id is not None and stat.ephemeralOwner == client_id[0]
 
     async def watch_controller(self) -> None:
         """Watch /controller (re-armed after every event and reconnect); calls
@@ -298,7 +315,8 @@ class ZkMetadataStore:
         if not self._watching_controller:
             return
         stat = await self._wait(self.client.exists_async(CONTROLLER_PATH, watch=self._controller_watch))
-        if stat is None and self.on_controller_gone is not None:
+        # our own /controller too: an election won whose answer was lost, which no one else can end
+        if (stat is None or self._owned_by_this_session(stat)) and self.on_controller_gone is not None:
             try:
                 result = self.on_controller_gone()
             except Exception:

@@ -295,6 +295,8 @@ class SimBroker:
                 self.fetcher.start(partition)
         if effects.isr_proposal is not None:
             self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(effects.isr_proposal.new_isr)}")
+            self.world.checker.on_isr_proposal(partition.key, self.id, effects.isr_proposal.leader_epoch,
+                                               effects.isr_proposal.new_isr, self.shutting_down)
             self.isr_sender.submit(partition.key, effects.isr_proposal)
         self.waiters.on_effects(partition.key, effects)
 

@@ -73,7 +73,6 @@ class SimController:
         self.enqueue(("rewatch_shutdowns",))
 
     def on_alter_partition(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
-        self.world.checker.on_isr_proposal(key, leader_id, proposal.leader_epoch, proposal.new_isr)
         item = (*key, proposal.leader_epoch, proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
                 dict(proposal.broker_epochs))
         self.enqueue(("alter_partition", leader_id, broker_epoch, [item], (src, rid, key)))

@@ -42,9 +42,15 @@ class SimWatcher:
                     broker.controller.on_metadata_change()
                 else:
                     self.resign("/controller")
-            if broker.controller_id == NO_LEADER:
-                self.try_elect()
+            self._maybe_run()
         self.zk.request("read_all", broker.world.topics, True, callback=loaded)
+
+    def _maybe_run(self) -> None:
+        """Run for controller when /controller is empty, or names this broker while it runs no
+        controller: an election won whose answer was lost (zk_metadata's _arm_controller_watch)."""
+        broker = self.broker
+        if broker.controller_id == NO_LEADER or (broker.controller_id == broker.id and broker.controller is None):
+            self.try_elect()
 
     def on_watch(self, sid: int, path: str) -> None:
         broker = self.broker
@@ -91,8 +97,7 @@ class SimWatcher:
             broker.controller_id = NO_LEADER if result is None else result[0]
             if broker.controller is not None and broker.controller_id != broker.id:
                 self.resign("/controller changed")
-            if broker.controller_id == NO_LEADER:
-                self.try_elect()
+            self._maybe_run()
 
     def _on_config(self, path: str, status, result) -> None:
         if status == OK:

@@ -233,10 +233,14 @@ class ZooKeeper:
         return (OK, None) if self.delete(path) else (NO_NODE, None)
 
     def _op_elect(self, session, broker_id):
-        """Kafka's registerControllerAndIncrementControllerEpoch: one atomic step."""
-        if CONTROLLER in self.znodes:
-            return NODE_EXISTS, self.znodes[CONTROLLER].data
+        """Kafka's registerControllerAndIncrementControllerEpoch: one atomic step. A /controller this
+        session created is its own election whose answer was lost: won, with the epoch it set
+        (Kafka's checkedEphemeralCreate)."""
         epoch_node = self.znodes[CONTROLLER_EPOCH]
+        if CONTROLLER in self.znodes:
+            if self.znodes[CONTROLLER].ephemeral_owner == session.sid:
+                return OK, (epoch_node.data, epoch_node.version)
+            return NODE_EXISTS, self.znodes[CONTROLLER].data
         self.create(CONTROLLER, broker_id, session.sid)
         self.set(CONTROLLER_EPOCH, epoch_node.data + 1)
         return OK, (epoch_node.data, epoch_node.version)

@@ -39,13 +39,16 @@ def test_the_checker_takes_a_handover_to_a_replica_the_leader_asked_into_the_isr
     write (KRaft's PartitionChangeBuilder): clean. Electing 3, which nobody asked for, is not."""
     world = World(0, SimSettings(), schedule=[])
     checker, key = world.checker, world.keys[0]
-    checker.on_isr_proposal(key, 1, 4, (1, 2), shutting_down=False)
+    checker.on_isr_proposal(key, 1, 4, (1, 2))
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(2, 5, [2], 8), unclean_allowed=False)
-    assert [v.rule for v in checker.violations] == ["clean-election"], "1 asked before its shutdown"
+    assert [v.rule for v in checker.violations] == ["clean-election"], "1 is not shutting down"
     checker.violations.clear()
-    checker.on_isr_proposal(key, 1, 4, (1, 2), shutting_down=True)
+    checker.on_broker_life(1, shutting_down=True)
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(2, 5, [2], 8), unclean_allowed=False)
     assert checker.violations == []
+    checker.on_broker_life(1, shutting_down=False)  # started again: its old proposals hand nothing over
+    checker.on_state_written(key, _state(1, 4, [1], 7), _state(2, 5, [2], 8), unclean_allowed=False)
+    assert [v.rule for v in checker.violations] == ["clean-election"]
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(3, 5, [3], 8), unclean_allowed=False)
     assert [v.rule for v in checker.violations] == ["clean-election"]
 
@@ -54,8 +57,9 @@ def test_the_checker_holds_a_leader_to_its_latest_isr_proposal():
     """Only the proposal the leader still stands by counts: one it replaced does not."""
     world = World(0, SimSettings(), schedule=[])
     checker, key = world.checker, world.keys[0]
-    checker.on_isr_proposal(key, 1, 4, (1, 2, 3), shutting_down=True)
-    checker.on_isr_proposal(key, 1, 4, (1, 3), shutting_down=True)
+    checker.on_broker_life(1, shutting_down=True)
+    checker.on_isr_proposal(key, 1, 4, (1, 2, 3))
+    checker.on_isr_proposal(key, 1, 4, (1, 3))
     checker.on_state_written(key, _state(1, 4, [1, 3], 7), _state(2, 5, [2], 8), unclean_allowed=False)
     assert [v.rule for v in checker.violations] == ["clean-election"]
 
@@ -84,7 +88,8 @@ def test_the_seeds_that_found_the_checkers_rules_too_strict_stay_clean():
     407 and 863: a handover to the replica the leader asked into the ISR, and an older proposal that
     must not excuse an unclean election; 1051: a read answered before an allowed unclean election;
     623: a follower's HW kept from a voided history; 3726: an election won whose answer was lost;
-    14880: an unclean election shaped like a handover; 167: a handover written after the leader stopped."""
-    for seed in (167, 177, 407, 623, 863, 1051, 3726, 14880):
+    14880: an unclean election shaped like a handover; 167 and 3880: handovers written after the
+    leader stopped, and proposed before it asked."""
+    for seed in (167, 177, 407, 623, 863, 1051, 3726, 3880, 14880):
         result = run_seed(seed, scenario="controlled-shutdown")
         assert result.ok, (seed, result.violations)

@@ -118,6 +118,7 @@ class SimBroker:
         self.incarnation += 1
         self._held.clear()
         self._reset()
+        self.world.checker.on_broker_life(self.id, shutting_down=False)
         self.trace("start")
         self.world.touched.add(self)
         self.zk.connect()
@@ -148,6 +149,7 @@ class SimBroker:
         led here awaits a handover (the partition's own rule) or controlled_shutdown_timeout_ms
         has passed, then stop cleanly and call `on_stopped`. A crash meanwhile ends all this."""
         self.shutting_down = True
+        self.world.checker.on_broker_life(self.id, shutting_down=True)
         deadline = self.now + self.settings.controlled_shutdown_timeout_ms
         if not self.zk.registered:
             self.trace("cannot request controlled shutdown: not registered; stopping")
@@ -296,7 +298,7 @@ class SimBroker:
         if effects.isr_proposal is not None:
             self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(effects.isr_proposal.new_isr)}")
             self.world.checker.on_isr_proposal(partition.key, self.id, effects.isr_proposal.leader_epoch,
-                                               effects.isr_proposal.new_isr, self.shutting_down)
+                                               effects.isr_proposal.new_isr)
             self.isr_sender.submit(partition.key, effects.isr_proposal)
         self.waiters.on_effects(partition.key, effects)
 

@@ -15,12 +15,14 @@ any leader has reached, extended each time a leader's HW moves. Every rule is ch
   (a new LeaderPartition, or a new epoch of one) holds the whole ledger, up to what later leader
   epochs committed (a paused broker may take up a leadership that a newer one has already ended).
 - CLEAN-ELECTION: a partition state written with a leader outside the previous ISR, while the
-  controller did not allow unclean election, is a violation by itself, unless the write is the
-  previous leader's last ISR proposal (an AlterPartition of its leader epoch), sent while it was in
-  controlled shutdown, without it, and led by a replica the proposal added: such a leader that
-  adds a caught-up replica hands it the partition (KRaft's PartitionChangeBuilder), and from its
-  proposal on, the HW waited for that replica. (Seed 14880: without the controlled-shutdown
-  condition an unclean election of the same shape was taken for one, and its loss not counted.)
+  controller did not allow unclean election, is a violation by itself, unless the previous leader
+  asked for controlled shutdown (and has not started again since) and the write is its last ISR
+  proposal (an AlterPartition of its leader epoch) without it, led by a replica the proposal
+  added: such a leader that adds a caught-up replica hands it the partition (KRaft's
+  PartitionChangeBuilder), and from its proposal on, the HW waited for that replica. (Seed 14880:
+  without the controlled-shutdown condition an unclean election of the same shape was taken for
+  one, and its loss not counted; seeds 167 and 3880: the write may apply after the leader stopped,
+  the proposal be sent before it asked.)
 - ACKED-DURABLE: an acks=all success names an offset whose value is committed at that moment; it
   is protected if the topic had min.insync.replicas >= 2 and unclean election off when it was
   acknowledged, and a protected write must be in every later leader's log and at the end.
@@ -81,8 +83,8 @@ class Checker:
         self.watched: dict = {}
         self.violations: list[Violation] = []
         self.acked_total = 0
-        # (key, leader, leader epoch) -> the ISR it last asked for, if it asked in controlled shutdown
-        self.isr_asked: dict[tuple, frozenset[int]] = {}
+        self.isr_asked: dict[tuple, frozenset[int]] = {}  # (key, leader, leader epoch) -> the ISR it last asked for
+        self.shutting_down: set[int] = set()  # brokers that asked for controlled shutdown and have not started since
 
     def fail(self, rule: str, detail: str) -> None:
         violation = Violation(rule, detail, self.world.events.now)
@@ -255,18 +257,19 @@ class Checker:
                                              f"b{leader_id}; committed: {committed[o] if o < len(committed) else None!r}")
                 return
 
-    def on_isr_proposal(self, key, leader_id: int, leader_epoch: int, isr, shutting_down: bool) -> None:
-        """A leader sends an AlterPartition; only one sent in controlled shutdown may hand over."""
-        if shutting_down:
-            self.isr_asked[(key, leader_id, leader_epoch)] = frozenset(isr)
-        else:
-            self.isr_asked.pop((key, leader_id, leader_epoch), None)
+    def on_isr_proposal(self, key, leader_id: int, leader_epoch: int, isr) -> None:
+        """A leader sends an AlterPartition."""
+        self.isr_asked[(key, leader_id, leader_epoch)] = frozenset(isr)
+
+    def on_broker_life(self, broker_id: int, shutting_down: bool) -> None:
+        """A broker asked for controlled shutdown (True), or started (False)."""
+        (self.shutting_down.add if shutting_down else self.shutting_down.discard)(broker_id)
 
     def on_state_written(self, key, old, new, unclean_allowed: bool) -> None:
         if old is None or new.leader in (NO_LEADER, old.leader) or new.leader in old.isr:
             return
-        asked = self.isr_asked.get((key, old.leader, old.leader_epoch))
-        if asked is not None and new.leader in asked and set(new.isr) == asked - {old.leader}:
+        asked = self.isr_asked.get((key, old.leader, old.leader_epoch), frozenset())
+        if old.leader in self.shutting_down and new.leader in asked and set(new.isr) == asked - {old.leader}:
             return
         ledger = self.ledgers[key]
         if unclean_allowed:

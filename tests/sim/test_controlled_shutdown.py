@@ -49,6 +49,8 @@ def test_the_checker_takes_a_handover_to_a_replica_the_leader_asked_into_the_isr
     checker.on_broker_life(1, shutting_down=False)  # started again: its old proposals hand nothing over
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(2, 5, [2], 8), unclean_allowed=False)
     assert [v.rule for v in checker.violations] == ["clean-election"]
+    checker.violations.clear()
+    checker.on_broker_life(1, shutting_down=True)
     checker.on_state_written(key, _state(1, 4, [1], 7), _state(3, 5, [3], 8), unclean_allowed=False)
     assert [v.rule for v in checker.violations] == ["clean-election"]
 

@@ -20,6 +20,7 @@ import os
 import random
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from weir.controller.assignment import assign_replicas
@@ -233,13 +234,19 @@ def _summary(args) -> tuple:
     return seed, first, result.events, result.acked, result.lost_writes
 
 
-def _pool(jobs: int):
+def _summaries(tasks: list) -> list[tuple]:
+    return [_summary(task) for task in tasks]
+
+
+def _executor(jobs: int) -> ProcessPoolExecutor:
     """Workers forked from a fresh server process that has imported the simulator, never from the
     caller: the caller's threads and C libraries' state do not survive a fork (a test process that
-    had used pyarrow crashed a worker in its garbage collector)."""
+    had used pyarrow crashed a worker in its garbage collector). A worker that dies breaks the
+    executor (BrokenProcessPool): the run fails at once, where multiprocessing.Pool would wait for
+    the lost seeds for ever."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["weir.sim.runner"])
-    return context.Pool(jobs)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context)
 
 
 def run_many(seeds, settings: SimSettings | None = None, jobs: int | None = None, mutant: str | None = None,
@@ -251,14 +258,16 @@ def run_many(seeds, settings: SimSettings | None = None, jobs: int | None = None
     failures: list[tuple[int, Violation]] = []
     events = acked = lost = done = 0
     tasks = [(s, settings, mutant, scenario) for s in seeds]
+    executor = None
     if jobs == 1:
-        iterator = map(_summary, tasks)
-        pool = None
+        summaries = map(_summary, tasks)
     else:
-        pool = _pool(jobs)
-        iterator = pool.imap_unordered(_summary, tasks, chunksize=max(1, min(50, len(tasks) // (jobs * 8) or 1)))
+        executor = _executor(jobs)
+        size = max(1, min(50, len(tasks) // (jobs * 8) or 1))
+        chunks = [executor.submit(_summaries, tasks[i:i + size]) for i in range(0, len(tasks), size)]
+        summaries = (summary for chunk in as_completed(chunks) for summary in chunk.result())
     try:
-        for seed, violation, n_events, n_acked, n_lost in iterator:
+        for seed, violation, n_events, n_acked, n_lost in summaries:
             done += 1
             events += n_events
             acked += n_acked
@@ -270,9 +279,8 @@ def run_many(seeds, settings: SimSettings | None = None, jobs: int | None = None
             if progress is not None and done % 500 == 0:
                 progress(done, len(seeds), time.perf_counter() - started)
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
     elapsed = time.perf_counter() - started
     return {"seeds": done, "failures": sorted(failures, key=lambda f: f[0]), "elapsed_s": elapsed,
             "seeds_per_s": done / elapsed if elapsed else 0.0, "events": events, "acked": acked,

@@ -26,6 +26,7 @@ from .admin_apis import AdminApis
 from .apis import DataApis
 from .connection import Connection
 from .controller_service import ControllerService
+from .shutdown_wait import ASK, MOVED, TIMED_OUT, ShutdownWait
 from .fetch_sessions import FetchSessionCache
 from .isr_sender import send_isr_changes
 from .metrics import BrokerMetrics
@@ -295,18 +296,22 @@ class Broker:
         meanwhile, the broker asks again (as Kafka's retries its ControlledShutdown)."""
         if not await self._ask_controlled_shutdown():
             return
-        asked_in = self.replicas.own_broker_epoch()
-        deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if not any(p.awaits_leadership_handover() for p in self.replicas.partitions.values()):
-                log.info("controlled shutdown: leadership moved")
-                return
-            registered_in = self.replicas.own_broker_epoch()
-            if registered_in not in (asked_in, -1) and await self._ask_controlled_shutdown():
+        wait = ShutdownWait(time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S, self._registration())
+        while (step := wait.next_step(self.replicas.partitions.values(), registration := self._registration(),
+                                      time.monotonic())) not in (MOVED, TIMED_OUT):
+            if step == ASK and await self._ask_controlled_shutdown():
                 log.info("controlled shutdown: asked again after registering again")
-                asked_in = registered_in
-            await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - time.monotonic())
-        log.warning("controlled shutdown timed out; stopping anyway")
+                wait.asked(registration)
+            await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], wait.deadline - time.monotonic())
+        if step == MOVED:
+            log.info("controlled shutdown: leadership moved")
+        else:
+            log.warning("controlled shutdown timed out; stopping anyway")
+
+    def _registration(self) -> int | None:
+        """Our broker epoch, None while our view does not show our registration."""
+        epoch = self.replicas.own_broker_epoch()
+        return None if epoch == -1 else epoch
 
     async def _ask_controlled_shutdown(self) -> bool:
         path = f"{CONTROLLED_SHUTDOWN_PATH}/{self.broker_id}"

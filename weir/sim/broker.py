@@ -14,6 +14,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from weir.broker.fetch_waiters import FetchWaiters
+from weir.broker.shutdown_wait import ASK, MOVED, WAIT, ShutdownWait
 from weir.coordination.model import NO_LEADER, TopicAssignment, assigned_elsewhere
 from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from weir.replication.leader import ReplicationConfig
@@ -162,28 +163,28 @@ class SimBroker:
                 self._stop(on_stopped)
         self.trace("requests controlled shutdown")
         self._ask_controlled_shutdown(asked)
-        self.later(HANDOVER_CHECK_MS, self._await_handover, deadline, on_stopped, self.zk.registration_zxid)
+        self.later(HANDOVER_CHECK_MS, self._await_handover, ShutdownWait(deadline, self.zk.registration_zxid),
+                   on_stopped)
 
     def _ask_controlled_shutdown(self, callback) -> None:
         self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=callback)
 
-    def _await_handover(self, deadline: int, on_stopped, asked_in) -> None:
+    def _await_handover(self, wait: ShutdownWait, on_stopped) -> None:
         if not self.up or not self.shutting_down:
             return
-        if not any(p.awaits_leadership_handover() for p in self.partitions.values()):
-            self.trace("controlled shutdown: leadership moved")
-        elif self.now >= deadline:
-            self.trace("controlled shutdown timed out; stopping anyway")
-        else:
-            registered_in = self.zk.registration_zxid if self.zk.registered else None
-            if registered_in not in (asked_in, None):
+        registration = self.zk.registration_zxid if self.zk.registered else None
+        step = wait.next_step(self.partitions.values(), registration, self.now)
+        if step in (ASK, WAIT):
+            if step == ASK:
                 def asked(status, _) -> None:
                     if status in (OK, NODE_EXISTS):
                         self.trace("controlled shutdown: asked again after registering again")
                 self._ask_controlled_shutdown(asked)
-                asked_in = registered_in
-            self.later(HANDOVER_CHECK_MS, self._await_handover, deadline, on_stopped, asked_in)
+                wait.asked(registration)
+            self.later(HANDOVER_CHECK_MS, self._await_handover, wait, on_stopped)
             return
+        self.trace("controlled shutdown: leadership moved" if step == MOVED
+                   else "controlled shutdown timed out; stopping anyway")
         self._stop(on_stopped)
 
     def _stop(self, on_stopped) -> None:

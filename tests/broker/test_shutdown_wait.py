@@ -1,0 +1,26 @@
+"""Controlled shutdown's wait, the rule server.py and weir sim both follow."""
+
+from types import SimpleNamespace
+
+from weir.broker.shutdown_wait import ASK, MOVED, TIMED_OUT, WAIT, ShutdownWait
+
+
+def led(awaits: bool):
+    return SimpleNamespace(awaits_leadership_handover=lambda: awaits)
+
+
+def test_a_stopping_broker_waits_for_its_handovers_until_the_deadline():
+    wait = ShutdownWait(deadline=30.0, asked_in=7)
+    assert wait.next_step([led(False), led(True)], 7, now=1.0) == WAIT
+    assert wait.next_step([led(False), led(False)], 7, now=1.0) == MOVED
+    assert wait.next_step([], 7, now=1.0) == MOVED
+    assert wait.next_step([led(True)], 7, now=30.0) == TIMED_OUT
+    assert wait.next_step([led(False)], 7, now=30.0) == MOVED, "moved at the deadline is moved"
+
+
+def test_it_asks_again_once_registered_in_a_session_its_request_did_not_outlive():
+    wait = ShutdownWait(deadline=30.0, asked_in=7)
+    assert wait.next_step([led(True)], None, now=1.0) == WAIT, "not registered now: nobody to ask as"
+    assert wait.next_step([led(True)], 9, now=1.0) == ASK
+    wait.asked(9)
+    assert wait.next_step([led(True)], 9, now=2.0) == WAIT

@@ -145,6 +145,8 @@ SETTINGS = {s.name: s for s in [
     Setting("leader.imbalance.per.broker.percentage", int, 10, "Imbalance that triggers a rebalance."),
     Setting("leader.imbalance.check.interval.seconds", int, 300, "How often leader balance is checked."),
     Setting("controlled.shutdown.enable", bool, True, "Move leadership away before shutting down."),
+    Setting("controlled.shutdown.retry.backoff.ms", int, 5000,
+            "Wait before asking again for a controlled shutdown whose request failed."),
     # consumer groups (weir.groups)
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of the internal __consumer_offsets topic."),
     Setting("offsets.topic.replication.factor", int, 3,

@@ -66,7 +66,7 @@ NO_EFFECT_BY_TYPE = {
         sasl.kerberos.principal.to.local.rules sasl.oauthbearer.expected.audience
         zookeeper.ssl.cipher.suites zookeeper.ssl.enabled.protocols""",
     "LONG": """
-        controlled.shutdown.retry.backoff.ms delegation.token.expiry.check.interval.ms
+        delegation.token.expiry.check.interval.ms
         delegation.token.expiry.time.ms delegation.token.max.lifetime.ms log.dir.failure.timeout.ms
         log.initial.task.delay.ms metadata.log.max.record.bytes.between.snapshots
         metadata.log.max.snapshot.interval.ms metadata.log.segment.ms metadata.max.retention.bytes

@@ -198,18 +198,43 @@ def test_a_fetch_reads_to_the_hw_for_a_consumer_and_to_the_leo_for_a_follower(tm
     assert result.error_code == ErrorCode.unknown_leader_epoch
 
 
-def test_a_stopping_leader_waits_for_a_handover_only_while_another_isr_member_is_alive(tmp_path):
-    """Controlled shutdown's rule, in both the broker and weir sim: the controller can move the
-    leadership to a live ISR member, so the broker waits for that; led by its last live ISR
-    member, the partition stays (it is not waited for), and a follower never holds the stop up."""
+def test_a_stopping_leader_waits_for_a_handover_while_another_replica_is_alive(tmp_path):
+    """Controlled shutdown's rule, in both the broker and weir sim: the controller moves the
+    leadership to a live ISR member, or to a live replica the leader adds to the ISR once it has
+    caught up, so the broker waits while any other replica is alive; with every other replica
+    down the partition stays (it is not waited for), and a follower never holds the stop up."""
     partition = partition_on_disk(tmp_path, broker_id=1)
     partition.apply_state(state(1, 1, isr=(1, 2)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300,
                           own_broker_epoch=200)
     partition.on_live_brokers(frozenset({1, 2, 3}), NOW)
     assert partition.awaits_leadership_handover()
-    partition.on_live_brokers(frozenset({1, 3}), NOW)  # 3 is alive but not in the ISR
+    partition.on_live_brokers(frozenset({1, 3}), NOW)  # 3 is alive, not in the ISR: it may catch up and take over
+    assert partition.awaits_leadership_handover()
+    partition.on_live_brokers(frozenset({1}), NOW)
     assert not partition.awaits_leadership_handover()
     partition.on_live_brokers(frozenset({1, 2, 3}), NOW)
     partition.apply_state(state(2, 2, isr=(1, 2)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=400,
                           own_broker_epoch=200)
     assert partition.role == FOLLOWER and not partition.awaits_leadership_handover()
+
+
+def test_a_stopping_broker_waits_for_a_leadership_the_controller_leaves_to_it(tmp_path):
+    """Registered again in a new session, a broker in controlled shutdown may find a state that
+    names it leader but predates its registration (it may not lead from it), or one that names no
+    leader with it in the ISR: the controller writes it leader next, so the leadership is still
+    its to hand over. It was once taken for moved, and the broker stopped with the partition
+    about to be offline."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.on_live_brokers(frozenset({1, 2, 3}), NOW)
+    partition.apply_state(state(1, 1, isr=(1, 2, 3)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=100,
+                          own_broker_epoch=200)
+    assert partition.role == OFFLINE and partition.awaits_leadership_handover()
+    partition.apply_state(state(-1, 2, isr=(1,)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300,
+                          own_broker_epoch=200)
+    assert partition.role == OFFLINE and partition.awaits_leadership_handover()
+    partition.on_live_brokers(frozenset({1}), NOW)
+    assert not partition.awaits_leadership_handover()
+    partition.on_live_brokers(frozenset({1, 2, 3}), NOW)
+    partition.apply_state(state(-1, 3, isr=(2,)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=400,
+                          own_broker_epoch=200)
+    assert not partition.awaits_leadership_handover()

@@ -77,7 +77,11 @@ class ControllerService:
                 task.cancel()
         await asyncio.gather(*(t for t in (self._task, self._balance_task) if t), return_exceptions=True)
         if self.active:
-            await self.store.resign()
+            try:  # kazoo holds a request while ZooKeeper is out of reach: /controller goes with our session anyway
+                async with asyncio.timeout(self.config["zookeeper.session.timeout.ms"] / 1000):
+                    await self.store.resign()
+            except TimeoutError:
+                log.warning("controller: could not delete /controller in time; it goes with our session")
         self.events.resigned()
 
     def on_session_lost(self) -> None:

@@ -293,16 +293,18 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away, and wait until it has (or cannot). The
         request is an ephemeral znode, gone with the session it was made in: registered again
-        meanwhile, the broker asks again (as Kafka's retries its ControlledShutdown)."""
-        if not await self._ask_controlled_shutdown():
-            return
-        wait = ShutdownWait(time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S, self._registration())
+        meanwhile, the broker asks again, as it does controlled.shutdown.retry.backoff.ms after a
+        request that failed (as Kafka's retries its ControlledShutdown)."""
+        wait = ShutdownWait(time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S,
+                            self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        await self._ask_controlled_shutdown(wait, self._registration())
         while (step := wait.next_step(self.replicas.partitions.values(), registration := self._registration(),
                                       time.monotonic())) not in (MOVED, TIMED_OUT):
-            if step == ASK and await self._ask_controlled_shutdown():
-                log.info("controlled shutdown: asked again after registering again")
-                wait.asked(registration)
-            await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], wait.deadline - time.monotonic())
+            if step == ASK:
+                await self._ask_controlled_shutdown(wait, registration, again=True)
+            else:
+                await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED],
+                                                 wait.next_check(time.monotonic()) - time.monotonic())
         if step == MOVED:
             log.info("controlled shutdown: leadership moved")
         else:
@@ -313,16 +315,24 @@ class Broker:
         epoch = self.replicas.own_broker_epoch()
         return None if epoch == -1 else epoch
 
-    async def _ask_controlled_shutdown(self) -> bool:
+    async def _ask_controlled_shutdown(self, wait: ShutdownWait, registration: int | None, *,
+                                       again: bool = False) -> None:
         path = f"{CONTROLLED_SHUTDOWN_PATH}/{self.broker_id}"
+        # kazoo holds a request while it cannot reach ZooKeeper, and may keep trying for ever: a
+        # request not answered within a session timeout (or by the deadline) has failed
+        answer_s = min(self.config["zookeeper.session.timeout.ms"] / 1000, max(wait.deadline - time.monotonic(), 0))
         try:
-            await self.zk.wait(self.zk.client.create_async(path, b"", ephemeral=True, makepath=True))
+            async with asyncio.timeout(answer_s):
+                await self.zk.wait(self.zk.client.create_async(path, b"", ephemeral=True, makepath=True))
         except NodeExistsError:
             pass  # asked already in this session (or an old session's request stands until it expires)
         except Exception as e:
-            log.warning("cannot request controlled shutdown: %r", e)
-            return False
-        return True
+            log.warning("cannot request controlled shutdown: %r; asking again in %.1f s", e, wait.retry_backoff)
+            wait.ask_failed(time.monotonic())
+            return
+        if again:
+            log.info("controlled shutdown: asked again")
+        wait.asked(registration)
 
     async def stop(self) -> None:
         if self.config["controlled.shutdown.enable"]:

@@ -9,25 +9,36 @@ MOVED, TIMED_OUT, ASK, WAIT = "moved", "timed out", "ask", "wait"
 
 
 class ShutdownWait:
-    """The wait after a broker asked the controller to move its leaderships away, in registration
-    `asked_in` (its broker epoch), until `deadline`."""
+    """The wait after a broker asked the controller to move its leaderships away (or failed to),
+    until `deadline`. A request that could not be made is tried again `retry_backoff` later
+    (controlled.shutdown.retry.backoff.ms, as Kafka's broker retries its ControlledShutdown)."""
 
-    def __init__(self, deadline: float, asked_in: int | None) -> None:
+    def __init__(self, deadline: float, retry_backoff: float) -> None:
         self.deadline = deadline
-        self.asked_in = asked_in
+        self.retry_backoff = retry_backoff
+        self.asked_in: int | None = None  # the registration (broker epoch) the standing request was made in
+        self.retry_at = float("-inf")
 
     def next_step(self, partitions: Iterable, registration: int | None, now: float) -> str:
         """MOVED when no partition hosted here awaits a handover (Partition.awaits_leadership_handover),
         TIMED_OUT at the deadline; ASK when registered (`registration`; None: not now) in a session
-        other than the one the request was made in, which it did not outlive (Kafka's broker retries
-        its ControlledShutdown); else WAIT."""
+        no standing request was made in (none was, it failed, or it went with an earlier session),
+        once any retry backoff is over; else WAIT, until `next_check` at the latest."""
         if not any(p.awaits_leadership_handover() for p in partitions):
             return MOVED
         if now >= self.deadline:
             return TIMED_OUT
-        if registration is not None and registration != self.asked_in:
+        if registration is not None and registration != self.asked_in and now >= self.retry_at:
             return ASK
         return WAIT
 
     def asked(self, registration: int) -> None:
         self.asked_in = registration
+
+    def ask_failed(self, now: float) -> None:
+        self.asked_in = None
+        self.retry_at = now + self.retry_backoff
+
+    def next_check(self, now: float) -> float:
+        """When to look again without news (a view change): at the retry, else at the deadline."""
+        return self.retry_at if now < self.retry_at < self.deadline else self.deadline

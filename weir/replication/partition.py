@@ -137,6 +137,9 @@ class Partition:
         self.txns = TransactionalAppends(log, verification_enabled=transaction_verification)
         self._snapshot: ProducerSnapshot | None = None
         self.live_brokers: frozenset[int] | None = None  # the registered brokers (None: not known yet)
+        # the replicas of the latest state, when it names us leader but we may not lead from it
+        # (written before we registered): the controller will write another
+        self.unproven_leadership: tuple[int, ...] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -172,13 +175,15 @@ class Partition:
         old = self.state
         replicas = with_members(replicas, state.isr)
         if state.leader == self.broker_id and not may_lead_from(state_zxid, own_broker_epoch):
-            if self.role == OFFLINE and old is None:
-                return Effects(fenced=True)
-            return Effects(self.become_offline(), role_changed=True, data_changed=True, fenced=True)
+            effects = (Effects(fenced=True) if self.role == OFFLINE and old is None else
+                       Effects(self.become_offline(), role_changed=True, data_changed=True, fenced=True))
+            self.unproven_leadership = replicas
+            return effects
         if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
             return Effects()
         self.state = state
         self.replicas = replicas
+        self.unproven_leadership = None
         if state.leader == self.broker_id:
             if self.leader is not None and old is not None and old.leader == self.broker_id:
                 self.leader.on_partition_state(state.leader_epoch, state.partition_epoch, frozenset(state.isr),
@@ -209,6 +214,7 @@ class Partition:
         """The topic is gone, or a state we may not act on names us leader."""
         self._drop_role()
         self.state = None
+        self.unproven_leadership = None
         return self.purgatory.fail_all()
 
     def lose_leadership_proof(self) -> list[ProduceCompletion]:
@@ -217,12 +223,24 @@ class Partition:
         return self.purgatory.fail_all()
 
     def awaits_leadership_handover(self) -> bool:
-        """Controlled shutdown: led here while another ISR member is alive, so the controller can
-        move the leadership away (a broker stopping waits until none of its partitions does, as
-        Kafka's waits for its ControlledShutdown to leave no partitions remaining). One led by its
-        last live ISR member keeps it: nobody could take it without losing committed records."""
-        return self.leader is not None and any(
-            replica != self.broker_id and self.leader.is_alive(replica) for replica in self.leader.committed_isr)
+        """Controlled shutdown: the leadership is ours to hand over while another replica is on a
+        live broker (a broker stopping waits until none of its partitions is, as Kafka's waits,
+        retrying, while its ControlledShutdown leaves partitions remaining). Ours: led here, or
+        left to us by the controller's latest state, which names us leader before we could prove
+        our registration, or names no leader with us in its ISR (the controller elects us next).
+        The controller moves it to another live ISR member, or to a live replica once it catches
+        up and this leader adds it to the ISR. One whose other replicas are all down is kept:
+        nobody could take it."""
+        if self.leader is not None:
+            replicas = self.leader.replicas
+        elif self.unproven_leadership is not None:
+            replicas = self.unproven_leadership
+        elif self.state is not None and self.state.leader == NO_LEADER and self.broker_id in self.state.isr:
+            replicas = self.replicas
+        else:
+            return False
+        return any(replica != self.broker_id and (self.live_brokers is None or replica in self.live_brokers)
+                   for replica in replicas)
 
     def on_live_brokers(self, live_brokers: frozenset[int], now_ms: int) -> Effects:
         """The registered brokers changed: only those may join the ISR or hold the HW back as

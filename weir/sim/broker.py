@@ -146,28 +146,32 @@ class SimBroker:
     def shut_down(self, on_stopped) -> None:
         """server.py's stop with controlled.shutdown.enable: ask the controller to move the
         leaderships away (an ephemeral child of CONTROLLED_SHUTDOWN_PATH; asked again once
-        registered in a new session, which the request did not outlive), wait until no partition
-        led here awaits a handover (the partition's own rule) or controlled_shutdown_timeout_ms
-        has passed, then stop cleanly and call `on_stopped`. A crash meanwhile ends all this."""
+        registered in a new session, which the request did not outlive, or a retry backoff after a
+        request that failed), wait until no partition led here awaits a handover (the partition's
+        own rule) or controlled_shutdown_timeout_ms has passed, then stop cleanly and call
+        `on_stopped`. A crash meanwhile ends all this."""
         self.shutting_down = True
         self.world.checker.on_broker_life(self.id, shutting_down=True)
-        deadline = self.now + self.settings.controlled_shutdown_timeout_ms
-        if not self.zk.registered:
-            self.trace("cannot request controlled shutdown: not registered; stopping")
-            self._stop(on_stopped)
-            return
-
-        def asked(status, _) -> None:
-            if status not in (OK, NODE_EXISTS) and self.shutting_down:
-                self.trace(f"cannot request controlled shutdown ({status}); stopping")
-                self._stop(on_stopped)
+        wait = ShutdownWait(self.now + self.settings.controlled_shutdown_timeout_ms,
+                            self.settings.controlled_shutdown_retry_backoff_ms)
         self.trace("requests controlled shutdown")
-        self._ask_controlled_shutdown(asked)
-        self.later(HANDOVER_CHECK_MS, self._await_handover, ShutdownWait(deadline, self.zk.registration_zxid),
-                   on_stopped)
+        self._ask_controlled_shutdown(wait, self.zk.registration_zxid if self.zk.registered else None)
+        self.later(HANDOVER_CHECK_MS, self._await_handover, wait, on_stopped)
 
-    def _ask_controlled_shutdown(self, callback) -> None:
-        self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=callback)
+    def _ask_controlled_shutdown(self, wait: ShutdownWait, registration: int | None, again: bool = False) -> None:
+        """As server.py's: taken as asked at once; a failed answer has it asked again later."""
+        def answered(status, _) -> None:
+            if status not in (OK, NODE_EXISTS):
+                if self.shutting_down:
+                    self.trace(f"cannot request controlled shutdown ({status})")
+                    wait.ask_failed(self.now)
+            elif again:
+                self.trace("controlled shutdown: asked again")
+        wait.asked(registration)
+        if not self.zk.registered:
+            answered("not registered", None)
+            return
+        self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=answered)
 
     def _await_handover(self, wait: ShutdownWait, on_stopped) -> None:
         if not self.up or not self.shutting_down:
@@ -176,11 +180,7 @@ class SimBroker:
         step = wait.next_step(self.partitions.values(), registration, self.now)
         if step in (ASK, WAIT):
             if step == ASK:
-                def asked(status, _) -> None:
-                    if status in (OK, NODE_EXISTS):
-                        self.trace("controlled shutdown: asked again after registering again")
-                self._ask_controlled_shutdown(asked)
-                wait.asked(registration)
+                self._ask_controlled_shutdown(wait, registration, again=True)
             self.later(HANDOVER_CHECK_MS, self._await_handover, wait, on_stopped)
             return
         self.trace("controlled shutdown: leadership moved" if step == MOVED

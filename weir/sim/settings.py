@@ -30,6 +30,7 @@ class SimSettings:
     first_leader_balance_check_ms: int = 40  # FIRST_LEADER_BALANCE_CHECK_S, scaled as the interval
     auto_leader_rebalance_enable: bool = True
     controlled_shutdown_timeout_ms: int = 2500  # server.py's CONTROLLED_SHUTDOWN_TIMEOUT_S, scaled as the session
+    controlled_shutdown_retry_backoff_ms: int = 400  # controlled.shutdown.retry.backoff.ms, scaled likewise
     max_delay_ms: int = 8
     drop_rate: float = 0.01
     duplicate_rate: float = 0.01

@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ DEFAULT_BROKER_SETTINGS = {
     "replica.fetch.wait.max.ms": "200",
     "auto.create.topics.enable": "false",
     "leader.imbalance.check.interval.seconds": "3600",
+    "controlled.shutdown.retry.backoff.ms": "1000",
 }
 
 WORKLOAD_USER = "weir-verify"
@@ -191,6 +193,21 @@ class Cluster:
     def kill(self, broker_id: int) -> None:
         self.paused.discard(broker_id)
         self.brokers[broker_id].kill()
+
+    def terminate(self, broker_id: int) -> None:
+        """SIGTERM: the broker's controlled shutdown, as an operator's `kill`."""
+        self.resume(broker_id)
+        if self.brokers[broker_id].running:
+            self.brokers[broker_id].proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, broker_id: int, timeout_s: float = 60) -> None:
+        """Until a terminated broker has exited; killed (and the failure raised) past `timeout_s`."""
+        broker = self.brokers[broker_id]
+        try:
+            broker.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill(broker_id)
+            raise RuntimeError(f"broker {broker_id} did not stop within {timeout_s:.0f} s of SIGTERM") from None
 
     def restart(self, broker_id: int) -> None:
         if not self.brokers[broker_id].running:

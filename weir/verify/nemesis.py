@@ -9,6 +9,9 @@ Faults, by kind:
 - isolate: cut a broker from every other broker and from ZooKeeper (the harness's clients still
   reach it, as Jepsen's control node does); heal.
 - zk-restart: kill -9 ZooKeeper; start it again (its data survives).
+- stop: SIGTERM a partition leader, the controlled shutdown an operator starts; half the time
+  while it is cut from ZooKeeper (healed half a fault later), so its request to the controller
+  fails and is made again; restart it when the fault ends.
 - zk-pause: SIGSTOP ZooKeeper while the controller is writing: just after a leader is killed (an
   election), or once a paused follower is due to leave a leader's ISR (an AlterPartition); for
   half to one and a half session timeouts, so sessions are suspended and some expire on resume;
@@ -19,7 +22,7 @@ Faults, by kind:
   then heal. The leader chosen is the controller's: since KIP-497 an ISR change is committed by the
   controller, so a leader cut from a controller that is one of its followers could never shrink
   its ISR (Jepsen's 2013 leader wrote the ISR to ZooKeeper itself).
-- mixed: one of the first seven at random, each time.
+- mixed: one of the first eight at random, each time.
 - reassign: move a random partition to random brokers (AlterPartitionReassignments, KIP-455) and,
   while its new replicas catch up, kill -9 a partition leader; restart it when the fault ends.
 
@@ -40,7 +43,7 @@ from .network import ZOOKEEPER, broker_node
 
 log = logging.getLogger(__name__)
 
-SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause")
+SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause", "stop")
 KINDS = SIMPLE_KINDS + ("jepsen", "reassign", "mixed", "none")
 PROCESS = "nemesis"
 
@@ -105,6 +108,21 @@ class Nemesis:
     def _kill(self, kind, stop):
         target, _ = self._a_leader()
         self._do(kind, "start", "kill", lambda: self.cluster.kill(target), broker=target)
+        stop.wait(self.fault_s)
+        self._do(kind, "stop", "restart", lambda: self.cluster.restart(target), broker=target)
+
+    def _stop(self, kind, stop):
+        target, _ = self._a_leader()
+        net = self.cluster.network
+        cut = self.rng.random() < 0.5
+        if cut:
+            self._do(kind, "start", "cut", lambda: net.cut([broker_node(target)], [ZOOKEEPER]), broker=target,
+                     a=[broker_node(target)], b=[ZOOKEEPER])
+        self._do(kind, "step" if cut else "start", "sigterm", lambda: self.cluster.terminate(target), broker=target)
+        if cut:
+            stop.wait(self.fault_s / 2)
+            self._do(kind, "step", "heal", net.heal)
+        self._do(kind, "step", "stopped", lambda: self.cluster.wait_stopped(target), broker=target)
         stop.wait(self.fault_s)
         self._do(kind, "stop", "restart", lambda: self.cluster.restart(target), broker=target)
 

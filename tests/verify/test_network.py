@@ -1,5 +1,6 @@
 """The userspace network: sources told apart by process, cuts that drop (not reset), heals that deliver."""
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ def echo_port():
             threading.Thread(target=echo, args=(conn,), daemon=True).start()
 
     def echo(conn):
-        with conn:
+        with conn, contextlib.suppress(ConnectionResetError):  # a refused connection's proxy side resets it
             while data := conn.recv(4096):
                 conn.sendall(data)
 

@@ -132,6 +132,12 @@ class ReplicationStatus:
     under_min_isr: bool
 
 
+def is_alive(live_brokers: frozenset[int] | None, broker_id: int) -> bool:
+    """Whether `broker_id` is registered; every broker counts as alive while `live_brokers` is
+    not known (None)."""
+    return live_brokers is None or broker_id in live_brokers
+
+
 # Errors that say "your view of the partition is stale": wait for new partition state.
 _STALE_VIEW_ERRORS = frozenset({ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
                                 ErrorCode.unknown_topic_or_partition})
@@ -228,7 +234,7 @@ class LeaderPartition:
                 and follower.is_caught_up(self.log_end_offset, now_ms, self.config.replica_lag_time_max_ms))
 
     def is_alive(self, broker_id: int) -> bool:
-        return self.live_brokers is None or broker_id in self.live_brokers
+        return is_alive(self.live_brokers, broker_id)
 
     def maybe_shrink_isr(self, now_ms: int) -> AlterPartitionProposal | None:
         """Propose removing every ISR follower that is out of sync (replica.lag.time.max.ms).

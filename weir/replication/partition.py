@@ -52,7 +52,7 @@ from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_
 from weir.replication.follower import (AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch,
                                       StartAt)
 from weir.replication.leader import (AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, LeaderPartition,
-                                     ReplicationConfig, ReplicationStatus)
+                                     ReplicationConfig, ReplicationStatus, is_alive)
 from weir.replication.produce_purgatory import ProduceCompletion, ProducePurgatory, PurgatoryFull
 from weir.replication.producer_state import Duplicate, ProducerStateTable
 from weir.replication.replica import UNKNOWN_OFFSET
@@ -239,8 +239,7 @@ class Partition:
             replicas = self.replicas
         else:
             return False
-        return any(replica != self.broker_id and (self.live_brokers is None or replica in self.live_brokers)
-                   for replica in replicas)
+        return any(replica != self.broker_id and is_alive(self.live_brokers, replica) for replica in replicas)
 
     def on_live_brokers(self, live_brokers: frozenset[int], now_ms: int) -> Effects:
         """The registered brokers changed: only those may join the ISR or hold the HW back as

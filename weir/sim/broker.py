@@ -155,7 +155,7 @@ class SimBroker:
         wait = ShutdownWait(self.now + self.settings.controlled_shutdown_timeout_ms,
                             self.settings.controlled_shutdown_retry_backoff_ms)
         self.trace("requests controlled shutdown")
-        self._ask_controlled_shutdown(wait, self.zk.registration_zxid if self.zk.registered else None)
+        self._ask_controlled_shutdown(wait, self._registration())
         self.later(HANDOVER_CHECK_MS, self._await_handover, wait, on_stopped)
 
     def _ask_controlled_shutdown(self, wait: ShutdownWait, registration: int | None, again: bool = False) -> None:
@@ -173,10 +173,14 @@ class SimBroker:
             return
         self.zk.request("create", f"{CONTROLLED_SHUTDOWN_PATH}/{self.id}", None, True, callback=answered)
 
+    def _registration(self) -> int | None:
+        """As server.py's: our registration (the zxid that is our broker epoch), None while unregistered."""
+        return self.zk.registration_zxid if self.zk.registered else None
+
     def _await_handover(self, wait: ShutdownWait, on_stopped) -> None:
         if not self.up or not self.shutting_down:
             return
-        registration = self.zk.registration_zxid if self.zk.registered else None
+        registration = self._registration()
         step = wait.next_step(self.partitions.values(), registration, self.now)
         if step in (ASK, WAIT):
             if step == ASK:

@@ -9,13 +9,13 @@ Faults, by kind:
 - isolate: cut a broker from every other broker and from ZooKeeper (the harness's clients still
   reach it, as Jepsen's control node does); heal.
 - zk-restart: kill -9 ZooKeeper; start it again (its data survives).
-- stop: SIGTERM a partition leader, the controlled shutdown an operator starts; half the time
-  while it is cut from ZooKeeper (healed half a fault later), so its request to the controller
-  fails and is made again; restart it when the fault ends.
 - zk-pause: SIGSTOP ZooKeeper while the controller is writing: just after a leader is killed (an
   election), or once a paused follower is due to leave a leader's ISR (an AlterPartition); for
   half to one and a half session timeouts, so sessions are suspended and some expire on resume;
   then SIGCONT, and the killed or paused broker returns.
+- stop: SIGTERM a partition leader, the controlled shutdown an operator starts; half the time
+  while it is cut from ZooKeeper (healed half a fault later), so its request to the controller
+  fails and is made again; restart it when the fault ends.
 - jepsen: the schedule of Jepsen's 2013 Kafka analysis. Isolate a leader from its followers, so
   its ISR shrinks to itself and it acknowledges writes alone; then cut it from ZooKeeper too, so
   its session expires and the controller elects one of the stale followers (uncleanly, if allowed);

@@ -1,10 +1,7 @@
 """A simulated broker's followers (weir/broker/replica_fetcher.py in production): one fetcher per
 leader, fetching every partition followed from it in one request at a time, in one fetch session
-(KIP-227) with production's FetchSessionHandler. Each round, as production's: the partitions that
-truncate ask their OffsetForLeaderEpoch together first, then the others fetch; a partition whose
-answer says back off sits out the rounds for replica.fetch.backoff.ms (less while the leader
-catches up: `backoff_ms`). The partitions decide what to ask and what an answer means; this only
-sends, waits and schedules.
+(KIP-227). Every decision - what a round asks, what an answer means, who backs off - is
+production's FetcherCore's; this only sends, waits and schedules.
 
 The next round starts as soon as an answer is handled: the leader holds a fetch that finds nothing
 new (its long poll), as production's does.
@@ -12,8 +9,7 @@ new (its long poll), as production's does.
 
 from __future__ import annotations
 
-from weir.broker.fetch_session_handler import FetchSessionHandler
-from weir.replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch, backoff_ms
+from weir.broker.fetcher_core import FetcherCore, FetchRound
 
 
 class SimFetcher:
@@ -36,95 +32,58 @@ class LeaderFetcher:
         self.broker = broker
         self.settings = broker.settings
         self.leader_id = leader_id
-        self.partitions: dict = {}  # key -> partition
-        self.backoff_until: dict = {}  # key -> simulated time
-        self.session = FetchSessionHandler()
+        self.core = FetcherCore(leader_id, lambda: self.settings.replica_fetch_backoff_ms, isolate_failures=False)
         self.running = False
 
     def add(self, partition) -> None:
-        self.partitions[partition.key] = partition
-        self.backoff_until.pop(partition.key, None)
+        self.core.add(partition)
         if not self.running:
             self.running = True
             self.broker.later(0, self._round)
 
     def _round(self) -> None:
         broker = self.broker
-        self.partitions = {key: p for key in self.partitions if (p := self._current(key)) is not None}
-        if not self.partitions:
+        round_ = self.core.next_round(broker.now)
+        if round_ is None:
             self.running = False
-            return
-        now = broker.now
-        ready = [p for key, p in sorted(self.partitions.items()) if self.backoff_until.get(key, 0) <= now]
-        if not ready:
-            broker.later(min(self.backoff_until[key] for key in self.partitions) - now, self._round)
-            return
-        asks = {p.key: p.next_fetch_request() for p in ready}
-        truncating = [p for p in ready if isinstance(asks[p.key], SendOffsetForLeaderEpoch)]
-        fetching = [p for p in ready if isinstance(asks[p.key], SendFetch)]
-        if not truncating:
-            self._fetch(fetching, asks)
-            return
-        questions = [(p.key, asks[p.key].current_leader_epoch, asks[p.key].leader_epoch) for p in truncating]
-        broker.request(self.leader_id, "ofle", (questions,),
-                       lambda answers: self._on_epoch_answers(asks, answers, fetching),
-                       self.settings.fetch_timeout_ms, self._retry)
+        elif not isinstance(round_, FetchRound):
+            broker.later(round_ - broker.now, self._round)
+        elif not round_.truncating:
+            self._fetch(round_)
+        else:
+            questions = [(p.key, round_.asks[p.key].current_leader_epoch, round_.asks[p.key].leader_epoch)
+                         for p in round_.truncating]
+            broker.request(self.leader_id, "ofle", (questions,), lambda answers: self._on_epoch_answers(round_, answers),
+                           self.settings.fetch_timeout_ms, self._retry)
 
-    def _on_epoch_answers(self, asks, answers, fetching) -> None:
+    def _on_epoch_answers(self, round_: FetchRound, answers) -> None:
         for key, answer in answers:
-            partition = self._current(key)
-            if partition is not None and isinstance(asks.get(key), SendOffsetForLeaderEpoch):
-                backoff = partition.on_epoch_answer(asks[key], answer)
-                if backoff is not None:
-                    self._back_off(key, backoff.error)
-        self._fetch([p for p in fetching if self._current(p.key) is p], asks)
+            self.core.on_epoch_answer(round_, key, answer, self.broker.now)
+        round_.fetching = self.core.still_fetching(round_)
+        self._fetch(round_)
 
-    def _fetch(self, fetching, asks) -> None:
-        broker = self.broker
+    def _fetch(self, round_: FetchRound) -> None:
+        broker, fetching = self.broker, round_.fetching
         if not fetching:
             broker.later(0, self._round)
             return
-        ask = self.session.build({p.key: (asks[p.key].current_leader_epoch, asks[p.key].fetch_offset,
-                                          p.log.log_start_offset) for p in fetching})
+        ask = self.core.session.build({p.key: (round_.asks[p.key].current_leader_epoch, round_.asks[p.key].fetch_offset,
+                                               p.log.log_start_offset) for p in fetching})
 
         def lost():
-            self.session.on_failure()
+            self.core.on_request_failed()
             self._retry()
         broker.request(self.leader_id, "fetch", (broker.zk.registration_zxid, ask.session_id, ask.epoch,
                                                  [(key, *fields) for key, fields in ask.send.items()], ask.forgotten),
-                       lambda *answer: self._on_fetched(fetching, asks, *answer), self.settings.fetch_timeout_ms, lost)
+                       lambda *answer: self._on_fetched(round_, *answer), self.settings.fetch_timeout_ms, lost)
 
-    def _on_fetched(self, fetching, asks, error, session_id, answers) -> None:
-        broker = self.broker
-        if not self.session.on_answer(error, session_id):
-            broker.later(0, self._round)  # again, with a full request
-            return
-        if error:  # every partition of the request got it
-            for p in fetching:
-                self._back_off(p.key, error)
-            broker.later(0, self._round)
-            return
-        for key, partition_error, leader_hw, leader_log_start, batches in answers:  # only those with news
-            partition = self._current(key)
-            if partition is None or not isinstance(asks.get(key), SendFetch):
-                continue
-            decision = partition.on_fetched(asks[key], partition_error, leader_hw, batches, batches or (),
-                                            broker.now, leader_log_start)
-            if isinstance(decision, Backoff):
-                self._back_off(key, decision.error)
-        broker.later(0, self._round)
-
-    def _current(self, key):
-        """The partition of `key` if it still follows this leader (perhaps in a newer epoch, whose
-        follower core then judges what an older answer is worth, as in production)."""
-        partition = self.partitions.get(key)
-        if (partition is None or self.broker.partitions.get(key) is not partition or partition.follower is None
-                or partition.follower.leader_id != self.leader_id):
-            return None
-        return partition
-
-    def _back_off(self, key, error) -> None:
-        self.backoff_until[key] = self.broker.now + backoff_ms(error, self.settings.replica_fetch_backoff_ms)
+    def _on_fetched(self, round_: FetchRound, error, session_id, answers) -> None:
+        now = self.broker.now
+        if self.core.on_fetch_answer(round_, round_.fetching, error, session_id, now):
+            for key, partition_error, leader_hw, leader_log_start, batches in answers:  # only those with news
+                self.core.on_partition_answer(round_, key, partition_error, leader_hw, batches, batches or (), now,
+                                              leader_log_start)
+        self.broker.later(0, self._round)
 
     def _retry(self) -> None:
         self.broker.later(self.settings.replica_fetch_backoff_ms, self._round)

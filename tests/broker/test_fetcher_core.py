@@ -1,0 +1,135 @@
+"""A replica fetcher's rounds (FetcherCore), driven directly with follower partitions on real logs:
+the rules production's fetcher and weir sim's share."""
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from weir.broker.fetcher_core import FetcherCore, FetchRound
+from weir.coordination.model import PartitionState
+from weir.log import LogConfig, PartitionLog
+from weir.protocol.record_batch import batch_headers
+from weir.replication import ReplicationConfig
+from weir.replication.follower import SendFetch, SendOffsetForLeaderEpoch
+from weir.replication.partition import Partition
+from weir.replication.truncation import EpochEndOffset
+
+from log.batches import make_batch
+
+NOW = 1_000
+BACKOFF_MS = 1_000
+
+
+def follower(tmp_path, index, leader=1, records=0):
+    """A partition of broker 2 following `leader` at epoch 4, with `records` records of epoch 2."""
+    log = PartitionLog.open(tmp_path / f"t-{index}", LogConfig(), NOW)
+    for i in range(records):
+        log.append(make_batch([b"%d" % i]), 2, NOW)
+    partition = Partition(2, "t", index, log, 0)
+    partition.apply_state(PartitionState(leader=leader, leader_epoch=4, isr=(1, 2, 3), controller_epoch=1,
+                                         partition_epoch=0), (1, 2, 3), ReplicationConfig(), NOW,
+                          state_zxid=300, own_broker_epoch=200)
+    return partition
+
+
+def core_with(*partitions, isolate_failures=True):
+    core = FetcherCore(1, lambda: BACKOFF_MS, isolate_failures=isolate_failures)
+    for p in partitions:
+        core.add(p)
+    return core
+
+
+def fetch_round(core, now=NOW):
+    """The next round, its Fetch's session request built as the shells do."""
+    round_ = core.next_round(now)
+    core.session.build({p.key: (round_.asks[p.key].fetch_offset,) for p in round_.fetching})
+    return round_
+
+
+def test_truncating_partitions_ask_their_epoch_first_and_the_others_fetch(tmp_path):
+    """A follower with records must first learn where its epochs end on the leader (KIP-101); an
+    empty one fetches at once. After its answer it fetches from where it truncated to."""
+    has_records, empty = follower(tmp_path, 0, records=5), follower(tmp_path, 1)
+    core = core_with(has_records, empty)
+    round_ = core.next_round(NOW)
+    assert round_.truncating == [has_records] and round_.fetching == [empty]
+    assert isinstance(round_.asks[has_records.key], SendOffsetForLeaderEpoch)
+    core.on_epoch_answer(round_, has_records.key, EpochEndOffset(ErrorCode.none, 2, 3), NOW)
+    assert has_records.log.log_end_offset == 3
+    ask = core.next_round(NOW).asks[has_records.key]
+    assert isinstance(ask, SendFetch) and ask.fetch_offset == 3
+
+
+def test_a_partition_told_to_back_off_sits_out_rounds_until_its_backoff_is_over(tmp_path):
+    busy, calm = follower(tmp_path, 0), follower(tmp_path, 1)
+    core = core_with(busy, calm)
+    round_ = fetch_round(core)
+    assert core.on_fetch_answer(round_, round_.fetching, 0, 0, NOW)
+    core.on_partition_answer(round_, busy.key, ErrorCode.unknown_server_error, -1, None, (), NOW, 0)
+    assert core.next_round(NOW + 1).fetching == [calm]
+    core.back_off(calm.key, ErrorCode.unknown_server_error, NOW + 1)
+    assert core.next_round(NOW + 2) == NOW + BACKOFF_MS  # every partition backs off: when to look again
+    assert core.next_round(NOW + BACKOFF_MS).fetching == [busy]
+
+
+def test_an_error_for_the_whole_request_backs_every_partition_off(tmp_path):
+    partitions = [follower(tmp_path, i) for i in range(2)]
+    core = core_with(*partitions)
+    round_ = fetch_round(core)
+    assert not core.on_fetch_answer(round_, round_.fetching, ErrorCode.unknown_server_error, 0, NOW)
+    assert core.next_round(NOW + 1) == NOW + BACKOFF_MS
+
+
+def test_a_session_error_backs_nobody_off_and_the_next_request_is_full(tmp_path):
+    partition = follower(tmp_path, 0)
+    core = core_with(partition)
+    round_ = core.next_round(NOW)
+    core.session.build({partition.key: (4, 0, 0)})
+    assert core.on_fetch_answer(round_, round_.fetching, 0, 77, NOW)  # the leader opened session 77
+    round_ = core.next_round(NOW)
+    assert not core.session.build({partition.key: (4, 0, 0)}).full
+    assert not core.on_fetch_answer(round_, round_.fetching, ErrorCode.invalid_fetch_session_epoch, 77, NOW)
+    assert core.next_round(NOW).fetching == [partition]
+    assert core.session.build({partition.key: (4, 0, 0)}).full
+
+
+def test_records_fetched_are_appended_and_a_partition_that_moved_to_another_leader_leaves(tmp_path):
+    stays, moves = follower(tmp_path, 0), follower(tmp_path, 1)
+    core = core_with(stays, moves)
+    round_ = fetch_round(core)
+    moves.apply_state(PartitionState(leader=3, leader_epoch=5, isr=(1, 2, 3), controller_epoch=1, partition_epoch=1),
+                      (1, 2, 3), ReplicationConfig(), NOW, state_zxid=301, own_broker_epoch=200)
+    records = make_batch([b"a", b"b"], base_offset=0, leader_epoch=4)
+    assert core.on_fetch_answer(round_, round_.fetching, 0, 0, NOW)
+    for p in (stays, moves):
+        core.on_partition_answer(round_, p.key, ErrorCode.none, 2, records, batch_headers(records), NOW, 0)
+    assert stays.log.log_end_offset == 2
+    assert moves.log.log_end_offset == 0  # it follows broker 3 now: broker 1's answer is not for it
+    assert [p.key for p in core.next_round(NOW).fetching] == [stays.key]
+    assert moves.key not in core.partitions
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_an_answer_a_partition_cannot_act_on_stops_only_that_partition(tmp_path, isolate):
+    """Kafka's failed partitions: a log that cannot take the records (here closed under it)
+    stops that partition's fetching until its next role change; the others go on (weir sim
+    raises instead: there it is a bug to report)."""
+    broken, fine = follower(tmp_path, 0), follower(tmp_path, 1)
+    core = core_with(broken, fine, isolate_failures=isolate)
+    round_ = fetch_round(core)
+    assert core.on_fetch_answer(round_, round_.fetching, 0, 0, NOW)
+    broken.log.close()
+    records = make_batch([b"a"], base_offset=0, leader_epoch=4)
+    if not isolate:
+        with pytest.raises(ValueError, match="closed"):
+            core.on_partition_answer(round_, broken.key, ErrorCode.none, 1, records, batch_headers(records), NOW, 0)
+        return
+    assert core.on_partition_answer(round_, broken.key, ErrorCode.none, 1, records, batch_headers(records),
+                                    NOW, 0) is None
+    core.on_partition_answer(round_, fine.key, ErrorCode.none, 1, records, batch_headers(records), NOW, 0)
+    assert fine.log.log_end_offset == 1
+    assert isinstance(core.next_round(NOW), FetchRound) and list(core.partitions) == [fine.key]
+
+
+def test_with_no_partition_following_the_leader_there_is_no_round(tmp_path):
+    core = core_with()
+    assert core.next_round(NOW) is None

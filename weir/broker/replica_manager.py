@@ -1,9 +1,10 @@
 """The partition replicas this broker hosts, and the events that drive them.
 
 The controller's decisions arrive as a `ClusterView` (kept current from ZooKeeper by the broker);
-`apply_view` turns them into partition roles. Produce, consumer fetches, follower fetches and
-timers arrive from the shell; the rules they trigger are in `weir.replication`. What this class
-adds is bookkeeping: parked acks=all produces as futures, long-polling fetches, the ISR changes
+`apply_view` turns them into partition roles through `HostedPartitions`, whose rules weir sim's
+broker runs too; this class supplies its logs on disk and carries out the effects. Produce,
+consumer fetches, follower fetches and timers arrive from the shell; the rules they trigger are in
+`weir.replication`. What this class adds is bookkeeping: parked acks=all produces as futures, long-polling fetches, the ISR changes
 waiting to be sent to the controller, and the high-watermark checkpoint.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from ..config import BrokerConfig
-from ..coordination.model import ClusterView, TopicAssignment, assigned_elsewhere
+from ..coordination.model import ClusterView, TopicAssignment
 from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
 from ..log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
 from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
@@ -26,7 +27,7 @@ from ..replication.partition import Effects, Partition, ProducerSnapshot
 from ..replication.produce_purgatory import ProduceCompletion
 from ..transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
 from . import topic_configs
-from .fetch_waiters import FetchWaiters
+from .hosted_partitions import HostedPartitions
 from .replication_quota import ReplicationQuota, is_throttled
 from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
 from .metrics import BrokerMetrics
@@ -65,10 +66,11 @@ class ReplicaManager:
         self.logs = LogDirectory(self.root)
         self._checkpointed_hw = read_offset_checkpoint(self.root / HW_CHECKPOINT)
         self.view = ClusterView()
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.hosting = HostedPartitions(self.broker_id, self)  # the rules weir sim's broker runs too
+        self.partitions = self.hosting.partitions
         # per partition, (its directory, the producer snapshot there): unchanged ones are not written again
         self._snapshots_on_disk: dict[tuple[str, int], tuple[Path, ProducerSnapshot | None]] = {}
-        self.waiters = FetchWaiters()
+        self.waiters = self.hosting.waiters
         self._produce_futures: dict[int, asyncio.Future] = {}
         self._produce_keys = itertools.count()
         self._parking: set[Partition] = set()  # the expiry timer's round: those that may hold parked produces
@@ -84,7 +86,6 @@ class ReplicaManager:
         self.leader_quota = ReplicationQuota(lambda: self.config["leader.replication.throttled.rate"])
         self.follower_quota = ReplicationQuota(lambda: self.config["follower.replication.throttled.rate"])
         self._topic_settings: dict[str, tuple[dict | None, dict]] = {}
-        self._live_brokers: frozenset[int] = frozenset()
 
     # -- configuration ---------------------------------------------------------
 
@@ -163,38 +164,30 @@ class ReplicaManager:
         """Bring hosted partitions in line with the controller's states in `view`: all of them,
         or only the partitions in `keys` when that is all that changed."""
         self.view = view
-        live = frozenset(view.brokers)
-        if live != self._live_brokers:  # who may join an ISR, or hold a HW back as about to
-            self._live_brokers = live
-            for partition in self.partitions.values():
-                self._act(partition, partition.on_live_brokers(live, now_ms))
+        self.hosting.on_live_brokers(frozenset(view.brokers), now_ms)  # who may join an ISR, or hold a HW back
         if keys is None:
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
             # Reassigned away, perhaps while this broker was down (then only on disk).
-            for key in assigned_elsewhere(self.broker_id, view.topics, [*self.partitions,
-                                                                       *self.logs.partitions_on_disk()]):
-                if key in self.partitions:
-                    self._drop_replica(key)
-                else:
-                    self.logs.delete_partition(*key)
+            for key in self.hosting.drop_assigned_elsewhere(view.topics, self.logs.partitions_on_disk()):
                 log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
             keys = [(a.name, p) for a in view.topics.values() for p in a.replicas]
         for topic, index in keys:
             assignment = view.topics.get(topic)
             state = view.states.get((topic, index))
-            if assignment is not None and state is not None and self.broker_id in assignment.replicas.get(index, ()):
+            if assignment is not None and state is not None:
                 self._apply_state(assignment, index, state, now_ms, view.state_zxids.get((topic, index)))
         self.waiters.notify(self.VIEW_CHANGED)
 
     def _apply_state(self, assignment: TopicAssignment, index: int, state, now_ms: int,
                      state_zxid: int | None = None) -> None:
         partition = self.partitions.get((assignment.name, index))
-        if partition is None:
-            partition = self._host(assignment, index, now_ms)
-        isr = partition.leader.committed_isr if partition.leader else None
-        effects = partition.apply_state(state, assignment.replicas[index], self.replication_config(assignment.name),
-                                        now_ms, state_zxid, self.view.own_broker_epoch(self.broker_id))
+        isr = partition.leader.committed_isr if partition is not None and partition.leader else None
+        applied = self.hosting.apply_state(assignment, index, state, self.replication_config(assignment.name), now_ms,
+                                          state_zxid, self.view.own_broker_epoch(self.broker_id))
+        if applied is None:
+            return
+        partition, effects = applied
         self._count_isr_change(partition, isr, effects)
         if effects.fenced:
             log.info("%s-%d: not leading from a state written before this broker registered (leader epoch %d, "
@@ -203,56 +196,54 @@ class ReplicaManager:
         elif effects.role_changed:
             log.info("%s-%d: %s, leader %d, leader epoch %d, isr %s", *partition.key, partition.role,
                      state.leader, state.leader_epoch, list(state.isr))
-        self._act(partition, effects)
-        self.waiters.notify(partition.key)
 
-    def _act(self, partition: Partition, effects: Effects) -> None:
-        """Carry out what the partition decided."""
-        self._complete(effects.completions)
-        if effects.role_changed:
-            self.isr_outbox.pop(partition.key, None)
-            self.on_role_change(partition)
-        if effects.isr_proposal is not None:
-            log.debug("%s-%d: proposing ISR %s", *partition.key, sorted(effects.isr_proposal.new_isr))
-            self.send_isr_change(partition, effects.isr_proposal)
-        self.waiters.on_effects(partition.key, effects)
+    # -- HostedPartitions' shell: storage and effects
 
-    def _host(self, assignment: TopicAssignment, index: int, now_ms: int) -> Partition:
-        config = self.log_config(assignment.name)
+    def open_partition(self, topic: str, index: int, now_ms: int) -> Partition:
+        config = self.log_config(topic)
+        topic_id = self.view.topics[topic].topic_id
         try:
-            plog = self.logs.open_partition(assignment.name, index, assignment.topic_id, config, now_ms)
+            plog = self.logs.open_partition(topic, index, topic_id, config, now_ms)
         except ValueError:  # a stale copy of a deleted topic of the same name
-            log.warning("%s-%d on disk belongs to a deleted topic; removing it", assignment.name, index)
-            self.logs.delete_partition(assignment.name, index)
-            plog = self.logs.open_partition(assignment.name, index, assignment.topic_id, config, now_ms)
-        partition = Partition(self.broker_id, assignment.name, index, plog,
-                              self._checkpointed_hw.get((assignment.name, index), 0),
+            log.warning("%s-%d on disk belongs to a deleted topic; removing it", topic, index)
+            self.logs.delete_partition(topic, index)
+            plog = self.logs.open_partition(topic, index, topic_id, config, now_ms)
+        partition = Partition(self.broker_id, topic, index, plog, self._checkpointed_hw.get((topic, index), 0),
                               transaction_verification=self.config["transaction.partition.verification.enable"])
         snapshot = read_producer_snapshot(plog.directory)
         partition.load_producers(snapshot)
-        partition.on_live_brokers(self._live_brokers, now_ms)
-        self.partitions[partition.key] = partition
         self._snapshots_on_disk[partition.key] = (plog.directory, snapshot)
         return partition
 
+    def delete_log(self, key: tuple[str, int]) -> None:
+        self._snapshots_on_disk.pop(key, None)
+        self.logs.delete_partition(*key)
+
+    def complete(self, completions: list[ProduceCompletion]) -> None:
+        for completion in completions:
+            future = self._produce_futures.pop(completion.key, None)
+            if future is not None and not future.done():
+                future.set_result(completion.error)
+
+    def role_changed(self, partition: Partition) -> None:
+        self.isr_outbox.pop(partition.key, None)
+        self.on_role_change(partition)
+
+    def send_isr_change(self, partition: Partition, proposal: AlterPartitionProposal) -> None:
+        log.debug("%s-%d: proposing ISR %s", *partition.key, sorted(proposal.new_isr))
+        self.isr_outbox[partition.key] = proposal
+        self.isr_outbox_ready.set()
+
     def _drop_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
-            self._drop_replica(key)
+            self.hosting.drop(key)
         log.info("deleted the replicas of topic %s", name)
-
-    def _drop_replica(self, key: tuple[str, int]) -> None:
-        """The topic is gone or the partition no longer assigned here: stop it and delete its log."""
-        partition = self.partitions.pop(key)
-        self._snapshots_on_disk.pop(key, None)
-        self._complete(partition.become_offline())
-        self.on_role_change(partition)
-        self.logs.delete_partition(*key)
 
     def lose_leadership_proof(self) -> None:
         """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""
         self.can_lead = False
         for partition in self.partitions.values():
-            self._complete(partition.lose_leadership_proof())
+            self.complete(partition.lose_leadership_proof())
 
     # -- produce -------------------------------------------------------------------
 
@@ -289,7 +280,7 @@ class ReplicaManager:
                                          verification_guard=verification_guard, origin=origin)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
-        self._act(partition, produced.effects)
+        self.hosting.act(partition, produced.effects)
         self.metrics.produced(topic, len(records), validated.header.record_count)
         append_time = validated.log_append_time_ms
         if append_time != NO_TIMESTAMP and produced.duplicate_timestamp != NO_TIMESTAMP:
@@ -308,7 +299,7 @@ class ReplicaManager:
         partition = self.leader_partition(topic, index)
         produced = partition.append_marker(producer_id, producer_epoch, committed, coordinator_epoch, now_ms,
                                            proven=self.can_lead)
-        self._act(partition, produced.effects)
+        self.hosting.act(partition, produced.effects)
         return partition, produced.last_offset
 
     def await_replication(self, partition: Partition, last_offset: int, timeout_ms: int,
@@ -323,12 +314,6 @@ class ReplicaManager:
             self._produce_futures[key] = future
             self._parking.add(partition)
         return future
-
-    def _complete(self, completions: list[ProduceCompletion]) -> None:
-        for completion in completions:
-            future = self._produce_futures.pop(completion.key, None)
-            if future is not None and not future.done():
-                future.set_result(completion.error)
 
     # -- fetch -----------------------------------------------------------------------
 
@@ -355,7 +340,7 @@ class ReplicaManager:
             return None
         result, limit, effects = answer
         if effects is not None:
-            self._act(partition, effects)
+            self.hosting.act(partition, effects)
         if result.error_code or offset >= limit or (max_bytes <= 0 and not min_one_batch):
             return result
         throttled = follower and self.leader_throttled(partition, replica_id)
@@ -392,13 +377,9 @@ class ReplicaManager:
         for partition in self.partitions.values():
             if partition.topic == topic:
                 partition.log.config = log_config
-                self._act(partition, partition.on_config(self.replication_config(topic), now_ms))
+                self.hosting.act(partition, partition.on_config(self.replication_config(topic), now_ms))
 
     # -- ISR changes (AlterPartition) -----------------------------------------------
-
-    def send_isr_change(self, partition: Partition, proposal: AlterPartitionProposal) -> None:
-        self.isr_outbox[partition.key] = proposal
-        self.isr_outbox_ready.set()
 
     def on_isr_change_result(self, key: tuple[str, int], proposal: AlterPartitionProposal,
                              result: IsrChangeAccepted | IsrChangeRejected, now_ms: int) -> None:
@@ -409,7 +390,7 @@ class ReplicaManager:
             isr = partition.leader.committed_isr if partition.leader else None
             effects = partition.on_isr_change_result(proposal, result, now_ms)
             self._count_isr_change(partition, isr, effects)
-            self._act(partition, effects)
+            self.hosting.act(partition, effects)
 
     def _count_isr_change(self, partition: Partition, isr_before, effects: Effects) -> None:
         """IsrShrinks/IsrExpands: the ISR of a partition led here changed (by our AlterPartition's
@@ -422,13 +403,13 @@ class ReplicaManager:
     def check_isr(self, now_ms: int) -> None:
         """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind."""
         for partition in self.partitions.values():
-            self._act(partition, partition.check_isr(now_ms))
+            self.hosting.act(partition, partition.check_isr(now_ms))
 
     def expire_produces(self, now_ms: int) -> None:
         """Every 100 ms: answer the parked produces past their deadline. Only partitions that
         parked some are looked at, so an idle broker's timer does not grow with its partitions."""
         for partition in list(self._parking):
-            self._act(partition, partition.expire(now_ms))
+            self.hosting.act(partition, partition.expire(now_ms))
             if not len(partition.purgatory):
                 self._parking.discard(partition)
 
@@ -465,6 +446,6 @@ class ReplicaManager:
 
     def close(self) -> None:
         for partition in self.partitions.values():  # appended, fate unknown: see lose_leadership_proof
-            self._complete(partition.lose_leadership_proof())
+            self.complete(partition.lose_leadership_proof())
         self.checkpoint()
         self.logs.close()

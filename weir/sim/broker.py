@@ -1,10 +1,12 @@
-"""A simulated broker: simulated I/O around the broker's own partition object.
+"""A simulated broker: simulated I/O around the broker's own partition objects.
 
-Every decision about a partition is weir.replication.partition.Partition's, as in the real broker;
-this file (ReplicaManager's part) only carries messages, timers and process life, and the
-modules beside it mirror the real shell's: apis.py (Produce, Fetch, OffsetForLeaderEpoch),
-replica_fetcher.py, isr_sender.py, watcher.py (metadata and the controller election), zk_session.py
-(the ZooKeeper client), controller.py (the controller's shell, around the real event handlers).
+Every decision about a partition is weir.replication.partition.Partition's, and what the
+controller's decisions do to the hosted replicas is weir.broker.hosted_partitions', as in the real
+broker; this file (ReplicaManager's part) only supplies memory logs, carries messages, timers and
+process life, and the modules beside it mirror the real shell's: apis.py (Produce, Fetch,
+OffsetForLeaderEpoch), replica_fetcher.py (around production's FetcherCore), isr_sender.py,
+watcher.py (metadata and the controller election), zk_session.py (the ZooKeeper client),
+controller.py (the controller's shell, around the real event handlers).
 Process state is lost on a crash; the logs (minus what was not flushed, if the crash loses it) and
 the HW checkpoint survive.
 """
@@ -13,9 +15,9 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.fetch_waiters import FetchWaiters
+from weir.broker.hosted_partitions import HostedPartitions
 from weir.broker.shutdown_wait import ASK, MOVED, WAIT, ShutdownWait
-from weir.coordination.model import NO_LEADER, TopicAssignment, assigned_elsewhere
+from weir.coordination.model import NO_LEADER, TopicAssignment
 from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
@@ -56,11 +58,11 @@ class SimBroker:
         self.configs: dict[str, dict] = {}
         self.assignments: dict[str, TopicAssignment] = {}  # as this broker last read them
         self.controller_id = NO_LEADER
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        self.live_brokers: frozenset[int] = frozenset()  # as this broker last read them
+        self.hosting = HostedPartitions(self.id, self)  # production's rules for the replicas hosted here
+        self.partitions = self.hosting.partitions
+        self.waiters = self.hosting.waiters  # followers' fetches parked here, as leader (production's long poll)
         self.isr_sender = SimIsrSender(self)
         self.fetcher = SimFetcher(self)
-        self.waiters = FetchWaiters()  # followers' fetches parked here, as leader (production's long poll)
         self.apis = SimApis(self)
         self.stalled: list | None = None  # requests waiting while request handling is stalled
         self.controller = None
@@ -255,57 +257,54 @@ class SimBroker:
         return ReplicationConfig(int(value) if value is not None else 1, self.settings.replica_lag_time_max_ms)
 
     def on_assignment(self, assignment: TopicAssignment) -> None:
-        """The topic's replicas changed (a reassignment): replicas, hosted or only on disk, no
-        longer assigned here are deleted (the rule ReplicaManager.apply_view applies); the caller
-        reads the states of partitions newly assigned here. Hosted ones take the new replicas
-        with the state that follows."""
+        """The topic's replicas changed (a reassignment): replicas no longer assigned here go; the
+        caller reads the states of partitions newly assigned here. Hosted ones take the new
+        replicas with the state that follows."""
         self.assignments[assignment.name] = assignment
-        for key in assigned_elsewhere(self.id, {assignment.name: assignment}, [*self.partitions, *self.logs]):
-            partition = self.partitions.pop(key, None)
-            if partition is not None:
-                self.act(partition, Effects(partition.become_offline(), role_changed=True))
-            self.logs.pop(key, None)
-            self.hw_checkpoint.pop(key, None)
+        for key in self.hosting.drop_assigned_elsewhere({assignment.name: assignment}, self.logs):
             self.trace(f"{key[0]}-{key[1]}: reassigned away, replica deleted")
 
     def apply_state(self, key, state, mzxid: int) -> None:
         assignment = self.assignments.get(key[0])
-        replicas = () if assignment is None else assignment.replicas.get(key[1], ())
-        if self.id not in replicas or not self.zk.registered:
+        if assignment is None or not self.zk.registered:
             return
-        partition = self.partitions.get(key)
-        if partition is None:
-            log = self.logs.setdefault(key, MemoryLog())
-            partition = self.partitions[key] = Partition(self.id, *key, log, self.hw_checkpoint.get(key, 0))
-            partition.load_producers(None)
-            partition.on_live_brokers(self.live_brokers, self.now)
-        effects = partition.apply_state(state, replicas, self.replication_config(key[0]), self.now, mzxid,
-                                        self.zk.registration_zxid)
-        if effects.role_changed:
+        applied = self.hosting.apply_state(assignment, key[1], state, self.replication_config(key[0]), self.now, mzxid,
+                                          self.zk.registration_zxid)
+        if applied is not None and applied[1].role_changed:
+            partition = applied[0]
             self.trace(f"{key[0]}-{key[1]}: {partition.role}, leader {state.leader}, epoch {state.leader_epoch}, "
                        f"isr {list(state.isr)}, LEO {partition.log.log_end_offset}")
-        self.act(partition, effects)
-        self.waiters.notify(key)
 
     def on_live_brokers(self, live: frozenset[int]) -> None:
-        """ReplicaManager.apply_view's rule: the registered brokers, for every partition."""
-        if live != self.live_brokers:
-            self.live_brokers = live
-            for partition in self.partitions.values():
-                self.act(partition, partition.on_live_brokers(live, self.now))
+        self.hosting.on_live_brokers(live, self.now)
 
     def act(self, partition: Partition, effects: Effects) -> None:
-        self.apis.complete(effects.completions)
-        if effects.role_changed:
-            self.isr_sender.withdraw(partition.key)
-            if partition.follower is not None:
-                self.fetcher.start(partition)
-        if effects.isr_proposal is not None:
-            self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(effects.isr_proposal.new_isr)}")
-            self.world.checker.on_isr_proposal(partition.key, self.id, effects.isr_proposal.leader_epoch,
-                                               effects.isr_proposal.new_isr)
-            self.isr_sender.submit(partition.key, effects.isr_proposal)
-        self.waiters.on_effects(partition.key, effects)
+        self.hosting.act(partition, effects)
+
+    # ----- HostedPartitions' shell: storage and effects
+
+    def open_partition(self, topic: str, index: int, now_ms: int) -> Partition:
+        key = (topic, index)
+        partition = Partition(self.id, topic, index, self.logs.setdefault(key, MemoryLog()), self.hw_checkpoint.get(key, 0))
+        partition.load_producers(None)
+        return partition
+
+    def delete_log(self, key: tuple[str, int]) -> None:
+        self.logs.pop(key, None)
+        self.hw_checkpoint.pop(key, None)
+
+    def complete(self, completions) -> None:
+        self.apis.complete(completions)
+
+    def role_changed(self, partition: Partition) -> None:
+        self.isr_sender.withdraw(partition.key)
+        if partition.follower is not None:
+            self.fetcher.start(partition)
+
+    def send_isr_change(self, partition: Partition, proposal) -> None:
+        self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(proposal.new_isr)}")
+        self.world.checker.on_isr_proposal(partition.key, self.id, proposal.leader_epoch, proposal.new_isr)
+        self.isr_sender.submit(partition.key, proposal)
 
     def _every_partition(self, event: str, interval_ms: int) -> None:
         for partition in self.partitions.values():

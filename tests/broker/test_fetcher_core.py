@@ -31,16 +31,26 @@ def follower(tmp_path, index, leader=1, records=0):
     return partition
 
 
+class Clock:
+    """The core's backoff clock (production's is monotonic, unrelated to the partitions' wall time)."""
+
+    def __init__(self) -> None:
+        self.ms = 5.0
+
+    def __call__(self) -> float:
+        return self.ms
+
+
 def core_with(*partitions, isolate_failures=True):
-    core = FetcherCore(1, lambda: BACKOFF_MS, isolate_failures=isolate_failures)
+    core = FetcherCore(1, lambda: BACKOFF_MS, Clock(), isolate_failures=isolate_failures)
     for p in partitions:
         core.add(p)
     return core
 
 
-def fetch_round(core, now=NOW):
+def fetch_round(core):
     """The next round, its Fetch's session request built as the shells do."""
-    round_ = core.next_round(now)
+    round_ = core.next_round()
     core.session.build({p.key: (round_.asks[p.key].fetch_offset,) for p in round_.fetching})
     return round_
 
@@ -50,45 +60,50 @@ def test_truncating_partitions_ask_their_epoch_first_and_the_others_fetch(tmp_pa
     empty one fetches at once. After its answer it fetches from where it truncated to."""
     has_records, empty = follower(tmp_path, 0, records=5), follower(tmp_path, 1)
     core = core_with(has_records, empty)
-    round_ = core.next_round(NOW)
+    round_ = core.next_round()
     assert round_.truncating == [has_records] and round_.fetching == [empty]
     assert isinstance(round_.asks[has_records.key], SendOffsetForLeaderEpoch)
-    core.on_epoch_answer(round_, has_records.key, EpochEndOffset(ErrorCode.none, 2, 3), NOW)
+    core.on_epoch_answer(round_, has_records.key, EpochEndOffset(ErrorCode.none, 2, 3))
     assert has_records.log.log_end_offset == 3
-    ask = core.next_round(NOW).asks[has_records.key]
+    ask = core.next_round().asks[has_records.key]
     assert isinstance(ask, SendFetch) and ask.fetch_offset == 3
 
 
 def test_a_partition_told_to_back_off_sits_out_rounds_until_its_backoff_is_over(tmp_path):
+    """By the core's clock, not the partitions' time: production tells partitions the wall clock,
+    which is no backoff clock (that mix once kept a follower backing off for good)."""
     busy, calm = follower(tmp_path, 0), follower(tmp_path, 1)
     core = core_with(busy, calm)
     round_ = fetch_round(core)
-    assert core.on_fetch_answer(round_, round_.fetching, 0, 0, NOW)
-    core.on_partition_answer(round_, busy.key, ErrorCode.unknown_server_error, -1, None, (), NOW, 0)
-    assert core.next_round(NOW + 1).fetching == [calm]
-    core.back_off(calm.key, ErrorCode.unknown_server_error, NOW + 1)
-    assert core.next_round(NOW + 2) == NOW + BACKOFF_MS  # every partition backs off: when to look again
-    assert core.next_round(NOW + BACKOFF_MS).fetching == [busy]
+    assert core.on_fetch_answer(round_.fetching, 0, 0)
+    core.on_partition_answer(round_, busy.key, ErrorCode.unknown_server_error, -1, None, (), 1_790_000_000_000, 0)
+    core.clock.ms += 1
+    assert core.next_round().fetching == [calm]
+    core.back_off(calm.key, ErrorCode.unknown_server_error)
+    core.clock.ms += 1
+    assert core.next_round() == BACKOFF_MS - 2  # every partition backs off: how long until the first is done
+    core.clock.ms += BACKOFF_MS - 2
+    assert core.next_round().fetching == [busy]
 
 
 def test_an_error_for_the_whole_request_backs_every_partition_off(tmp_path):
     partitions = [follower(tmp_path, i) for i in range(2)]
     core = core_with(*partitions)
     round_ = fetch_round(core)
-    assert not core.on_fetch_answer(round_, round_.fetching, ErrorCode.unknown_server_error, 0, NOW)
-    assert core.next_round(NOW + 1) == NOW + BACKOFF_MS
+    assert not core.on_fetch_answer(round_.fetching, ErrorCode.unknown_server_error, 0)
+    assert core.next_round() == BACKOFF_MS
 
 
 def test_a_session_error_backs_nobody_off_and_the_next_request_is_full(tmp_path):
     partition = follower(tmp_path, 0)
     core = core_with(partition)
-    round_ = core.next_round(NOW)
+    round_ = core.next_round()
     core.session.build({partition.key: (4, 0, 0)})
-    assert core.on_fetch_answer(round_, round_.fetching, 0, 77, NOW)  # the leader opened session 77
-    round_ = core.next_round(NOW)
+    assert core.on_fetch_answer(round_.fetching, 0, 77)  # the leader opened session 77
+    round_ = core.next_round()
     assert not core.session.build({partition.key: (4, 0, 0)}).full
-    assert not core.on_fetch_answer(round_, round_.fetching, ErrorCode.invalid_fetch_session_epoch, 77, NOW)
-    assert core.next_round(NOW).fetching == [partition]
+    assert not core.on_fetch_answer(round_.fetching, ErrorCode.invalid_fetch_session_epoch, 77)
+    assert core.next_round().fetching == [partition]
     assert core.session.build({partition.key: (4, 0, 0)}).full
 
 
@@ -99,12 +114,12 @@ def test_records_fetched_are_appended_and_a_partition_that_moved_to_another_lead
     moves.apply_state(PartitionState(leader=3, leader_epoch=5, isr=(1, 2, 3), controller_epoch=1, partition_epoch=1),
                       (1, 2, 3), ReplicationConfig(), NOW, state_zxid=301, own_broker_epoch=200)
     records = make_batch([b"a", b"b"], base_offset=0, leader_epoch=4)
-    assert core.on_fetch_answer(round_, round_.fetching, 0, 0, NOW)
+    assert core.on_fetch_answer(round_.fetching, 0, 0)
     for p in (stays, moves):
         core.on_partition_answer(round_, p.key, ErrorCode.none, 2, records, batch_headers(records), NOW, 0)
     assert stays.log.log_end_offset == 2
     assert moves.log.log_end_offset == 0  # it follows broker 3 now: broker 1's answer is not for it
-    assert [p.key for p in core.next_round(NOW).fetching] == [stays.key]
+    assert [p.key for p in core.next_round().fetching] == [stays.key]
     assert moves.key not in core.partitions
 
 
@@ -116,7 +131,7 @@ def test_an_answer_a_partition_cannot_act_on_stops_only_that_partition(tmp_path,
     broken, fine = follower(tmp_path, 0), follower(tmp_path, 1)
     core = core_with(broken, fine, isolate_failures=isolate)
     round_ = fetch_round(core)
-    assert core.on_fetch_answer(round_, round_.fetching, 0, 0, NOW)
+    assert core.on_fetch_answer(round_.fetching, 0, 0)
     broken.log.close()
     records = make_batch([b"a"], base_offset=0, leader_epoch=4)
     if not isolate:
@@ -127,9 +142,9 @@ def test_an_answer_a_partition_cannot_act_on_stops_only_that_partition(tmp_path,
                                     NOW, 0) is None
     core.on_partition_answer(round_, fine.key, ErrorCode.none, 1, records, batch_headers(records), NOW, 0)
     assert fine.log.log_end_offset == 1
-    assert isinstance(core.next_round(NOW), FetchRound) and list(core.partitions) == [fine.key]
+    assert isinstance(core.next_round(), FetchRound) and list(core.partitions) == [fine.key]
 
 
 def test_with_no_partition_following_the_leader_there_is_no_round(tmp_path):
     core = core_with()
-    assert core.next_round(NOW) is None
+    assert core.next_round() is None

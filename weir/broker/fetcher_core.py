@@ -34,13 +34,16 @@ class FetchRound:
 
 
 class FetcherCore:
-    """The partitions this broker follows from `leader_id`. Times are the shell's milliseconds;
-    `fetch_backoff_ms()` is replica.fetch.backoff.ms. With `isolate_failures` off (weir sim) a
-    partition's failure is raised, not logged: there it is a bug to report."""
+    """The partitions this broker follows from `leader_id`. Backoffs are timed by `clock()`, in
+    milliseconds (production: monotonic; the partitions are told the wall clock's time, which may
+    jump); `fetch_backoff_ms()` is replica.fetch.backoff.ms. With `isolate_failures` off (weir sim)
+    a partition's failure is raised, not logged: there it is a bug to report."""
 
-    def __init__(self, leader_id: int, fetch_backoff_ms: Callable[[], int], *, isolate_failures: bool = True) -> None:
+    def __init__(self, leader_id: int, fetch_backoff_ms: Callable[[], int], clock: Callable[[], float], *,
+                 isolate_failures: bool = True) -> None:
         self.leader_id = leader_id
         self.fetch_backoff_ms = fetch_backoff_ms
+        self.clock = clock
         self.isolate_failures = isolate_failures
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.backoff_until: dict[tuple[str, int], float] = {}
@@ -63,10 +66,11 @@ class FetcherCore:
     def _follows(self, partition: Partition) -> bool:
         return partition.follower is not None and partition.follower.leader_id == self.leader_id
 
-    def next_round(self, now_ms: float, held: Callable[[Partition], bool] | None = None) -> FetchRound | float | None:
-        """This round's asks; or, when every partition backs off, the time the first one is done;
-        or None when none follows this leader any more. `held`: fetches the shell holds back
-        this round (the follower throttle)."""
+    def next_round(self, held: Callable[[Partition], bool] | None = None) -> FetchRound | float | None:
+        """This round's asks; or, when every partition backs off, how long until the first one is
+        done (ms); or None when none follows this leader any more. `held`: fetches the shell holds
+        back this round (the follower throttle)."""
+        now_ms = self.clock()
         ready = []
         for key, p in list(self.partitions.items()):
             if not self._follows(p):
@@ -76,7 +80,7 @@ class FetcherCore:
         if not self.partitions:
             return None
         if not ready:
-            return min(self.backoff_until.values())
+            return min(self.backoff_until.values()) - now_ms
         round_ = FetchRound({p.key: p.next_fetch_request() for p in ready})
         for p in ready:
             ask = round_.asks[p.key]
@@ -86,7 +90,7 @@ class FetcherCore:
                 round_.fetching.append(p)
         return round_
 
-    def on_epoch_answer(self, round_: FetchRound, key: tuple[str, int], answer: EpochEndOffset, now_ms: float) -> None:
+    def on_epoch_answer(self, round_: FetchRound, key: tuple[str, int], answer: EpochEndOffset) -> None:
         """The leader's answer to a truncating partition's OffsetForLeaderEpoch."""
         partition = self.current(key)
         ask = round_.asks.get(key)
@@ -99,7 +103,7 @@ class FetcherCore:
             self._failed(partition, "an OffsetForLeaderEpoch answer")
             return
         if backoff is not None:
-            self.back_off(key, backoff.error, now_ms)
+            self.back_off(key, backoff.error)
         elif partition.log.log_end_offset < leo:
             log.info("%s-%d: truncated to %d by leader epoch (LEO was %d)", *key, partition.log.log_end_offset, leo)
 
@@ -107,8 +111,7 @@ class FetcherCore:
         """The round's fetching partitions that still follow this leader (after its truncations)."""
         return [p for p in round_.fetching if self.current(p.key) is p]
 
-    def on_fetch_answer(self, round_: FetchRound, partitions: list[Partition], error: int, session_id: int,
-                        now_ms: float) -> bool:
+    def on_fetch_answer(self, partitions: list[Partition], error: int, session_id: int) -> bool:
         """A Fetch answer's top level: whether its partitions' answers are to be taken. Not after a
         session error (the next request is full) nor after an error every partition got (each
         backs off)."""
@@ -117,14 +120,14 @@ class FetcherCore:
             return False
         if error:
             for p in partitions:
-                self.back_off(p.key, error_code(error), now_ms)
+                self.back_off(p.key, error_code(error))
             return False
         return True
 
     def on_partition_answer(self, round_: FetchRound, key: tuple[str, int], error: ErrorCode,
                             leader_high_watermark: int, records, headers, now_ms: float, leader_log_start_offset: int):
-        """One partition's part of a Fetch answer: what the partition decided (None if it no longer
-        follows this leader or failed)."""
+        """One partition's part of a Fetch answer, `now_ms` being the partition's time: what the
+        partition decided (None if it no longer follows this leader or failed)."""
         partition = self.current(key)
         ask = round_.asks.get(key)
         if partition is None or not isinstance(ask, SendFetch):
@@ -136,16 +139,16 @@ class FetcherCore:
             self._failed(partition, "a fetch answer")
             return None
         if isinstance(decision, Backoff):
-            self.back_off(key, decision.error, now_ms)
+            self.back_off(key, decision.error)
         return decision
 
     def on_request_failed(self) -> None:
         """A Fetch got no answer: the session starts over."""
         self.session.on_failure()
 
-    def back_off(self, key: tuple[str, int], error: ErrorCode, now_ms: float) -> None:
+    def back_off(self, key: tuple[str, int], error: ErrorCode) -> None:
         log.debug("%s-%d: leader %d answered %s; backing off", *key, self.leader_id, error.name)
-        self.backoff_until[key] = now_ms + backoff_ms(error, self.fetch_backoff_ms())
+        self.backoff_until[key] = self.clock() + backoff_ms(error, self.fetch_backoff_ms())
 
     def _failed(self, partition: Partition, what: str) -> None:
         if not self.isolate_failures:

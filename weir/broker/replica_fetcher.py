@@ -31,11 +31,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _clock_ms() -> float:
-    """The backoff clock: monotonic."""
-    return time.monotonic() * 1000
-
-
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader; what it asks and what the
     answers mean are its FetcherCore's."""
@@ -43,7 +38,8 @@ class ReplicaFetcher:
     def __init__(self, leader_id: int, manager: "ReplicaFetchers") -> None:
         self.leader_id = leader_id
         self.manager = manager
-        self.core = FetcherCore(leader_id, lambda: manager.config["replica.fetch.backoff.ms"])
+        self.core = FetcherCore(leader_id, lambda: manager.config["replica.fetch.backoff.ms"],
+                                lambda: time.monotonic() * 1000)
         self.changed = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
 
@@ -85,11 +81,10 @@ class ReplicaFetcher:
 
     async def _round(self, conn: BrokerConnection) -> None:
         replicas = self.manager.replicas
-        now_ms = _clock_ms()
-        throttle_holds = replicas.follower_quota.is_exceeded(now_ms / 1000)
-        round_ = self.core.next_round(now_ms, held=replicas.follower_throttled if throttle_holds else None)
+        throttle_holds = replicas.follower_quota.is_exceeded(time.monotonic())
+        round_ = self.core.next_round(held=replicas.follower_throttled if throttle_holds else None)
         if not isinstance(round_, FetchRound):  # none follows us (until `changed`), or all back off
-            await self._wait(1.0 if round_ is None else (round_ - now_ms) / 1000)
+            await self._wait(1.0 if round_ is None else round_ / 1000)
             return
         if round_.truncating:
             await self._truncate(conn, round_)
@@ -108,11 +103,10 @@ class ReplicaFetcher:
         response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
             "replica_id": self.manager.broker_id,
             "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()]})
-        now_ms = _clock_ms()
         for topic in response.topics:
             for r in topic.partitions:
                 self.core.on_epoch_answer(round_, (topic.topic, r.partition), EpochEndOffset(
-                    error_code(r.error_code), r.leader_epoch, r.end_offset), now_ms)
+                    error_code(r.error_code), r.leader_epoch, r.end_offset))
 
     async def _fetch(self, conn: BrokerConnection, round_: FetchRound) -> None:
         config = self.manager.config
@@ -135,9 +129,9 @@ class ReplicaFetcher:
             _by_topic((topic_id, index) for topic_id, index in session.forgotten))
         answer = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30,
                                     decode=decode_follower_fetch_response)
-        now_ms = _now_ms()
-        if not self.core.on_fetch_answer(round_, partitions, answer.error_code, answer.session_id, _clock_ms()):
+        if not self.core.on_fetch_answer(partitions, answer.error_code, answer.session_id):
             return
+        now_ms = _now_ms()
         for topic_id, answered in answer.topics:
             name = names.get(topic_id)  # ids tell a re-created topic of the same name apart
             for r in answered:

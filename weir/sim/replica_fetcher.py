@@ -32,7 +32,8 @@ class LeaderFetcher:
         self.broker = broker
         self.settings = broker.settings
         self.leader_id = leader_id
-        self.core = FetcherCore(leader_id, lambda: self.settings.replica_fetch_backoff_ms, isolate_failures=False)
+        self.core = FetcherCore(leader_id, lambda: self.settings.replica_fetch_backoff_ms, lambda: broker.now,
+                                isolate_failures=False)
         self.running = False
 
     def add(self, partition) -> None:
@@ -43,11 +44,11 @@ class LeaderFetcher:
 
     def _round(self) -> None:
         broker = self.broker
-        round_ = self.core.next_round(broker.now)
+        round_ = self.core.next_round()
         if round_ is None:
             self.running = False
         elif not isinstance(round_, FetchRound):
-            broker.later(round_ - broker.now, self._round)
+            broker.later(round_, self._round)
         elif not round_.truncating:
             self._fetch(round_)
         else:
@@ -58,7 +59,7 @@ class LeaderFetcher:
 
     def _on_epoch_answers(self, round_: FetchRound, answers) -> None:
         for key, answer in answers:
-            self.core.on_epoch_answer(round_, key, answer, self.broker.now)
+            self.core.on_epoch_answer(round_, key, answer)
         round_.fetching = self.core.still_fetching(round_)
         self._fetch(round_)
 
@@ -78,11 +79,10 @@ class LeaderFetcher:
                        lambda *answer: self._on_fetched(round_, *answer), self.settings.fetch_timeout_ms, lost)
 
     def _on_fetched(self, round_: FetchRound, error, session_id, answers) -> None:
-        now = self.broker.now
-        if self.core.on_fetch_answer(round_, round_.fetching, error, session_id, now):
+        if self.core.on_fetch_answer(round_.fetching, error, session_id):
             for key, partition_error, leader_hw, leader_log_start, batches in answers:  # only those with news
-                self.core.on_partition_answer(round_, key, partition_error, leader_hw, batches, batches or (), now,
-                                              leader_log_start)
+                self.core.on_partition_answer(round_, key, partition_error, leader_hw, batches, batches or (),
+                                              self.broker.now, leader_log_start)
         self.broker.later(0, self._round)
 
     def _retry(self) -> None:

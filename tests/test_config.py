@@ -63,10 +63,10 @@ def test_named_listeners_as_kafka_reads_them():
 
 
 def test_every_kafka_broker_config_is_accepted_and_a_misspelt_one_is_refused_with_the_name_meant():
-    config = BrokerConfig({"num.io.threads": "16", "controlled.shutdown.max.retries": "5", "process.roles": "broker",
+    config = BrokerConfig({"num.io.threads": "16", "background.threads": "5", "process.roles": "broker",
                            "replica.socket.timeout.ms": "30000", "sasl.jaas.config": "secret",
                            "log.cleaner.threads": "2", "listener.name.internal.ssl.client.auth": "required"})
-    assert config.no_effect == {"num.io.threads": 16, "controlled.shutdown.max.retries": 5, "process.roles": "broker",
+    assert config.no_effect == {"num.io.threads": 16, "background.threads": 5, "process.roles": "broker",
                                 "replica.socket.timeout.ms": 30000, "sasl.jaas.config": "secret",
                                 "log.cleaner.threads": 2}
     assert config.listener_overrides == {"listener.name.internal.ssl.client.auth": "required"}

@@ -145,6 +145,8 @@ SETTINGS = {s.name: s for s in [
     Setting("leader.imbalance.per.broker.percentage", int, 10, "Imbalance that triggers a rebalance."),
     Setting("leader.imbalance.check.interval.seconds", int, 300, "How often leader balance is checked."),
     Setting("controlled.shutdown.enable", bool, True, "Move leadership away before shutting down."),
+    Setting("controlled.shutdown.max.retries", int, 3,
+            "Failed controlled-shutdown requests before the broker stops without one (Kafka makes this many attempts)."),
     Setting("controlled.shutdown.retry.backoff.ms", int, 5000,
             "Wait before asking again for a controlled shutdown whose request failed."),
     # consumer groups (weir.groups)

@@ -25,7 +25,7 @@ NO_EFFECT_BY_TYPE = {
     "INT": """
         alter.log.dirs.replication.quota.window.num alter.log.dirs.replication.quota.window.size.seconds
         background.threads broker.heartbeat.interval.ms broker.session.timeout.ms
-        controlled.shutdown.max.retries controller.quorum.append.linger.ms
+        controller.quorum.append.linger.ms
         controller.quorum.election.backoff.max.ms controller.quorum.election.timeout.ms
         controller.quorum.fetch.timeout.ms controller.quorum.request.timeout.ms
         controller.quorum.retry.backoff.ms controller.quota.window.num

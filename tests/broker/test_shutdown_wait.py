@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from weir.broker.shutdown_wait import ASK, MOVED, TIMED_OUT, WAIT, ShutdownWait
+from weir.broker.shutdown_wait import ASK, GAVE_UP, MOVED, TIMED_OUT, WAIT, ShutdownWait
 
 
 def led(awaits: bool):
@@ -48,3 +48,20 @@ def test_a_request_that_failed_is_made_again_after_the_retry_backoff():
     assert wait.next_step([led(True)], 7, now=6.5) == WAIT and wait.next_check(6.5) == 30.0
     wait.ask_failed(now=28.0)
     assert wait.next_check(28.0) == 30.0, "never past the deadline"
+
+
+def test_it_stops_trying_once_max_retries_requests_have_failed():
+    """controlled.shutdown.max.retries: Kafka's broker makes that many attempts, then shuts down
+    without a controlled shutdown; the setting once had no effect, and the broker tried until its
+    deadline. A request made again in a new session is not a failure, and moved still wins."""
+    wait = ShutdownWait(deadline=30.0, retry_backoff=1.0, max_attempts=2)
+    wait.asked(7)
+    wait.ask_failed(now=1.0)
+    assert wait.next_step([led(True)], 7, now=2.0) == ASK
+    wait.asked(7)
+    assert wait.next_step([led(True)], 9, now=2.5) == ASK, "a new session: asked again"
+    wait.asked(9)
+    wait.ask_failed(now=3.0)
+    assert wait.next_step([led(True)], 9, now=3.0) == GAVE_UP
+    assert wait.next_step([led(False)], 9, now=3.0) == MOVED
+    assert ShutdownWait(deadline=30.0, retry_backoff=1.0, max_attempts=0).max_attempts == 1, "one attempt at least"

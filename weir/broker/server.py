@@ -26,7 +26,7 @@ from .admin_apis import AdminApis
 from .apis import DataApis
 from .connection import Connection
 from .controller_service import ControllerService
-from .shutdown_wait import ASK, MOVED, TIMED_OUT, ShutdownWait
+from .shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
 from .fetch_sessions import FetchSessionCache
 from .isr_sender import send_isr_changes
 from .metrics import BrokerMetrics
@@ -296,10 +296,11 @@ class Broker:
         meanwhile, the broker asks again, as it does controlled.shutdown.retry.backoff.ms after a
         request that failed (as Kafka's retries its ControlledShutdown)."""
         wait = ShutdownWait(time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S,
-                            self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
+                            self.config["controlled.shutdown.retry.backoff.ms"] / 1000,
+                            self.config["controlled.shutdown.max.retries"])
         await self._ask_controlled_shutdown(wait, self._registration())
         while (step := wait.next_step(self.replicas.partitions.values(), registration := self._registration(),
-                                      time.monotonic())) not in (MOVED, TIMED_OUT):
+                                      time.monotonic())) in (ASK, WAIT):
             if step == ASK:
                 await self._ask_controlled_shutdown(wait, registration, again=True)
             else:
@@ -307,6 +308,9 @@ class Broker:
                                                  wait.next_check(time.monotonic()) - time.monotonic())
         if step == MOVED:
             log.info("controlled shutdown: leadership moved")
+        elif step == GAVE_UP:
+            log.warning("controlled shutdown: %d requests failed (controlled.shutdown.max.retries); stopping anyway",
+                        wait.failures)
         else:
             log.warning("controlled shutdown timed out; stopping anyway")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from weir.broker.hosted_partitions import HostedPartitions
-from weir.broker.shutdown_wait import ASK, MOVED, WAIT, ShutdownWait
+from weir.broker.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
 from weir.coordination.model import NO_LEADER, TopicAssignment
 from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from weir.replication.leader import ReplicationConfig
@@ -155,7 +155,8 @@ class SimBroker:
         self.shutting_down = True
         self.world.checker.on_broker_life(self.id, shutting_down=True)
         wait = ShutdownWait(self.now + self.settings.controlled_shutdown_timeout_ms,
-                            self.settings.controlled_shutdown_retry_backoff_ms)
+                            self.settings.controlled_shutdown_retry_backoff_ms,
+                            self.settings.controlled_shutdown_max_retries)
         self.trace("requests controlled shutdown")
         self._ask_controlled_shutdown(wait, self._registration())
         self.later(HANDOVER_CHECK_MS, self._await_handover, wait, on_stopped)
@@ -190,6 +191,7 @@ class SimBroker:
             self.later(HANDOVER_CHECK_MS, self._await_handover, wait, on_stopped)
             return
         self.trace("controlled shutdown: leadership moved" if step == MOVED
+                   else f"controlled shutdown: {wait.failures} requests failed; stopping anyway" if step == GAVE_UP
                    else "controlled shutdown timed out; stopping anyway")
         self._stop(on_stopped)
 

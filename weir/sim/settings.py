@@ -31,6 +31,7 @@ class SimSettings:
     auto_leader_rebalance_enable: bool = True
     controlled_shutdown_timeout_ms: int = 2500  # server.py's CONTROLLED_SHUTDOWN_TIMEOUT_S, scaled as the session
     controlled_shutdown_retry_backoff_ms: int = 400  # controlled.shutdown.retry.backoff.ms, scaled likewise
+    controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
     max_delay_ms: int = 8
     drop_rate: float = 0.01
     duplicate_rate: float = 0.01

@@ -51,7 +51,8 @@ def run(tmp_path, **options) -> dict:
 
 def describe(results) -> str:
     r = results["result"]
-    return f"{results['name']}: counts {r['counts']}, stats {r['stats']}, faults {results['faults']}"
+    return (f"{results['name']}: counts {r['counts']}, stats {r['stats']}, faults {results['faults']}, "
+            f"recovered {results['recovered']}")
 
 
 def test_jepsen_configuration_loses_acknowledged_writes(tmp_path):

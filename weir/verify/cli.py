@@ -3,7 +3,8 @@
     weir verify [--time 60] [--nemesis mixed] [--acks all|1] [--min-isr 2] [--unclean] ...
     weir verify --matrix [--time 300] [--matrix-nemesis jepsen,kill] [--matrix-acks all] ...
 
-Exit status: 0 when the run is valid (a matrix: when every expectation holds), 1 when it is not,
+Exit status: 0 when the run is valid and the cluster recovered after healing (a matrix: when every
+expectation holds), 1 when not,
 2 when it cannot run as asked (say, --idempotent against brokers without InitProducerId).
 """
 
@@ -69,7 +70,7 @@ def _raise_interrupt(signum, frame):
 
 def run_command(args) -> int:
     from .report import matrix_table, summary_table
-    from .runner import RunOptions, VerifyError, expectation, run_matrix, run_test
+    from .runner import NOT_RECOVERED, RunOptions, VerifyError, expectation, run_matrix, run_test
 
     overrides = {}
     for item in args.override:
@@ -114,7 +115,9 @@ def run_command(args) -> int:
         results = run_test(opts)
         print(summary_table(results))
         print(f"report: {results['run_dir']}/report.html")
-        return 0 if results["result"]["valid"] else 1
+        if not results["recovered"]:
+            print(f"NOT RECOVERED: {NOT_RECOVERED}")
+        return 0 if results["result"]["valid"] and results["recovered"] else 1
     except VerifyError as e:
         print(f"weir verify: {e}", file=sys.stderr)
         return 2

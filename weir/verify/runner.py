@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 TOPIC = "weir-verify"
 INIT_PRODUCER_ID = 22
 RECOVERY_WAIT_S = 60
+NOT_RECOVERED = f"some partition had no leader or not a full ISR {RECOVERY_WAIT_S} s after every fault healed"
 IDEMPOTENT_RETRIES = 2147483647  # librdkafka's default
 
 
@@ -222,9 +223,12 @@ def expectation(cell: dict) -> str | None:
 
 
 def expectation_failures(results: list[dict]) -> list[str]:
-    """Every cell whose result contradicts its expectation, as readable lines."""
+    """Every cell whose result contradicts its expectation, as readable lines; and, whatever the
+    cell, a cluster that did not come back (every partition led, with a full ISR) after healing."""
     failures = []
     for r in results:
+        if not r["recovered"]:
+            failures.append(f"{r['name']}: not recovered: {NOT_RECOVERED}")
         expected = expectation(r["cell"])
         lost = r["result"]["counts"][LOST_WRITE]
         complete = r["result"]["stats"]["final_read_complete"]

@@ -14,9 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .nemesis import KINDS
-
-MATRIX_NEMESES = "kill,pause,partition-leader,partition-zk,isolate,zk-restart,zk-pause,jepsen"
+from .nemesis import KINDS, MATRIX_KINDS
 
 
 def _on_off(text: str) -> list[bool]:
@@ -60,7 +58,7 @@ def register(sub) -> None:
     p.add_argument("--matrix-unclean", default="on,off")
     p.add_argument("--matrix-min-isr", default="1,2")
     p.add_argument("--matrix-acks", default="1,all")
-    p.add_argument("--matrix-nemesis", default=MATRIX_NEMESES)
+    p.add_argument("--matrix-nemesis", default=",".join(MATRIX_KINDS))
     p.set_defaults(func=run_command)
 
 

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 SIMPLE_KINDS = ("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause", "stop")
 KINDS = SIMPLE_KINDS + ("jepsen", "reassign", "mixed", "none")
+MATRIX_KINDS = SIMPLE_KINDS + ("jepsen",)  # a matrix's nemeses unless told: each simple fault alone, and Jepsen's
 PROCESS = "nemesis"
 
 

@@ -33,7 +33,7 @@ from confluent_kafka.admin import NewTopic
 from .checker import LOST_WRITE, check
 from .cluster import Cluster
 from .history import History
-from .nemesis import Nemesis
+from .nemesis import MATRIX_KINDS, Nemesis
 from .report import write_matrix_report, write_run_report
 from .txn_workload import TransactionalWorkload
 from .workload import Workload, rdkafka_log
@@ -242,7 +242,7 @@ def expectation_failures(results: list[dict]) -> list[str]:
 
 
 def run_matrix(base: RunOptions, *, unclean=(True, False), min_isr=(1, 2), acks=("1", "all"),
-               nemeses=("kill", "pause", "partition-leader", "partition-zk", "isolate", "zk-restart", "zk-pause", "jepsen"),
+               nemeses=MATRIX_KINDS,
                interrupted: threading.Event | None = None, on_result=None) -> dict:
     """Every combination, one run each, in `<out>/matrix-<time>/`; returns results and failures."""
     matrix_dir = Path(base.out) / (base.name or f"matrix-{time.strftime('%Y%m%dT%H%M%S')}")

@@ -148,3 +148,17 @@ def test_an_answer_a_partition_cannot_act_on_stops_only_that_partition(tmp_path,
 def test_with_no_partition_following_the_leader_there_is_no_round(tmp_path):
     core = core_with()
     assert core.next_round() is None
+
+
+def test_a_partition_removed_while_its_fetch_was_out_takes_no_backoff(tmp_path):
+    """It changed role while the request was in flight, and the answer is an error for the whole
+    request: its backoff, kept, would end long before the others' and make the wait negative (a
+    fetcher spinning its loop for the whole backoff)."""
+    gone, stays = follower(tmp_path, 0), follower(tmp_path, 1)
+    core = core_with(gone, stays)
+    round_ = fetch_round(core)
+    core.remove(gone.key)
+    assert not core.on_fetch_answer(round_.fetching, ErrorCode.unknown_server_error, 0)
+    assert list(core.backoff_until) == [stays.key]
+    core.clock.ms += 1
+    assert core.next_round() == BACKOFF_MS - 1

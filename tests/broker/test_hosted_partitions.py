@@ -33,6 +33,9 @@ class RecordingShell:
     def delete_log(self, key):
         self.deleted.append(key)
 
+    def replication_config(self, topic):
+        return ReplicationConfig(min_insync_replicas=2)
+
     def complete(self, completions):
         self.told += [("complete", c.key, c.error) for c in completions]
 
@@ -52,8 +55,8 @@ def state(leader, epoch=4, isr=(1, 2, 3)):
 
 
 def apply(hosting, leader, epoch=4, isr=(1, 2, 3), topic=None, index=0):
-    return hosting.apply_state(topic or assignment(), index, state(leader, epoch, isr),
-                               ReplicationConfig(min_insync_replicas=2), NOW, state_zxid=300, own_broker_epoch=200)
+    return hosting.apply_state(topic or assignment(), index, state(leader, epoch, isr), NOW, state_zxid=300,
+                               own_broker_epoch=200)
 
 
 def test_a_state_hosts_a_partition_assigned_here_and_only_there(tmp_path):

@@ -147,8 +147,10 @@ class FetcherCore:
         self.session.on_failure()
 
     def back_off(self, key: tuple[str, int], error: ErrorCode) -> None:
-        log.debug("%s-%d: leader %d answered %s; backing off", *key, self.leader_id, error.name)
-        self.backoff_until[key] = self.clock() + backoff_ms(error, self.fetch_backoff_ms())
+        """Only a partition still held: the wait until the next round is the earliest backoff's."""
+        if key in self.partitions:
+            log.debug("%s-%d: leader %d answered %s; backing off", *key, self.leader_id, error.name)
+            self.backoff_until[key] = self.clock() + backoff_ms(error, self.fetch_backoff_ms())
 
     def _failed(self, partition: Partition, what: str) -> None:
         if not self.isolate_failures:

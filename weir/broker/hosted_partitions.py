@@ -31,6 +31,9 @@ class PartitionShell(Protocol):
     def delete_log(self, key: tuple[str, int]) -> None:
         """Delete the log of a replica no longer hosted here."""
 
+    def replication_config(self, topic: str) -> ReplicationConfig:
+        """The topic's min.insync.replicas and replica.lag.time.max.ms."""
+
     def complete(self, completions: list[ProduceCompletion]) -> None:
         """Answer these parked produces."""
 
@@ -56,7 +59,7 @@ class HostedPartitions:
             for partition in self.partitions.values():
                 self.act(partition, partition.on_live_brokers(live, now_ms))
 
-    def apply_state(self, assignment: TopicAssignment, index: int, state, config: ReplicationConfig, now_ms: int,
+    def apply_state(self, assignment: TopicAssignment, index: int, state, now_ms: int,
                     state_zxid: int | None, own_broker_epoch: int | None) -> tuple[Partition, Effects] | None:
         """A controller's state for a partition of `assignment`: hosted (if assigned here) and
         applied; the partition and what it decided (already carried out), or None if it is not
@@ -70,7 +73,8 @@ class HostedPartitions:
             partition = self.shell.open_partition(assignment.name, index, now_ms)
             partition.on_live_brokers(self.live_brokers, now_ms)
             self.partitions[key] = partition
-        effects = partition.apply_state(state, replicas, config, now_ms, state_zxid, own_broker_epoch)
+        effects = partition.apply_state(state, replicas, self.shell.replication_config(assignment.name), now_ms,
+                                        state_zxid, own_broker_epoch)
         self.act(partition, effects)
         self.waiters.notify(key)
         return partition, effects

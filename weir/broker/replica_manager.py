@@ -183,8 +183,8 @@ class ReplicaManager:
                      state_zxid: int | None = None) -> None:
         partition = self.partitions.get((assignment.name, index))
         isr = partition.leader.committed_isr if partition is not None and partition.leader else None
-        applied = self.hosting.apply_state(assignment, index, state, self.replication_config(assignment.name), now_ms,
-                                          state_zxid, self.view.own_broker_epoch(self.broker_id))
+        applied = self.hosting.apply_state(assignment, index, state, now_ms, state_zxid,
+                                           self.view.own_broker_epoch(self.broker_id))
         if applied is None:
             return
         partition, effects = applied

@@ -331,8 +331,9 @@ class Broker:
         except NodeExistsError:
             pass  # asked already in this session (or an old session's request stands until it expires)
         except Exception as e:
-            log.warning("cannot request controlled shutdown: %r; asking again in %.1f s", e, wait.retry_backoff)
             wait.ask_failed(time.monotonic())
+            log.warning("cannot request controlled shutdown (attempt %d of %d): %r%s", wait.failures, wait.max_attempts,
+                        e, f"; asking again in {wait.retry_backoff:.1f} s" if wait.failures < wait.max_attempts else "")
             return
         if again:
             log.info("controlled shutdown: asked again")

@@ -270,8 +270,7 @@ class SimBroker:
         assignment = self.assignments.get(key[0])
         if assignment is None or not self.zk.registered:
             return
-        applied = self.hosting.apply_state(assignment, key[1], state, self.replication_config(key[0]), self.now, mzxid,
-                                          self.zk.registration_zxid)
+        applied = self.hosting.apply_state(assignment, key[1], state, self.now, mzxid, self.zk.registration_zxid)
         if applied is not None and applied[1].role_changed:
             partition = applied[0]
             self.trace(f"{key[0]}-{key[1]}: {partition.role}, leader {state.leader}, epoch {state.leader_epoch}, "

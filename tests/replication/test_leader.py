@@ -277,6 +277,23 @@ def test_a_member_that_comes_back_without_its_tail_is_refused_until_it_leaves_th
     leader.check_invariants()
 
 
+def test_a_member_below_the_hw_of_a_new_leadership_is_refused_until_it_leaves_the_isr():
+    """Found by a weir sim soak (seed 703215): replica 3 crashed losing unflushed records, then a
+    new leader took over with the ISR still naming it (the controller crashed before it saw the
+    bounce). The new leadership had seen no LEO of it, so the test above could not tell; but no
+    member of the ISR is ever below the HW, so its fetch at 36 under an HW of 43 says the same."""
+    leader = make_leader(leo=50, hw=43)
+    assert leader.on_follower_fetch(3, 36, T0, broker_epoch=70).error == ErrorCode.not_leader_or_follower
+    leader.check_invariants()
+    assert leader.on_follower_fetch(2, 43, T0, broker_epoch=50).error == ErrorCode.none, "at the HW is fine"
+    leader.on_follower_fetch(2, 50, T0 + LAG, broker_epoch=50)
+    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
+    assert proposal.new_isr == {1, 2}
+    accept(leader, proposal)
+    assert leader.on_follower_fetch(3, 36, T0 + LAG + 2, broker_epoch=70).error == ErrorCode.none
+    leader.check_invariants()
+
+
 def test_a_quiet_follower_fetch_is_exactly_what_on_follower_fetch_would_do():
     """The fetch-session short way (`on_quiet_follower_fetch`) agrees with the full one whenever it
     takes a fetch (the follower's state, the HW, the ISR, no proposal) and leaves everything as it

@@ -90,22 +90,22 @@ class FetcherCore:
                 round_.fetching.append(p)
         return round_
 
-    def on_epoch_answer(self, round_: FetchRound, key: tuple[str, int], answer: EpochEndOffset) -> None:
-        """The leader's answer to a truncating partition's OffsetForLeaderEpoch."""
+    def on_epoch_answer(self, round_: FetchRound, key: tuple[str, int], answer: EpochEndOffset) -> int | None:
+        """The leader's answer to a truncating partition's OffsetForLeaderEpoch; the LEO it had if
+        it truncated."""
         partition = self.current(key)
         ask = round_.asks.get(key)
         if partition is None or not isinstance(ask, SendOffsetForLeaderEpoch):
-            return
+            return None
         leo = partition.log.log_end_offset
         try:
             backoff = partition.on_epoch_answer(ask, answer)
         except Exception:
             self._failed(partition, "an OffsetForLeaderEpoch answer")
-            return
+            return None
         if backoff is not None:
             self.back_off(key, backoff.error)
-        elif partition.log.log_end_offset < leo:
-            log.info("%s-%d: truncated to %d by leader epoch (LEO was %d)", *key, partition.log.log_end_offset, leo)
+        return leo if partition.log.log_end_offset < leo else None
 
     def still_fetching(self, round_: FetchRound) -> list[Partition]:
         """The round's fetching partitions that still follow this leader (after its truncations)."""
@@ -116,7 +116,7 @@ class FetcherCore:
         session error (the next request is full) nor after an error every partition got (each
         backs off)."""
         if not self.session.on_answer(error, session_id):
-            log.info("fetch session with broker %d: error %d; fetching every partition again", self.leader_id, error)
+            log.debug("fetch session with broker %d: error %d; fetching every partition again", self.leader_id, error)
             return False
         if error:
             for p in partitions:

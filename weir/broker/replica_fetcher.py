@@ -19,6 +19,7 @@ from ..protocol.versions import ApiKey
 from ..replication.follower import Backoff
 from ..replication.partition import Partition
 from ..replication.truncation import EpochEndOffset
+from .fetch_session_handler import SESSION_ERRORS
 from .fetcher_core import FetcherCore, FetchRound
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,12 @@ class ReplicaFetcher:
             "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()]})
         for topic in response.topics:
             for r in topic.partitions:
-                self.core.on_epoch_answer(round_, (topic.topic, r.partition), EpochEndOffset(
-                    error_code(r.error_code), r.leader_epoch, r.end_offset))
+                key = (topic.topic, r.partition)
+                leo = self.core.on_epoch_answer(round_, key, EpochEndOffset(error_code(r.error_code), r.leader_epoch,
+                                                                            r.end_offset))
+                if leo is not None:
+                    log.info("%s-%d: truncated to %d by leader epoch (LEO was %d)", *key,
+                             self.core.partitions[key].log.log_end_offset, leo)
 
     async def _fetch(self, conn: BrokerConnection, round_: FetchRound) -> None:
         config = self.manager.config
@@ -130,6 +135,9 @@ class ReplicaFetcher:
         answer = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30,
                                     decode=decode_follower_fetch_response)
         if not self.core.on_fetch_answer(partitions, answer.error_code, answer.session_id):
+            if answer.error_code in SESSION_ERRORS:
+                log.info("fetch session with broker %d: error %d; fetching every partition again", self.leader_id,
+                         answer.error_code)
             return
         now_ms = _now_ms()
         for topic_id, answered in answer.topics:

@@ -317,11 +317,14 @@ class LeaderPartition:
         return True
 
     def _regressed(self, follower: FollowerReplica, fetch_offset: int) -> bool:
-        """An ISR member fetching below the LEO it already showed us restarted without its tail (a
-        new incarnation, KIP-903's case). Its lower LEO must not count while it is in the ISR (the
-        HW would sit above a member's log): it is refused until it has left the ISR, by our shrink
-        or by the controller seeing it bounce."""
-        return follower.broker_id in self.maximal_isr and fetch_offset < follower.log_end_offset
+        """An ISR member fetching below the LEO it already showed us, or below the HW, restarted
+        without its tail (a new incarnation that lost unflushed records, KIP-903's case): every
+        member held every record below the HW when it was set, and truncation never cuts below it.
+        The second test is the one a new leadership has, which has seen no LEO of it yet. Its
+        lower LEO must not count while it is in the ISR (the HW would sit above a member's log): it
+        is refused until it has left the ISR, by our shrink or by the controller seeing it bounce."""
+        return follower.broker_id in self.maximal_isr and (fetch_offset < follower.log_end_offset
+                                                           or fetch_offset < self.high_watermark)
 
     def on_isr_change_result(self, result: IsrChangeAccepted | IsrChangeRejected, now_ms: int) -> IsrChangeOutcome:
         """The controller's answer to the proposal in flight."""

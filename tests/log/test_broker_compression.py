@@ -76,3 +76,30 @@ def test_a_batch_too_large_once_recompressed_is_refused():
     with pytest.raises(KafkaError) as refused:
         validate_produced_batch(batch, ValidationConfig(plain_size - 1, compression=CODEC_NONE), NOW)
     assert refused.value.code == ErrorCode.message_too_large
+
+
+def zstd_frames(checksum=True) -> bytes:
+    import zstandard
+    return zstandard.ZstdCompressor(write_checksum=checksum).compress(encode_batch([b"v%d" % i for i in range(3)])[61:])
+
+
+@pytest.mark.parametrize("damage", ["checksum cut short", "checksum flag without a checksum", "a truncated second frame",
+                                    "bytes after the frame"])
+def test_a_zstd_batch_that_consumers_cannot_decompress_is_refused(damage):
+    """Found by the produce fuzzer (seed 3271594954): such a batch was stored, its records walked
+    fine, and librdkafka then failed every read of it (_BAD_COMPRESSION: Invalid compressed
+    data), stopping every consumer of the partition there. libzstd's ZSTD_decompress and zstd-jni
+    refuse a frame that is not whole; so does the broker now, as INVALID_RECORD (as any records
+    section it cannot decompress)."""
+    frame = zstd_frames()
+    payload = {"checksum cut short": frame[:-2],
+               "checksum flag without a checksum": bytes([*frame[:4], frame[4] | 0x04]) + zstd_frames(checksum=False)[5:],
+               "a truncated second frame": frame + frame[:12],
+               "bytes after the frame": frame + b"\x28\xb5"}[damage]
+    with pytest.raises(KafkaError) as refused:
+        validate_produced_batch(raw_batch(payload, 3, attributes=CODEC_ZSTD), ValidationConfig(1 << 20), NOW)
+    assert refused.value.code == ErrorCode.invalid_record
+    section = encode_batch([b"v%d" % i for i in range(3)])[61:]
+    two_frames = COMPRESS[CODEC_ZSTD](section[:10]) + COMPRESS[CODEC_ZSTD](section[10:])
+    whole = validate_produced_batch(raw_batch(two_frames, 3, attributes=CODEC_ZSTD), ValidationConfig(1 << 20), NOW)
+    assert whole.header.record_count == 3, "whole frames one after another are one records section"

@@ -115,14 +115,29 @@ def _unlz4(payload: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
+_ZSTD_FEED = 512  # input bytes per step: at most 128 blocks of at most 128 KiB each come out of it
+
+
 def _unzstd(payload: bytes, max_bytes: int) -> bytes:
+    """Every frame whole, as libzstd's ZSTD_decompress (librdkafka's) and zstd-jni (Java's) demand:
+    a truncated frame, a missing or wrong checksum, or bytes after the last frame are refused, not
+    stored for consumers that cannot read them. The input goes in small steps so a bomb stops
+    near max_bytes."""
     import zstandard
-    reader = zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=True)
+    decompressor = zstandard.ZstdDecompressor()
     out = bytearray()
-    while chunk := reader.read(min(_CHUNK, max_bytes + 1 - len(out))):
-        out += chunk
-        if len(out) > max_bytes:
-            raise _too_large(max_bytes)
+    view = memoryview(payload)
+    while view:
+        frame = decompressor.decompressobj()
+        fed = 0
+        while not frame.eof and fed < len(view):
+            out += frame.decompress(view[fed:fed + _ZSTD_FEED])
+            fed += _ZSTD_FEED
+            if len(out) > max_bytes:
+                raise _too_large(max_bytes)
+        if not frame.eof:
+            raise DecompressionError("truncated zstd frame")
+        view = view[min(fed, len(view)) - len(frame.unused_data):]  # the next frame
     return bytes(out)
 
 

@@ -412,3 +412,18 @@ def test_a_follower_that_stops_holding_the_hw_back_releases_it():
     leader.on_leader_append(40, T0 + LAG + 3)
     assert leader.high_watermark == 30  # waits for 2 again
     assert leader.on_live_brokers(frozenset({1}), T0 + LAG + 4) and leader.high_watermark == 40  # 2 is gone
+
+
+def test_a_replica_a_reassignment_adds_can_fetch_though_its_state_came_first():
+    """Found by a weir sim soak (reassign seed 702731): the leader took the reassignment's state
+    while its view still had the old assignment, and the only states after it were its own ISR
+    changes, stale by then; replica 4 was refused for good and the reassignment never ended. A
+    stale state's replicas are now taken, unless they drop an ISR member (that waits for a state
+    that removes it from the ISR first)."""
+    leader = make_leader(leo=10, hw=10)
+    assert leader.on_follower_fetch(4, 0, T0).error == ErrorCode.not_leader_or_follower
+    assert not leader.on_partition_state(5, 10, frozenset({1, 2, 3}), (1, 2, 3, 4), T0, MemoryEpochCache())
+    assert leader.on_follower_fetch(4, 10, T0).error == ErrorCode.none
+    leader.on_partition_state(5, 10, frozenset({1, 2, 3}), (1, 2, 4), T0, MemoryEpochCache())
+    assert leader.replicas == (1, 2, 3, 4), "3 is in the ISR: not dropped by a stale state"
+    leader.check_invariants()

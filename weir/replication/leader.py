@@ -348,14 +348,18 @@ class LeaderPartition:
                            replicas: tuple[int, ...], now_ms: int, epochs: LeaderEpochHistory) -> bool:
         """New partition state from the controller in which we are still the leader (the shell
         handles "now a follower" by dropping this object and building a FollowerPartition).
-        Stale states are ignored. A new leader epoch is a new leadership: the epoch starts at our
-        LEO and follower positions are forgotten. Returns whether the HW moved."""
+        Stale states are ignored, but for the replicas they come with: the assignment, read apart
+        from the states, may name new ones after the state that went with it was taken (then our
+        own ISR changes make every later state stale, and a replica a reassignment adds could
+        never fetch). A new leader epoch is a new leadership: the epoch starts at our LEO and
+        follower positions are forgotten. Returns whether the HW moved."""
         assert self.broker_id in replicas and self.broker_id in isr
         if leader_epoch < self.leader_epoch or (
                 leader_epoch == self.leader_epoch and partition_epoch <= self.partition_epoch):
+            if tuple(replicas) != self.replicas and self.maximal_isr <= set(replicas):
+                self._take_replicas(replicas)
             return False
-        self.replicas = tuple(replicas)
-        self.followers = {r: self.followers.get(r, FollowerReplica(r)) for r in replicas if r != self.broker_id}
+        self._take_replicas(replicas)
         if leader_epoch > self.leader_epoch:
             epochs.assign(leader_epoch, self.log_end_offset)
             self.leader_epoch = leader_epoch
@@ -365,6 +369,10 @@ class LeaderPartition:
         self.awaiting_metadata = False
         self._commit_isr(frozenset(isr), partition_epoch)
         return self.maybe_increment_high_watermark(now_ms)
+
+    def _take_replicas(self, replicas: tuple[int, ...]) -> None:
+        self.replicas = tuple(replicas)
+        self.followers = {r: self.followers.get(r, FollowerReplica(r)) for r in replicas if r != self.broker_id}
 
     def _commit_isr(self, isr: frozenset[int], partition_epoch: int) -> None:
         assert self.broker_id in isr, "a leader must be in its ISR"

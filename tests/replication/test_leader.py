@@ -269,12 +269,7 @@ def test_a_member_that_comes_back_without_its_tail_is_refused_until_it_leaves_th
     assert leader.high_watermark == 10
     assert leader.on_follower_fetch(3, 4, T0 + 1, broker_epoch=70).error == ErrorCode.not_leader_or_follower
     leader.on_leader_append(12, T0)
-    leader.on_follower_fetch(2, 12, T0 + LAG, broker_epoch=50)
-    proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
-    assert proposal.new_isr == {1, 2}
-    accept(leader, proposal)
-    assert leader.on_follower_fetch(3, 4, T0 + LAG + 2, broker_epoch=70).error == ErrorCode.none
-    leader.check_invariants()
+    shrunk_then_taken(leader, leo=12, refused_offset=4)
 
 
 def test_a_member_below_the_hw_of_a_new_leadership_is_refused_until_it_leaves_the_isr():
@@ -286,11 +281,17 @@ def test_a_member_below_the_hw_of_a_new_leadership_is_refused_until_it_leaves_th
     assert leader.on_follower_fetch(3, 36, T0, broker_epoch=70).error == ErrorCode.not_leader_or_follower
     leader.check_invariants()
     assert leader.on_follower_fetch(2, 43, T0, broker_epoch=50).error == ErrorCode.none, "at the HW is fine"
-    leader.on_follower_fetch(2, 50, T0 + LAG, broker_epoch=50)
+    shrunk_then_taken(leader, leo=50, refused_offset=36)
+
+
+def shrunk_then_taken(leader, leo: int, refused_offset: int) -> None:
+    """Replica 2 keeps up to `leo` and replica 3 does not fetch: the shrink takes 3 out of the ISR,
+    and then its fetch at `refused_offset` is taken."""
+    leader.on_follower_fetch(2, leo, T0 + LAG, broker_epoch=50)
     proposal = leader.maybe_shrink_isr(T0 + LAG + 1)
     assert proposal.new_isr == {1, 2}
     accept(leader, proposal)
-    assert leader.on_follower_fetch(3, 36, T0 + LAG + 2, broker_epoch=70).error == ErrorCode.none
+    assert leader.on_follower_fetch(3, refused_offset, T0 + LAG + 2, broker_epoch=70).error == ErrorCode.none
     leader.check_invariants()
 
 

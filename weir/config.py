@@ -146,7 +146,8 @@ SETTINGS = {s.name: s for s in [
     Setting("leader.imbalance.check.interval.seconds", int, 300, "How often leader balance is checked."),
     Setting("controlled.shutdown.enable", bool, True, "Move leadership away before shutting down."),
     Setting("controlled.shutdown.max.retries", int, 3,
-            "Failed controlled-shutdown requests before the broker stops without one (Kafka makes this many attempts)."),
+            "Failed controlled-shutdown requests before the broker stops without one "
+            "(Kafka makes this many attempts)."),
     Setting("controlled.shutdown.retry.backoff.ms", int, 5000,
             "Wait before asking again for a controlled shutdown whose request failed."),
     # consumer groups (weir.groups)

@@ -91,9 +91,9 @@ def test_a_zstd_batch_that_consumers_cannot_decompress_is_refused(damage):
     data), stopping every consumer of the partition there. libzstd's ZSTD_decompress and zstd-jni
     refuse a frame that is not whole; so does the broker now, as INVALID_RECORD (as any records
     section it cannot decompress)."""
-    frame = zstd_frames()
+    frame, unchecked = zstd_frames(), zstd_frames(checksum=False)
     payload = {"checksum cut short": frame[:-2],
-               "checksum flag without a checksum": bytes([*frame[:4], frame[4] | 0x04]) + zstd_frames(checksum=False)[5:],
+               "checksum flag without a checksum": bytes([*unchecked[:4], unchecked[4] | 0x04]) + unchecked[5:],
                "a truncated second frame": frame + frame[:12],
                "bytes after the frame": frame + b"\x28\xb5"}[damage]
     with pytest.raises(KafkaError) as refused:

@@ -4,8 +4,9 @@ The controller's decisions arrive as a `ClusterView` (kept current from ZooKeepe
 `apply_view` turns them into partition roles through `HostedPartitions`, whose rules weir sim's
 broker runs too; this class supplies its logs on disk and carries out the effects. Produce,
 consumer fetches, follower fetches and timers arrive from the shell; the rules they trigger are in
-`weir.replication`. What this class adds is bookkeeping: parked acks=all produces as futures, long-polling fetches, the ISR changes
-waiting to be sent to the controller, and the high-watermark checkpoint.
+`weir.replication`. What this class adds is bookkeeping: parked acks=all produces as futures,
+long-polling fetches, the ISR changes waiting to be sent to the controller, and the high-watermark
+checkpoint.
 """
 
 import asyncio

@@ -25,9 +25,10 @@ class ShutdownWait:
 
     def next_step(self, partitions: Iterable, registration: int | None, now: float) -> str:
         """MOVED when no partition hosted here awaits a handover (Partition.awaits_leadership_handover),
-        TIMED_OUT at the deadline, GAVE_UP after `max_attempts` failed requests; ASK when registered (`registration`; None: not now) in a session
-        no standing request was made in (none was, it failed, or it went with an earlier session),
-        once any retry backoff is over; else WAIT, until `next_check` at the latest."""
+        TIMED_OUT at the deadline, GAVE_UP after `max_attempts` failed requests; ASK when registered
+        (`registration`; None: not now) in a session no standing request was made in (none was, it
+        failed, or it went with an earlier session), once any retry backoff is over; else WAIT,
+        until `next_check` at the latest."""
         if not any(p.awaits_leadership_handover() for p in partitions):
             return MOVED
         if now >= self.deadline:

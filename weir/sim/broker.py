@@ -286,7 +286,8 @@ class SimBroker:
 
     def open_partition(self, topic: str, index: int, now_ms: int) -> Partition:
         key = (topic, index)
-        partition = Partition(self.id, topic, index, self.logs.setdefault(key, MemoryLog()), self.hw_checkpoint.get(key, 0))
+        log = self.logs.setdefault(key, MemoryLog())
+        partition = Partition(self.id, topic, index, log, self.hw_checkpoint.get(key, 0))
         partition.load_producers(None)
         return partition
 

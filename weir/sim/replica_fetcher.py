@@ -54,8 +54,9 @@ class LeaderFetcher:
         else:
             questions = [(p.key, round_.asks[p.key].current_leader_epoch, round_.asks[p.key].leader_epoch)
                          for p in round_.truncating]
-            broker.request(self.leader_id, "ofle", (questions,), lambda answers: self._on_epoch_answers(round_, answers),
-                           self.settings.fetch_timeout_ms, self._retry)
+            broker.request(self.leader_id, "ofle", (questions,),
+                           lambda answers: self._on_epoch_answers(round_, answers), self.settings.fetch_timeout_ms,
+                           self._retry)
 
     def _on_epoch_answers(self, round_: FetchRound, answers) -> None:
         for key, answer in answers:

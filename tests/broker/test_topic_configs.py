@@ -2,6 +2,8 @@
 topic gets (override, broker properties, default), DescribeConfigs' sources and synonyms, and what
 the broker makes of them (log settings, produce validation)."""
 
+import uuid
+
 import pytest
 
 from weir.broker import topic_configs
@@ -9,7 +11,7 @@ from weir.broker.replica_manager import ReplicaManager
 from weir.broker.topic_configs import (DYNAMIC_TOPIC_CONFIG, ConfigType, Synonym, describe, timestamp_bounds,
                                        validate_topic_configs)
 from weir.config import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, BrokerConfig, ConfigError
-from weir.coordination.model import ClusterView
+from weir.coordination.model import ClusterView, TopicAssignment
 from weir.protocol.compression import CODEC_GZIP, CODEC_ZSTD
 from weir.protocol.errors import ErrorCode, KafkaError
 
@@ -197,3 +199,13 @@ def test_produce_validation_takes_compression_and_timestamp_bounds(tmp_path):
     assert (other.compression, other.compression_level) == (CODEC_GZIP, -1)
     manager.view = ClusterView(topic_configs={"t": {"compression.type": "producer"}})
     assert manager.validation_config("t").compression is None
+
+
+def test_a_deleted_topics_settings_are_forgotten(tmp_path):
+    """A broker whose topics come and go keeps the settings of the live ones only."""
+    manager = replica_manager(tmp_path, {"max.message.bytes": "2000"})
+    manager.apply_view(ClusterView(topics={"t": TopicAssignment("t", uuid.uuid4(), {0: (7,)})},
+                                   topic_configs={"t": {"max.message.bytes": "2000"}}), 0)
+    assert manager.validation_config("t").max_message_bytes == 2000
+    manager.apply_view(ClusterView(), 0)
+    assert not manager._topic_settings and not manager._validation_configs

@@ -1,4 +1,5 @@
-"""Sends the leaders' ISR changes to the controller (AlterPartition) and feeds back the answers."""
+"""Sends the leaders' ISR changes to the controller (AlterPartition) and feeds back the answers:
+the I/O around the outbox's rules (isr_outbox.py)."""
 
 import asyncio
 import logging
@@ -13,34 +14,41 @@ from .replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_VERSION = 3  # members with their broker epochs (KIP-903)
-RETRY_BACKOFF_S = 0.1
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
 
 
 async def send_isr_changes(replicas: ReplicaManager, connect) -> None:
-    """Forever: drain the outbox into AlterPartition requests to the current controller.
-
-    `connect(broker_id)` gives a (cached) BrokerConnection. Refused or unreachable requests go
-    back to the outbox and are retried after a short backoff, against whoever is controller then.
-    """
+    """Forever: send what the outbox has due to the current controller, one request at a time.
+    `connect(broker_id)` gives a (cached) BrokerConnection."""
+    outbox = replicas.isr_outbox
     while True:
-        await replicas.isr_outbox_ready.wait()
-        replicas.isr_outbox_ready.clear()
-        batch = dict(replicas.isr_outbox)
-        replicas.isr_outbox.clear()
-        if not batch:
+        batch = outbox.take(_monotonic_ms())
+        if batch is None:
+            wake_at = outbox.wake_at()
+            try:
+                async with asyncio.timeout(None if wake_at is None else max(0.0, wake_at - _monotonic_ms()) / 1000):
+                    await replicas.isr_outbox_ready.wait()
+            except TimeoutError:
+                pass
+            replicas.isr_outbox_ready.clear()
             continue
         try:
-            await _send(replicas, connect, batch)
+            answers = await _send(replicas, connect, batch)
         except (ClientError, OSError) as e:
             log.info("AlterPartition to controller %d failed: %s", replicas.view.controller_id, e)
-            for key, proposal in batch.items():
-                replicas.isr_outbox.setdefault(key, proposal)
-        if replicas.isr_outbox:
-            await asyncio.sleep(RETRY_BACKOFF_S)
-            replicas.isr_outbox_ready.set()
+            outbox.failed(_monotonic_ms())
+            continue
+        outbox.answered(answers.keys(), _monotonic_ms())
+        now_ms = int(time.time() * 1000)
+        for key, result in answers.items():
+            replicas.on_isr_change_result(key, batch[key], result, now_ms)
 
 
-async def _send(replicas: ReplicaManager, connect, batch: dict) -> None:
+async def _send(replicas: ReplicaManager, connect, batch: dict) -> dict:
+    """One AlterPartition request: the answers, by partition, to those of `batch` it answered."""
     topics: dict[str, list] = {}
     for (topic, index), proposal in batch.items():
         epochs = dict(proposal.broker_epochs)
@@ -56,13 +64,11 @@ async def _send(replicas: ReplicaManager, connect, batch: dict) -> None:
         "topics": [{"topic_id": ids[t], "partitions": parts} for t, parts in topics.items() if t in ids]})
     if response.error_code:
         raise ClientError(f"AlterPartition refused: {ErrorCode(response.error_code).name}")
-    now_ms = int(time.time() * 1000)
+    answers = {}
     for t in response.topics:
         for p in t.partitions:
             key = (replicas.view.topic_name(t.topic_id), p.partition_index)
-            proposal = batch.get(key)
-            if proposal is None:
-                continue
-            result = (IsrChangeRejected(ErrorCode(p.error_code)) if p.error_code else
-                      IsrChangeAccepted(p.leader_epoch, p.partition_epoch, frozenset(p.isr)))
-            replicas.on_isr_change_result(key, proposal, result, now_ms)
+            if key in batch:
+                answers[key] = (IsrChangeRejected(ErrorCode(p.error_code)) if p.error_code else
+                                IsrChangeAccepted(p.leader_epoch, p.partition_epoch, frozenset(p.isr)))
+    return answers

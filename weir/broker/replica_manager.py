@@ -12,6 +12,7 @@ checkpoint.
 import asyncio
 import itertools
 import logging
+import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -29,6 +30,7 @@ from ..replication.produce_purgatory import ProduceCompletion
 from ..transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
 from . import topic_configs
 from .hosted_partitions import HostedPartitions
+from .isr_outbox import IsrOutbox
 from .replication_quota import ReplicationQuota, is_throttled
 from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
 from .metrics import BrokerMetrics
@@ -75,7 +77,7 @@ class ReplicaManager:
         self._produce_futures: dict[int, asyncio.Future] = {}
         self._produce_keys = itertools.count()
         self._parking: set[Partition] = set()  # the expiry timer's round: those that may hold parked produces
-        self.isr_outbox: dict[tuple[str, int], AlterPartitionProposal] = {}
+        self.isr_outbox = IsrOutbox()  # its clock: monotonic milliseconds
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles
         # Set by the server (the group coordinator's complete_transaction): a transaction marker
@@ -169,6 +171,9 @@ class ReplicaManager:
         if keys is None:
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
+            for cache in (self._topic_settings, self._validation_configs):  # deleted topics' settings
+                for name in cache.keys() - view.topics.keys():
+                    del cache[name]
             # Reassigned away, perhaps while this broker was down (then only on disk).
             for key in self.hosting.drop_assigned_elsewhere(view.topics, self.logs.partitions_on_disk()):
                 log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
@@ -227,12 +232,12 @@ class ReplicaManager:
                 future.set_result(completion.error)
 
     def role_changed(self, partition: Partition) -> None:
-        self.isr_outbox.pop(partition.key, None)
+        self.isr_outbox.withdraw(partition.key)
         self.on_role_change(partition)
 
     def send_isr_change(self, partition: Partition, proposal: AlterPartitionProposal) -> None:
         log.debug("%s-%d: proposing ISR %s", *partition.key, sorted(proposal.new_isr))
-        self.isr_outbox[partition.key] = proposal
+        self.isr_outbox.submit(partition.key, proposal, time.monotonic() * 1000)
         self.isr_outbox_ready.set()
 
     def _drop_topic(self, name: str) -> None:

@@ -4,8 +4,8 @@ Every decision about a partition is weir.replication.partition.Partition's, and 
 controller's decisions do to the hosted replicas is weir.broker.hosted_partitions', as in the real
 broker; this file (ReplicaManager's part) only supplies memory logs, carries messages, timers and
 process life, and the modules beside it mirror the real shell's: apis.py (Produce, Fetch,
-OffsetForLeaderEpoch), replica_fetcher.py (around production's FetcherCore), isr_sender.py,
-watcher.py (metadata and the controller election), zk_session.py (the ZooKeeper client),
+OffsetForLeaderEpoch), replica_fetcher.py (around production's FetcherCore), isr_sender.py
+(around production's IsrOutbox), watcher.py (metadata and the controller election), zk_session.py (the ZooKeeper client),
 controller.py (the controller's shell, around the real event handlers).
 Process state is lost on a crash; the logs (minus what was not flushed, if the crash loses it) and
 the HW checkpoint survive.
@@ -342,7 +342,7 @@ class SimBroker:
             if self.controller is not None:
                 self.controller.on_alter_partition(src, rid, *args)
             else:
-                self.send(src, ("alter_resp", rid, ErrorCode.not_controller, None))
+                self.send(src, ("alter_resp", rid, ErrorCode.not_controller, {}))
         elif kind.endswith("_resp"):
             entry = self.pending.pop(rid, None)
             if entry is not None:

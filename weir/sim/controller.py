@@ -72,10 +72,10 @@ class SimController:
         """The child watch on CONTROLLED_SHUTDOWN_PATH fired (ControllerService._on_shutdown_requests)."""
         self.enqueue(("rewatch_shutdowns",))
 
-    def on_alter_partition(self, src, rid, key, leader_id, broker_epoch, proposal) -> None:
-        item = (*key, proposal.leader_epoch, proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
-                dict(proposal.broker_epochs))
-        self.enqueue(("alter_partition", leader_id, broker_epoch, [item], (src, rid, key)))
+    def on_alter_partition(self, src, rid, leader_id, broker_epoch, proposals) -> None:
+        items = [(*key, proposal.leader_epoch, proposal.partition_epoch, tuple(sorted(proposal.new_isr)),
+                  dict(proposal.broker_epochs)) for key, proposal in proposals.items()]
+        self.enqueue(("alter_partition", leader_id, broker_epoch, items, (src, rid)))
 
     # ----- the event queue (ControllerService._run)
 
@@ -145,16 +145,15 @@ class SimController:
         if event[0] == "reassign":
             self.broker.trace(f"reassignment answered {[(k, code.name) for k, (code, _) in sorted(answer.items())]}")
         if event[0] == "alter_partition":
-            src, rid, key = event[4]
-            error, answers = answer
-            self.broker.send(src, ("alter_resp", rid, *(answers[key] if not error else (error, None))))
+            self.broker.send(event[4][0], ("alter_resp", event[4][1], *answer))
         self.busy = False
         self._next()
 
     def _fail(self, event) -> None:
-        if event[0] == "alter_partition":
-            src, rid, _ = event[4]
-            self.broker.send(src, ("alter_resp", rid, ErrorCode.request_timed_out, None))
+        if event[0] == "alter_partition":  # the outcome is unknown: the leader retries (admin_apis)
+            self.broker.send(event[4][0], ("alter_resp", event[4][1], ErrorCode.none,
+                                           {(topic, p): (ErrorCode.request_timed_out, None)
+                                            for topic, p, *_ in event[3]}))
         elif event[0] == "metadata" or (event[0] == "elected" and self.core is None):
             self.broker.later(RETRY_MS, self.enqueue, event)
         self.busy = False

@@ -1,56 +1,64 @@
-"""A simulated broker's AlterPartition sender (weir/broker/isr_sender.py in production): each
-leader's latest ISR proposal goes to the controller until it is answered; no answer → sent again,
-NOT_CONTROLLER or no controller → sent again later to whoever is controller then. The partition
-decides what an answer means (and whether to try again).
-"""
+"""A simulated broker's AlterPartition sender (weir/broker/isr_sender.py in production): the
+messages and timers around production's outbox (weir/broker/isr_outbox.py). No controller, no
+answer in time, or a refusal of the whole request: the outbox sends again after its backoff."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.isr_outbox import IsrOutbox
 from weir.coordination.model import NO_LEADER
 from weir.replication.leader import IsrChangeAccepted, IsrChangeRejected
-
-RETRY_MS = 100
 
 
 class SimIsrSender:
     def __init__(self, broker) -> None:
         self.broker = broker
-        self.outbox: dict = {}
+        self.outbox = IsrOutbox()
+        self._woken_at: float | None = None  # the pending timer's time
 
     def submit(self, key, proposal) -> None:
-        self.outbox[key] = proposal
-        self._send(key, proposal)
+        self.outbox.submit(key, proposal, self.broker.now)
+        self._send()
 
     def withdraw(self, key) -> None:
-        self.outbox.pop(key, None)
+        self.outbox.withdraw(key)
 
-    def _send(self, key, proposal) -> None:
+    def _send(self) -> None:
         broker = self.broker
-        timeout_ms = broker.settings.alter_partition_timeout_ms
-        if self.outbox.get(key) is not proposal:
+        batch = self.outbox.take(broker.now)
+        if batch is None:
+            self._wake()
             return
         if broker.controller_id == NO_LEADER:
-            broker.later(timeout_ms, self._send, key, proposal)
+            self._answered(ErrorCode.not_controller, {})
             return
-        broker.request(broker.controller_id, "alter", (key, broker.id, broker.zk.registration_zxid, proposal),
-                       lambda error, state: self._answered(key, proposal, error, state), timeout_ms,
-                       lambda: self._send(key, proposal))
+        broker.request(broker.controller_id, "alter", (broker.id, broker.zk.registration_zxid, batch),
+                       self._answered, broker.settings.alter_partition_timeout_ms,
+                       lambda: self._answered(ErrorCode.request_timed_out, {}))
 
-    def _answered(self, key, proposal, error, state) -> None:
+    def _answered(self, error, answers) -> None:
         broker = self.broker
-        partition = broker.partitions.get(key)
-        if error == ErrorCode.not_controller or partition is None:
-            broker.later(RETRY_MS, self._send, key, proposal)
-            return
-        if self.outbox.get(key) is proposal:
-            del self.outbox[key]
-        result = (IsrChangeRejected(error) if error else
-                  IsrChangeAccepted(state.leader_epoch, state.partition_epoch, frozenset(state.isr)))
-        effects = partition.on_isr_change_result(proposal, result, broker.now)
-        if effects.isr_proposal is not None:  # a retry, after a backoff
-            self.outbox[key] = effects.isr_proposal
-            broker.later(RETRY_MS, self._send, key, effects.isr_proposal)
-            effects.isr_proposal = None
-        broker.act(partition, effects)
+        if error:
+            self.outbox.failed(broker.now)
+        else:
+            batch = self.outbox.answered(answers.keys(), broker.now)
+            for key, (code, state) in answers.items():
+                partition = broker.partitions.get(key)
+                if partition is not None:
+                    result = (IsrChangeRejected(code) if code else
+                              IsrChangeAccepted(state.leader_epoch, state.partition_epoch, frozenset(state.isr)))
+                    broker.act(partition, partition.on_isr_change_result(batch[key], result, broker.now))
+        self._send()
+
+    def _wake(self) -> None:
+        """A timer for the outbox's next due proposal, unless one comes sooner."""
+        wake_at = self.outbox.wake_at()
+        if self.outbox.in_flight is None and wake_at is not None and (
+                self._woken_at is None or wake_at < self._woken_at):
+            self._woken_at = wake_at
+            self.broker.later(wake_at - self.broker.now, self._timer)
+
+    def _timer(self) -> None:
+        self._woken_at = None
+        self._send()

@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from weir.controller import ControllerConfig
-from weir.controller.events import (ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments,
-                                   WriteStates, run_handler)
+from weir.controller.events import (READ_AGAIN, ControllerEvents, CreateStates, ReadCluster, ReadShutdownRequests,
+                                   ReadStates, WriteAssignments, WriteStates, run_handler)
 from weir.coordination.model import ClusterView, PartitionState, TopicAssignment
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 from weir.protocol.errors import ErrorCode
@@ -37,6 +37,7 @@ class Store:
         self.live, self.epochs = live, epochs or {b: 1 for b in live}
         self.fail_next = self.lands = self.fence = False
         self.ops: list = []
+        self.shutdown_requests: list[str] | None = []  # None: the read fails
 
     def view(self) -> ClusterView:
         return ClusterView(brokers=brokers(*self.live), broker_epochs=dict(self.epochs), topics=dict(self.topics),
@@ -56,6 +57,10 @@ class Store:
             return self.view()
         if isinstance(op, ReadStates):
             return {key: self.states.get(key) for key in op.keys}
+        if isinstance(op, ReadShutdownRequests):
+            if self.shutdown_requests is None:
+                raise ConnectionLost()
+            return self.shutdown_requests
         if self.fence:
             raise ControllerFenced("a newer controller")
         if self.fail_next:
@@ -158,3 +163,14 @@ def test_a_dynamic_unclean_election_default_revives_offline_partitions():
     assert store.states[KEY].leader == -1
     drive(store, events.handle("controller_config", ControllerConfig(unclean_leader_election_enable=True)))
     assert store.states[KEY].leader in (2, 3)
+
+
+def test_the_brokers_asking_for_controlled_shutdown_are_those_not_shutting_down_yet():
+    store = Store({"t": {0: (1, 2, 3)}})
+    events = elected(store)
+    store.shutdown_requests = ["3", "2", "lock"]  # not a broker id: left alone
+    assert drive(store, events.shutdown_requests()) == [2, 3]
+    drive(store, events.handle("controlled_shutdown", 2))
+    assert drive(store, events.shutdown_requests()) == [3]
+    store.shutdown_requests = None  # the read armed no watch: the shell reads again later
+    assert drive(store, events.shutdown_requests()) == READ_AGAIN

@@ -14,8 +14,9 @@ import logging
 
 from ..config import BrokerConfig
 from ..controller.decisions import FIRST_LEADER_BALANCE_CHECK_S, ControllerConfig, ControllerCore, StateChange
-from ..controller.events import (ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments,
-                                 WriteStates, run_handler)
+from ..controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates,
+                                 ReadCluster, ReadShutdownRequests, ReadStates, WriteAssignments, WriteStates,
+                                 run_handler)
 from ..coordination.model import PartitionState
 from ..coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from ..coordination.zk_metadata import ControllerFenced, ZkMetadataStore
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 
 STARTUP_WAIT_S = 15  # at most this long for the first election, its writes, and our watcher to see them
 SHELL_EVENTS = ("elect", "rewatch_shutdowns")
-SHUTDOWN_REQUESTS_RETRY_S = 1.0
 
 
 class ControllerService:
@@ -159,6 +159,11 @@ class ControllerService:
             return await self.store.write_partition_states(list(op.changes))
         if isinstance(op, WriteAssignments):
             return await self.store.write_assignments(op.assignments)
+        if isinstance(op, ReadShutdownRequests):
+            client = self.store.client
+            await self.store.session.wait(client.ensure_path_async(CONTROLLED_SHUTDOWN_PATH))
+            return await self.store.session.wait(client.get_children_async(CONTROLLED_SHUTDOWN_PATH,
+                                                                           watch=self._shutdown_watch))
         raise TypeError(f"not a store operation: {op!r}")
 
     # -- election --------------------------------------------------------------------------
@@ -207,20 +212,12 @@ class ControllerService:
     # -- controlled shutdown requests ----------------------------------------------------------
 
     async def _watch_shutdown_requests(self) -> None:
-        """Read the requests, arming the watch again. A read that failed armed nothing, so no
-        later request would be seen: it is tried again."""
-        client = self.store.client
-        try:
-            await self.store.session.wait(client.ensure_path_async(CONTROLLED_SHUTDOWN_PATH))
-            children = await self.store.session.wait(
-                client.get_children_async(CONTROLLED_SHUTDOWN_PATH, watch=self._shutdown_watch))
-        except Exception as e:
-            log.warning("controller: cannot read the controlled shutdown requests (%r); trying again", e)
-            asyncio.get_running_loop().call_later(SHUTDOWN_REQUESTS_RETRY_S, self._on_shutdown_requests, None)
+        answer = await run_handler(self.events.shutdown_requests(), self._execute)
+        if answer == READ_AGAIN:
+            asyncio.get_running_loop().call_later(SHUTDOWN_REQUESTS_RETRY_MS / 1000, self._on_shutdown_requests, None)
             return
-        for child in children:
-            if child.isdigit() and int(child) not in self.core.shutting_down:
-                self._events.put_nowait(("controlled_shutdown", (int(child),), None))
+        for broker in answer:
+            self._events.put_nowait(("controlled_shutdown", (broker,), None))
 
     def _on_shutdown_requests(self, event) -> None:
         if self.active:

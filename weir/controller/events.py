@@ -2,10 +2,10 @@
 against ZooKeeper, the simulator against its model of ZooKeeper.
 
 Every handler is a generator. It yields store operations (ReadCluster, ReadStates, CreateStates,
-WriteStates, WriteAssignments), is sent each one's result, and returns the event's answer. A failed operation is
-thrown into it: ControllerFenced (a newer controller exists: the shell resigns) or anything else
-(the outcome is unknown: the states it was writing stay unconfirmed in the core, and the next
-event reads them back first, `_settle`). The shell runs one handler to its end before the next,
+WriteStates, WriteAssignments, ReadShutdownRequests), is sent each one's result, and returns the
+event's answer. A failed operation is thrown into it: ControllerFenced (a newer controller exists:
+the shell resigns) or anything else (the outcome is unknown: the states it was writing stay
+unconfirmed in the core, and the next event reads them back first, `_settle`). The shell runs one handler to its end before the next,
 like Kafka's controller event thread: each decision builds on the previous ones.
 """
 
@@ -61,7 +61,16 @@ class WriteAssignments:
     assignments: tuple[TopicAssignment, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ReadShutdownRequests:
+    """The brokers' controlled-shutdown requests (the children of CONTROLLED_SHUTDOWN_PATH),
+    arming a watch for their next change → the children's names."""
+
+
 Handler = Generator[Any, Any, Any]
+
+READ_AGAIN = "read again"  # shutdown_requests' answer when its read failed
+SHUTDOWN_REQUESTS_RETRY_MS = 1_000
 
 
 async def run_handler(handler: Handler, execute: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -139,6 +148,20 @@ class ControllerEvents:
 
     def resigned(self) -> None:
         self.core = self._known = None
+
+    def shutdown_requests(self) -> Handler:
+        """Read the controlled-shutdown requests, arming the watch on them again → the brokers to
+        shut down (asking, and not shutting down yet), each an event of its own for the shell to
+        queue. A read that failed armed nothing, so no later request would be seen → READ_AGAIN:
+        the shell reads again after SHUTDOWN_REQUESTS_RETRY_MS."""
+        if self.core is None:  # resigned meanwhile
+            return []
+        try:
+            children = yield ReadShutdownRequests()
+        except Exception as e:  # a read is not fenced
+            log.warning("controller: cannot read the controlled shutdown requests (%r); reading again", e)
+            return READ_AGAIN
+        return [b for b in sorted(int(c) for c in children if c.isdigit()) if b not in self.core.shutting_down]
 
     def handle(self, name: str, *args) -> Handler:
         """An event for the active controller: settle what is unconfirmed, then decide."""

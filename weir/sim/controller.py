@@ -18,7 +18,8 @@ from collections import deque
 from kio.schema.errors import ErrorCode
 
 from weir.controller.decisions import ControllerConfig
-from weir.controller.events import ControllerEvents, CreateStates, ReadCluster, ReadStates, WriteAssignments
+from weir.controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates,
+                                    ReadCluster, ReadShutdownRequests, ReadStates, WriteAssignments)
 from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
 from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
@@ -89,8 +90,8 @@ class SimController:
         if self.active and not self.busy and self.queue:
             self.busy = True
             event = self.queue.popleft()
-            if event[0] == "rewatch_shutdowns" and self.core is not None:  # a shell event, as in ControllerService
-                self._watch_shutdown_requests(event)
+            if event[0] == "rewatch_shutdowns":  # a shell event, as in ControllerService
+                self._step(event, self.events.shutdown_requests(), None, None)
                 return
             if self.core is None and event[0] != "elected":  # not in charge yet: as ControllerService
                 # a reassignment's answer is by partition; one missing is NOT_CONTROLLER (reassignment_apis)
@@ -125,23 +126,14 @@ class SimController:
         """AlterPartitionReassignments from an admin client."""
         self.enqueue(("reassign", targets))
 
-    def _watch_shutdown_requests(self, event) -> None:
-        """ControllerService._watch_shutdown_requests: read the requests, arming the watch again, and
-        queue a controlled shutdown for each broker not shutting down already; a failed read is
-        tried again (it armed nothing)."""
-        def read(status, children) -> None:
-            if status == OK and self.active:
-                for child in sorted(children, key=int):
-                    if int(child) not in self.core.shutting_down:
-                        self.enqueue(("controlled_shutdown", int(child)))
-            elif self.active:  # the watch was not armed: read again
-                self.broker.later(RETRY_MS, self.on_shutdown_requests)
-            self._finish(event, None)
-        self.broker.zk.request("children", CONTROLLED_SHUTDOWN_PATH, True, callback=read)
-
     def _finish(self, event, answer) -> None:
         if event[0] == "elected":  # ControllerService._elect watches the shutdown requests next
             self.queue.appendleft(("rewatch_shutdowns",))
+        if event[0] == "rewatch_shutdowns":  # ControllerService._watch_shutdown_requests
+            if answer == READ_AGAIN:
+                self.broker.later(SHUTDOWN_REQUESTS_RETRY_MS, self.on_shutdown_requests)
+            else:
+                self.queue.extend(("controlled_shutdown", broker) for broker in answer)
         if event[0] == "reassign":
             self.broker.trace(f"reassignment answered {[(k, code.name) for k, (code, _) in sorted(answer.items())]}")
         if event[0] == "alter_partition":
@@ -162,6 +154,10 @@ class SimController:
     # ----- store operations as ZooKeeper requests
 
     def _execute(self, op, answer) -> None:
+        if isinstance(op, ReadShutdownRequests):
+            self.broker.zk.request("children", CONTROLLED_SHUTDOWN_PATH, True, callback=lambda status, children:
+                                   answer(children) if status == OK else answer(None, StoreUnavailable(status)))
+            return
         if isinstance(op, (ReadCluster, ReadStates)):
             def read(status, snapshot):
                 if status != OK:

@@ -210,9 +210,10 @@ class ReplicaManager:
         topic_id = self.view.topics[topic].topic_id
         try:
             plog = self.logs.open_partition(topic, index, topic_id, config, now_ms)
-        except ValueError:  # a stale copy of a deleted topic of the same name
-            log.warning("%s-%d on disk belongs to a deleted topic; removing it", topic, index)
-            self.logs.delete_partition(topic, index)
+        except ValueError as e:  # a copy of a deleted topic of the same name, or a damaged partition.metadata
+            kept = self.logs.set_aside_partition(topic, index)
+            log.warning("%s; moved to %s and kept (a copy of a deleted topic of the same name, or damage: an "
+                        "operator may delete it); the replica starts empty", e, kept)
             plog = self.logs.open_partition(topic, index, topic_id, config, now_ms)
         partition = Partition(self.broker_id, topic, index, plog, self._checkpointed_hw.get((topic, index), 0),
                               transaction_verification=self.config["transaction.partition.verification.enable"])

@@ -35,6 +35,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
 
 
 class TopicPartition(NamedTuple):
@@ -46,11 +47,12 @@ def partition_directory_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def delete_directory_name(tp: TopicPartition) -> str:
-    """Where a partition's directory goes to be deleted, as Kafka's LocalLog.logDeleteDirName: the
-    topic cut short so that the name fits in the 255 bytes a file name may have (a topic name has
-    up to 249 ASCII characters)."""
-    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+def moved_directory_name(tp: TopicPartition, suffix: str) -> str:
+    """Where a partition's directory goes to be deleted (DELETE_SUFFIX) or set aside
+    (STRAY_SUFFIX), as Kafka's LocalLog.logDeleteDirName and logStrayDirName: the topic cut short
+    so that the name fits in the 255 bytes a file name may have (a topic name has up to 249 ASCII
+    characters). Not a partition's name, so never opened as one."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{suffix}"
     return tp.topic[:255 - len(suffix)] + suffix
 
 
@@ -132,7 +134,8 @@ class LogDirectory:
     def open_partition(self, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig | None,
                        now_ms: int) -> PartitionLog:
         """The log of a partition: already open, recovered from disk, or created. A partition on
-        disk under another topic id is a stale copy of a deleted topic: raise ValueError."""
+        disk under another topic id (a copy of a deleted topic of the same name, or a damaged
+        partition.metadata): raise ValueError."""
         tp = TopicPartition(topic, partition)
         assert parse_partition_directory_name(partition_directory_name(topic, partition)) == tp
         if config is not None:
@@ -159,27 +162,41 @@ class LogDirectory:
     def delete_partition(self, topic: str, partition: int) -> None:
         """Remove a partition's log, open or only on disk: rename its directory out of the way (so
         a crash midway leaves nothing that looks like a partition), then delete it."""
-        tp = TopicPartition(topic, partition)
-        log = self.logs.pop(tp, None)
-        self.topic_ids.pop(tp, None)
-        self._recovery_points.pop(tp, None)
-        self._log_start_offsets.pop(tp, None)
-        self._cleaner_checkpoints.pop(tp, None)
-        directory = self.partition_path(topic, partition) if log is None else log.directory
-        if log is not None:
-            log.on_checkpoint_needed = None
-            log.close()
-        if not directory.is_dir():
+        log, doomed = self._move_out(TopicPartition(topic, partition), DELETE_SUFFIX)
+        if doomed is None:
             return
-        doomed = self.path / delete_directory_name(tp)
-        os.rename(directory, doomed)
-        fsync_directory(self.path)
         if log is None:
             shutil.rmtree(doomed, ignore_errors=True)
         else:
             log.directory = doomed
             log.delete()
         self.write_checkpoints()
+
+    def set_aside_partition(self, topic: str, partition: int) -> Path | None:
+        """Move a partition's log, open or only on disk, out of the way but keep it, for an
+        operator to look at or delete (Kafka's stray replicas) → where it went."""
+        kept = self._move_out(TopicPartition(topic, partition), STRAY_SUFFIX)[1]
+        self.write_checkpoints()
+        return kept
+
+    def _move_out(self, tp: TopicPartition, suffix: str) -> tuple[PartitionLog | None, Path | None]:
+        """Forget the partition, close its log if open, and rename its directory → the log (if
+        it was open) and the directory's new path (if it had one)."""
+        log = self.logs.pop(tp, None)
+        self.topic_ids.pop(tp, None)
+        self._recovery_points.pop(tp, None)
+        self._log_start_offsets.pop(tp, None)
+        self._cleaner_checkpoints.pop(tp, None)
+        directory = self.partition_path(*tp) if log is None else log.directory
+        if log is not None:
+            log.on_checkpoint_needed = None
+            log.close()
+        if not directory.is_dir():
+            return log, None
+        moved = self.path / moved_directory_name(tp, suffix)
+        os.rename(directory, moved)
+        fsync_directory(self.path)
+        return log, moved
 
     def partitions_on_disk(self) -> list[TopicPartition]:
         """Every partition directory, open in this run or not."""

@@ -46,17 +46,27 @@ def test_truncation_and_removed_segments(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_reopening_drops_entries_past_the_log_end_torn_entries_and_damaged_files(tmp_path):
+def test_reopening_drops_entries_past_the_log_end_and_torn_entries(tmp_path):
     indexes = AbortedTxnIndexes(tmp_path)
     indexes.append(entries(), BASES)
     with open(txn_index_path(tmp_path, 0), "ab") as f:
         f.write(b"\x00" * 5)  # a torn last entry: cut
-    with open(txn_index_path(tmp_path, 100), "r+b") as f:
-        f.write(b"\x00\x07")  # a version Kafka would not read: the file is dropped
     again = AbortedTxnIndexes.load(tmp_path, BASES, log_end_offset=200)  # the segment at 200 lost its marker
-    assert [t.producer_id for t in again.collect(0, 300, BASES)] == [1]
+    assert [t.producer_id for t in again.collect(0, 300, BASES)] == [1, 2, 3] and not again.lost
     assert txn_index_path(tmp_path, 0).stat().st_size == ABORTED_TXN_SIZE
-    assert not txn_index_path(tmp_path, 100).exists() and not txn_index_path(tmp_path, 200).exists()
+    assert not txn_index_path(tmp_path, 200).exists()
+
+
+def test_a_damaged_file_drops_every_index_to_build_them_again(tmp_path):
+    """A file Kafka would not read, or entries outside their segment: dropping that one file alone
+    would lose its aborts for good (a replay re-offers only entries past the last one indexed)."""
+    for damage in (b"\x00\x07", AbortedTxn(5, 10, 20, 21).to_bytes()):  # a version; a marker in segment 0
+        indexes = AbortedTxnIndexes(tmp_path)
+        indexes.append(entries(), BASES)
+        with open(txn_index_path(tmp_path, 100), "r+b") as f:
+            f.write(damage)
+        again = AbortedTxnIndexes.load(tmp_path, BASES, log_end_offset=300)
+        assert again.lost and again.collect(0, 300, BASES) == [] and list(tmp_path.iterdir()) == []
 
 
 def test_a_log_keeps_its_indexes_across_a_reopen_and_removes_strays(tmp_path):

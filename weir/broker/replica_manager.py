@@ -217,7 +217,8 @@ class ReplicaManager:
             plog = self.logs.open_partition(topic, index, topic_id, config, now_ms)
         partition = Partition(self.broker_id, topic, index, plog, self._checkpointed_hw.get((topic, index), 0),
                               transaction_verification=self.config["transaction.partition.verification.enable"])
-        snapshot = read_producer_snapshot(plog.directory)
+        # indexes dropped as damaged are built again by replaying the whole log, snapshot ignored
+        snapshot = None if plog.txn_indexes.lost else read_producer_snapshot(plog.directory)
         partition.load_producers(snapshot)
         self._snapshots_on_disk[partition.key] = (plog.directory, snapshot)
         return partition

@@ -11,8 +11,12 @@ entries and the file format are weir.transactions.txn_index's):
   does the entry of a marker the cleaner removes (before it removes it).
 - Durability: entries are written as they come and fsynced when the log flushes its segments.
 - Opening reads the files of the segments that survived, without the entries of markers a crash
-  cut off (at or past the log end) nor a torn last entry; a file Kafka would not read is dropped.
-  Files are rewritten whole by a rename (never half written). The partition's replay of
+  cut off (at or past the log end) nor a torn last entry. A file that cannot be read (entries
+  that do not parse, do not ascend, or lie outside their segment) drops every file (`lost`):
+  the owner then replays the whole log, which indexes every abort again. (Dropping only the
+  damaged one would lose its aborts for good: a replay re-offers only what follows the last entry
+  indexed, and READ_COMMITTED consumers would read the aborted records.) Files are rewritten
+  whole by a rename (never half written). The partition's replay of
   its log after the producer snapshot (weir.replication.transactional) offers the entries of the
   markers it meets again, which restores what a crash lost between a marker and its index write.
 - A search starts at the segment holding the fetch offset and stops at the first entry whose last
@@ -47,23 +51,32 @@ class AbortedTxnIndexes:
         self.directory = directory
         self.indexes: dict[int, TransactionIndex] = {}  # segment base offset -> its entries
         self._unflushed: set[int] = set()  # bases of the files written since the last flush
+        self.lost = False  # a damaged file dropped them all at load: the log must be replayed whole
 
     @classmethod
     def load(cls, directory: Path, bases: list[int], log_end_offset: int) -> AbortedTxnIndexes:
         """The indexes of the segments `bases`, without entries at or past `log_end_offset`."""
         indexes = cls(directory)
-        for base in bases:
+        for base, next_base in zip(bases, [*bases[1:], None]):
             path = txn_index_path(directory, base)
             try:
                 data = path.read_bytes()
                 whole = len(data) - len(data) % ABORTED_TXN_SIZE  # a torn last entry: cut
                 index = TransactionIndex.from_bytes(data[:whole])
+                if len(index) and (index.entries[0].last_offset < base
+                                   or (next_base is not None and index.entries[-1].last_offset >= next_base)):
+                    raise TxnIndexFormatError(f"entries from offset {index.entries[0].last_offset} to "
+                                              f"{index.entries[-1].last_offset}, outside the segment")
             except FileNotFoundError:
                 continue
             except (TxnIndexFormatError, ValueError, OSError) as e:
-                log.warning("%s: ignoring a damaged transaction index: %r", path, e)
-                path.unlink(missing_ok=True)
-                continue
+                log.warning("%s: a damaged transaction index (%r): dropping the log's transaction indexes, to "
+                            "build them again from the whole log", path, e)
+                for other in bases:
+                    txn_index_path(directory, other).unlink(missing_ok=True)
+                indexes.indexes.clear()
+                indexes.lost = True
+                return indexes
             before = len(index)
             index.truncate_to(log_end_offset)
             if len(index) != before or whole != len(data):

@@ -62,6 +62,8 @@ class AbortedTxn:
         version, producer_id, first, last, lso = ABORTED_TXN.unpack_from(buf, offset)
         if version > ABORTED_TXN_VERSION:
             raise TxnIndexFormatError(f"unexpected aborted transaction version {version}")
+        if not 0 <= first <= last:
+            raise TxnIndexFormatError(f"an aborted transaction from offset {first} to {last}")
         return cls(producer_id, first, last, lso, version)
 
     def as_aborted_transaction(self) -> tuple[int, int]:

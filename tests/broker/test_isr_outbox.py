@@ -32,23 +32,26 @@ def test_a_newer_proposal_replaces_an_unsent_one():
     assert outbox.take(0) == {A: newer}
 
 
-def test_a_failed_request_is_sent_again_after_the_backoff():
+def sent_two() -> tuple[IsrOutbox, AlterPartitionProposal, AlterPartitionProposal]:
+    """An outbox with proposals for A and B in flight, sent at 0."""
     outbox = IsrOutbox(BACKOFF)
     a, b = proposal(), proposal()
     outbox.submit(A, a, 0)
     outbox.submit(B, b, 0)
-    outbox.take(0)
+    assert outbox.take(0) == {A: a, B: b}
+    return outbox, a, b
+
+
+def test_a_failed_request_is_sent_again_after_the_backoff():
+    outbox, a, b = sent_two()
     outbox.failed(10)
     assert outbox.take(10 + BACKOFF - 1) is None and outbox.wake_at() == 10 + BACKOFF
     assert outbox.take(10 + BACKOFF) == {A: a, B: b}
 
 
 def test_a_failed_proposal_replaced_or_withdrawn_meanwhile_is_not_sent_again():
-    outbox = IsrOutbox(BACKOFF)
-    a, b, newer = proposal(), proposal(), proposal((1,))
-    outbox.submit(A, a, 0)
-    outbox.submit(B, b, 0)
-    outbox.take(0)
+    outbox, _, _ = sent_two()
+    newer = proposal((1,))
     outbox.submit(A, newer, 1)
     outbox.withdraw(B)  # B's partition changed role
     outbox.failed(10)
@@ -58,11 +61,7 @@ def test_a_failed_proposal_replaced_or_withdrawn_meanwhile_is_not_sent_again():
 
 
 def test_a_proposal_the_answer_left_out_is_sent_again_after_the_backoff():
-    outbox = IsrOutbox(BACKOFF)
-    a, b = proposal(), proposal()
-    outbox.submit(A, a, 0)
-    outbox.submit(B, b, 0)
-    outbox.take(0)
+    outbox, _, b = sent_two()
     outbox.answered({A}, 10)  # B's topic was unknown to the controller, say
     assert outbox.take(10) is None
     assert outbox.take(10 + BACKOFF) == {B: b}

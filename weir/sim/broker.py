@@ -121,7 +121,6 @@ class SimBroker:
         self.incarnation += 1
         self._held.clear()
         self._reset()
-        self.world.checker.on_broker_life(self.id, shutting_down=False)
         self.trace("start")
         self.world.touched.add(self)
         self.zk.connect()
@@ -153,7 +152,7 @@ class SimBroker:
         own rule) or controlled_shutdown_timeout_ms has passed, then stop cleanly and call
         `on_stopped`. A crash meanwhile ends all this."""
         self.shutting_down = True
-        self.world.checker.on_broker_life(self.id, shutting_down=True)
+        self.world.checker.on_shutdown_request(self.id, self.incarnation)
         wait = ShutdownWait(self.now + self.settings.controlled_shutdown_timeout_ms,
                             self.settings.controlled_shutdown_retry_backoff_ms,
                             self.settings.controlled_shutdown_max_retries)
@@ -305,7 +304,8 @@ class SimBroker:
 
     def send_isr_change(self, partition: Partition, proposal) -> None:
         self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(proposal.new_isr)}")
-        self.world.checker.on_isr_proposal(partition.key, self.id, proposal.leader_epoch, proposal.new_isr)
+        self.world.checker.on_isr_proposal(partition.key, self.id, proposal.leader_epoch, proposal.new_isr,
+                                           self.incarnation)
         self.isr_sender.submit(partition.key, proposal)
 
     def _every_partition(self, event: str, interval_ms: int) -> None:

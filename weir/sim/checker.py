@@ -83,8 +83,9 @@ class Checker:
         self.watched: dict = {}
         self.violations: list[Violation] = []
         self.acked_total = 0
-        self.isr_asked: dict[tuple, frozenset[int]] = {}  # (key, leader, leader epoch) -> the ISR it last asked for
-        self.shutting_down: set[int] = set()  # brokers that asked for controlled shutdown and have not started since
+        # (key, leader, leader epoch) -> the ISR it last asked for, and the leader's incarnation then
+        self.isr_asked: dict[tuple, tuple[frozenset[int], int]] = {}
+        self.shut_down: set[tuple[int, int]] = set()  # (broker, incarnation) that asked for controlled shutdown
 
     def fail(self, rule: str, detail: str) -> None:
         violation = Violation(rule, detail, self.world.events.now)
@@ -261,19 +262,23 @@ class Checker:
                                              f"b{leader_id}; committed: {committed[o] if o < len(committed) else None!r}")
                 return
 
-    def on_isr_proposal(self, key, leader_id: int, leader_epoch: int, isr) -> None:
+    def on_isr_proposal(self, key, leader_id: int, leader_epoch: int, isr, incarnation: int) -> None:
         """A leader sends an AlterPartition."""
-        self.isr_asked[(key, leader_id, leader_epoch)] = frozenset(isr)
+        self.isr_asked[(key, leader_id, leader_epoch)] = frozenset(isr), incarnation
 
-    def on_broker_life(self, broker_id: int, shutting_down: bool) -> None:
-        """A broker asked for controlled shutdown (True), or started (False)."""
-        (self.shutting_down.add if shutting_down else self.shutting_down.discard)(broker_id)
+    def on_shutdown_request(self, broker_id: int, incarnation: int) -> None:
+        """A broker asked for controlled shutdown."""
+        self.shut_down.add((broker_id, incarnation))
 
     def on_state_written(self, key, old, new, unclean_allowed: bool) -> None:
         if old is None or new.leader in (NO_LEADER, old.leader) or new.leader in old.isr:
             return
-        asked = self.isr_asked.get((key, old.leader, old.leader_epoch), frozenset())
-        if old.leader in self.shutting_down and new.leader in asked and set(new.isr) == asked - {old.leader}:
+        # A controlled shutdown's handover: the stopping leader asked to add the new one (a member
+        # its HW waited for), and asked to stop in that incarnation: before, or after (the
+        # controller may answer it late, the leader stopped or started again meanwhile).
+        asked, incarnation = self.isr_asked.get((key, old.leader, old.leader_epoch), (frozenset(), -1))
+        if ((old.leader, incarnation) in self.shut_down and new.leader in asked
+                and set(new.isr) == asked - {old.leader}):
             return
         ledger = self.ledgers[key]
         if unclean_allowed:

@@ -16,11 +16,20 @@ Times are the outbox's own clock: production's monotonic milliseconds, weir sim'
 
 from __future__ import annotations
 
-from ..replication.leader import AlterPartitionProposal
+from ..protocol.errors import ErrorCode
+from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected
 
 Key = tuple[str, int]
 
 RETRY_BACKOFF_MS = 100
+
+
+def isr_change_result(error: int, answer) -> IsrChangeAccepted | IsrChangeRejected:
+    """What the controller's answer for one partition means: refused with `error`, or the state it
+    wrote (`answer`'s leader_epoch, partition_epoch and isr: a response entry or a state)."""
+    if error:
+        return IsrChangeRejected(ErrorCode(error))
+    return IsrChangeAccepted(answer.leader_epoch, answer.partition_epoch, frozenset(answer.isr))
 
 
 class IsrOutbox:

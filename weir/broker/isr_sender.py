@@ -8,7 +8,7 @@ import time
 from ..client import ClientError
 from ..protocol.errors import ErrorCode
 from ..protocol.versions import ApiKey
-from ..replication.leader import IsrChangeAccepted, IsrChangeRejected
+from .isr_outbox import isr_change_result
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,5 @@ async def _send(replicas: ReplicaManager, connect, batch: dict) -> dict:
         for p in t.partitions:
             key = (replicas.view.topic_name(t.topic_id), p.partition_index)
             if key in batch:
-                answers[key] = (IsrChangeRejected(ErrorCode(p.error_code)) if p.error_code else
-                                IsrChangeAccepted(p.leader_epoch, p.partition_epoch, frozenset(p.isr)))
+                answers[key] = isr_change_result(p.error_code, p)
     return answers

@@ -5,8 +5,9 @@ Every handler is a generator. It yields store operations (ReadCluster, ReadState
 WriteStates, WriteAssignments, ReadShutdownRequests), is sent each one's result, and returns the
 event's answer. A failed operation is thrown into it: ControllerFenced (a newer controller exists:
 the shell resigns) or anything else (the outcome is unknown: the states it was writing stay
-unconfirmed in the core, and the next event reads them back first, `_settle`). The shell runs one handler to its end before the next,
-like Kafka's controller event thread: each decision builds on the previous ones.
+unconfirmed in the core, and the next event reads them back first, `_settle`). The shell runs one
+handler to its end before the next, like Kafka's controller event thread: each decision builds on
+the previous ones.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ controller's decisions do to the hosted replicas is weir.broker.hosted_partition
 broker; this file (ReplicaManager's part) only supplies memory logs, carries messages, timers and
 process life, and the modules beside it mirror the real shell's: apis.py (Produce, Fetch,
 OffsetForLeaderEpoch), replica_fetcher.py (around production's FetcherCore), isr_sender.py
-(around production's IsrOutbox), watcher.py (metadata and the controller election), zk_session.py (the ZooKeeper client),
-controller.py (the controller's shell, around the real event handlers).
+(around production's IsrOutbox), watcher.py (metadata and the controller election),
+zk_session.py (the ZooKeeper client), controller.py (the controller's shell, around the real
+event handlers).
 Process state is lost on a crash; the logs (minus what was not flushed, if the crash loses it) and
 the HW checkpoint survive.
 """

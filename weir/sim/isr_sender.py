@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.isr_outbox import IsrOutbox
+from weir.broker.isr_outbox import IsrOutbox, isr_change_result
 from weir.coordination.model import NO_LEADER
-from weir.replication.leader import IsrChangeAccepted, IsrChangeRejected
 
 
 class SimIsrSender:
@@ -46,9 +45,8 @@ class SimIsrSender:
             for key, (code, state) in answers.items():
                 partition = broker.partitions.get(key)
                 if partition is not None:
-                    result = (IsrChangeRejected(code) if code else
-                              IsrChangeAccepted(state.leader_epoch, state.partition_epoch, frozenset(state.isr)))
-                    broker.act(partition, partition.on_isr_change_result(batch[key], result, broker.now))
+                    broker.act(partition, partition.on_isr_change_result(batch[key], isr_change_result(code, state),
+                                                                         broker.now))
         self._send()
 
     def _wake(self) -> None:

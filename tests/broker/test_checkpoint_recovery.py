@@ -14,10 +14,11 @@ from weir.log.log_directory import LOG_START_OFFSET_CHECKPOINT
 TOPIC_ID = uuid.uuid4()
 
 
-def manager(root, leader: int = 1) -> ReplicaManager:
+def manager(root, leader: int = 1, **settings) -> ReplicaManager:
     """What a broker's start does with its log directory: read it, then host what the controller
-    says (broker 1 leads, or follows broker 2)."""
-    replicas = ReplicaManager(BrokerConfig({"broker.id": "1", "log.dirs": str(root), "log.segment.bytes": "2000"}), 0)
+    says (broker 1 leads, or follows broker 2); `settings` add to the broker's."""
+    replicas = ReplicaManager(BrokerConfig({"broker.id": "1", "log.dirs": str(root), "log.segment.bytes": "2000",
+                                            **settings}), 0)
     replicas.can_lead = True
     replicas.apply_view(ClusterView(
         brokers={1: BrokerInfo(1, "h", 9000), 2: BrokerInfo(2, "h", 9001)},

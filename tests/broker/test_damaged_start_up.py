@@ -7,20 +7,16 @@ segments), and a partition.metadata damaged into another topic id has the log se
 
 import random
 import shutil
-import struct
 import uuid
 
 import pytest
-from crc32c import crc32c
 
-from log.batches import batch_crc_ok, make_batch, record_values
+from log.batches import batch_crc_ok, make_batch, patched, record_values
+from test_checkpoint_recovery import manager as start_on
 from weir.broker.replica_manager import ReplicaManager
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.log.checkpoint_file import encode_topic_id
 from weir.protocol.record_batch import batch_headers
 
-TOPIC_ID = uuid.uuid4()
 RECORDS = 60
 PRODUCER_ID = 4000
 TXN_PRODUCER = 5000  # + the record after which it writes its transaction
@@ -29,17 +25,9 @@ SEEDS = 100
 
 
 def manager(root) -> ReplicaManager:
-    """A broker's start on `root`: it reads the directory, then leads what the controller says."""
-    replicas = ReplicaManager(BrokerConfig({"broker.id": "1", "log.dirs": str(root), "log.segment.bytes": "2000",
-                                            "log.index.interval.bytes": "300",
-                                            "transaction.partition.verification.enable": "false"}), 0)
-    replicas.can_lead = True
-    replicas.apply_view(ClusterView(
-        brokers={1: BrokerInfo(1, "h", 9000)},
-        topics={"t": TopicAssignment("t", TOPIC_ID, {0: (1,)})},
-        states={("t", 0): PartitionState(1, 0, (1,), 1, 0)}, state_zxids={("t", 0): 10},
-        broker_epochs={1: 5}, broker_sessions={1: 77}, controller_id=1, controller_epoch=1, session_id=77), 0)
-    return replicas
+    """A broker's start on `root` (test_checkpoint_recovery's), leading the partition, with index
+    entries every 300 bytes and transactions unverified (this test writes their batches itself)."""
+    return start_on(root, **{"log.index.interval.bytes": "300", "transaction.partition.verification.enable": "false"})
 
 
 def write(replicas: ReplicaManager, first: int, count: int, producer_id: int = PRODUCER_ID) -> None:
@@ -55,13 +43,10 @@ def write(replicas: ReplicaManager, first: int, count: int, producer_id: int = P
 
 
 def batch(value: bytes, producer_id: int, sequence: int, transactional: bool = False) -> bytearray:
-    records = bytearray(make_batch([value + b"x" * 150], timestamp=1_000, producer_id=producer_id,
-                                   producer_epoch=0 if producer_id >= 0 else -1,
-                                   base_sequence=sequence if producer_id >= 0 else -1))
-    if transactional:
-        struct.pack_into(">h", records, 21, 0x10)
-        struct.pack_into(">I", records, 17, crc32c(bytes(records[21:])))
-    return records
+    idempotent = producer_id >= 0
+    records = make_batch([value + b"x" * 150], timestamp=1_000, producer_id=producer_id,
+                         producer_epoch=0 if idempotent else -1, base_sequence=sequence if idempotent else -1)
+    return bytearray(patched(records, attributes=0x10) if transactional else records)
 
 
 def transactions(replicas: ReplicaManager) -> tuple[int, list]:

@@ -21,7 +21,8 @@
   (WEIR_EVENT_LOOP=uvloop; needs `pip install uvloop`), clusters alternated round by round:
   records/s and the brokers' CPU-seconds per million records.
 - compare --against TREE: three brokers run from this source tree and three from TREE (a git
-  worktree of another commit, say), RF=3 acks=all, 6 partitions, rounds alternated: records/s and
+  worktree of another commit, say; --against-python PYTHON runs TREE's brokers on another
+  interpreter, a venv's bin/python with Weir's dependencies), RF=3 acks=all, 6 partitions, rounds alternated: records/s and
   the brokers' user and system CPU-seconds per million records, apart (what a change to Python
   code moves is the user time; page-cache and socket copies are the system time), then acks=all
   latency at 1,000 records/s into a partition of its own, rounds alternated too. With
@@ -385,20 +386,21 @@ def _bench_compare(args) -> int:
         print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
         return 2
     here = str(Path(__file__).resolve().parent.parent)
-    return _side_by_side(args, {"this tree": (here, {}), "--against": (str(Path(args.against).resolve()), {})},
+    return _side_by_side(args, {"this tree": (here, {}, sys.executable),
+                                "--against": (str(Path(args.against).resolve()), {}, args.against_python)},
                          idle_partitions=args.idle_partitions or 0, idle_topics=args.idle_topics)
 
 
 def _bench_sessions(args) -> int:
     """KIP-227's worth: followers with and without fetch sessions, with idle partitions beside the busy ones."""
     here = str(Path(__file__).resolve().parent.parent)
-    return _side_by_side(args, {"fetch sessions": (here, {}),
-                                "no sessions": (here, {"max.incremental.fetch.session.cache.slots": "0"})},
+    return _side_by_side(args, {"fetch sessions": (here, {}, sys.executable),
+                                "no sessions": (here, {"max.incremental.fetch.session.cache.slots": "0"}, sys.executable)},
                          idle_partitions=300 if args.idle_partitions is None else args.idle_partitions)
 
 
-def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int = 0, idle_topics: int = 0) -> int:
-    """Three brokers per side (its source tree, its broker settings), RF=3 acks=all into 6
+def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions: int = 0, idle_topics: int = 0) -> int:
+    """Three brokers per side (its source tree, its broker settings, the Python that runs them), RF=3 acks=all into 6
     partitions (`idle_partitions` more, RF=3, and `idle_topics` topics of one partition, RF=1,
     written by nobody), rounds alternated between sides."""
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
@@ -410,9 +412,9 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
     steady: dict[str, list] = {name: [] for name in sides}
     saved = os.environ.get("PYTHONPATH")
     try:
-        for name, (tree, settings) in sides.items():
+        for name, (tree, settings, python) in sides.items():
             os.environ["PYTHONPATH"] = tree  # the brokers started next import Weir from there
-            cluster = clusters[name] = _scratch_cluster(3, **settings)
+            cluster = clusters[name] = _scratch_cluster(3, python, **settings)
             cluster.start()
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
             _create_topic(cluster.bootstrap, "latency", 1, 3, **{"min.insync.replicas": "2"})
@@ -435,8 +437,9 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
             os.environ["PYTHONPATH"] = saved
         for cluster in clusters.values():
             _discard(cluster)
-    for name, (tree, settings) in sides.items():
-        print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in settings.items())})")
+    for name, (tree, settings, python) in sides.items():
+        print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in settings.items())}"
+              + (f", brokers on {python}" if python != sys.executable else "") + ")")
     for name in sides:
         print(f"{name:<14} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
     for name in sides:
@@ -448,11 +451,11 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict]], idle_partitions: int
     return 0
 
 
-def _scratch_cluster(size: int, **settings):
-    """A local cluster of `size` brokers in a new directory under the system's temp dir; the
-    caller `_discard`s it."""
+def _scratch_cluster(size: int, python: str = sys.executable, **settings):
+    """A local cluster of `size` brokers (run by `python`) in a new directory under the system's
+    temp dir; the caller `_discard`s it."""
     from .local_cluster import LocalCluster
-    return LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), size,
+    return LocalCluster(Path(tempfile.mkdtemp(prefix="weir-bench-")), size, python=python,
                         overrides={"zookeeper.session.timeout.ms": "6000", "metrics.port": "0", **settings})
 
 
@@ -605,7 +608,16 @@ def _bench_all(args) -> int:
     return 0
 
 
+def interpreter() -> str:
+    """Which Python runs the brokers and the client (the brokers are started with this one):
+    what it costs per request depends on how it was built (scripts/bootstrap)."""
+    with open("/proc/self/maps") as maps:
+        linked = "libpython shared" if "libpython" in maps.read() else "libpython linked in"
+    return f"{sys.implementation.name} {sys.version.split()[0]} ({os.path.realpath(sys.executable)}, {linked})"
+
+
 def run_bench(args) -> int:
+    print(f"brokers and clients on {interpreter()}")
     if args.workload in ("all", "compare", "loops", "sessions"):
         return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops,
                 "sessions": _bench_sessions}[args.workload](args)

@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                        choices=["all", "produce", "consume", "replication", "loops", "compare", "sessions", "spark"])
     bench.add_argument("--against", metavar="SOURCE_TREE",
                        help="compare: the other Weir source tree (a git worktree of another commit, say)")
+    bench.add_argument("--against-python", metavar="PYTHON", default=sys.executable,
+                       help="compare: the interpreter that runs the other tree's brokers (a venv's bin/python "
+                            "with Weir's dependencies; default: this one)")
     bench.add_argument("--records", type=int, default=1_000_000)
     bench.add_argument("--record-size", type=int, default=100)
     bench.add_argument("--rounds", type=int, default=3)

@@ -28,8 +28,9 @@ READY_TIMEOUT_S = 60
 class BrokerProcess:
     def __init__(self, broker_id: int, data_dir: Path, zookeeper_connect: str, port: int | None = None,
                  overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO",
-                 protocol: str = "PLAINTEXT", properties: Path | None = None) -> None:
+                 protocol: str = "PLAINTEXT", properties: Path | None = None, python: str = sys.executable) -> None:
         self.broker_id = broker_id
+        self.python = python  # the interpreter that runs it (`weir bench compare --against-python`)
         self.properties = properties  # a server.properties file, which the overrides override
         self.log_level = log_level
         self.data_dir = data_dir
@@ -55,7 +56,7 @@ class BrokerProcess:
         return self.running and self._ready.is_set()
 
     def start(self, wait: bool = True) -> "BrokerProcess":
-        args = [sys.executable, "-m", "weir.cli", "--log-level", self.log_level, "broker",
+        args = [self.python, "-m", "weir.cli", "--log-level", self.log_level, "broker",
                 *([str(self.properties)] if self.properties else [])]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
@@ -114,7 +115,7 @@ class LocalCluster:
     def __init__(self, data_dir: Path, size: int = 3, *, base_port: int | None = None,
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
                  overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO",
-                 secure: "SecureSetup | None" = None) -> None:
+                 secure: "SecureSetup | None" = None, python: str = sys.executable) -> None:
         self.data_dir = Path(data_dir)
         self.secure = secure
         if secure is not None:
@@ -124,7 +125,8 @@ class LocalCluster:
             self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper", port=zookeeper_port)
         self._zookeeper_connect = zookeeper_connect
         self.brokers = [BrokerProcess(i, self.data_dir / f"broker-{i}", "", base_port + i if base_port else None,
-                                      overrides, echo, log_level, secure.protocol if secure else "PLAINTEXT")
+                                      overrides, echo, log_level, secure.protocol if secure else "PLAINTEXT",
+                                      python=python)
                         for i in range(size)]
 
     @property

@@ -30,6 +30,8 @@
   topics by id costs when the cluster has many); with --idle-partitions N, an RF=3 topic of N
   partitions that nobody writes (what followers' fetches of idle partitions cost).
 - spark: Spark over Weir against Parquet (weir/spark/bench.py).
+Every latency figure is printed beside `machine_stalls`: how often the machine itself, under no
+load of ours, failed to wake a sleeping process within 3 ms on each CPU.
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
@@ -280,6 +282,37 @@ def _create_topics(bootstrap: str, names: list[str], partitions: int = 1, replic
     asyncio.run(create())
 
 
+_SLEEPER = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+stalls, end, before = [], time.monotonic() + float(sys.argv[2]), time.monotonic()
+while before < end:
+    time.sleep(0.001)
+    now = time.monotonic()
+    if now - before > 0.003:
+        stalls.append(now - before)
+    before = now
+print(len(stalls), max(stalls, default=0.0))
+"""
+
+
+def machine_stalls(seconds: float = 5) -> str:
+    """How often this machine, with no load of ours (the brokers idle or gone), fails to wake a
+    process that sleeps 1 ms at a time within 3 ms, on each CPU: stalls that are the machine's, not Weir's. Where
+    they come once a second or more, they alone make a p99 of 1,000 requests per second (a
+    virtual machine whose host takes one CPU away for a few milliseconds, say)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    probes = [subprocess.Popen([sys.executable, "-c", _SLEEPER, str(cpu), str(seconds)], stdout=subprocess.PIPE,
+                               text=True) for cpu in cpus]
+    found = []
+    for cpu, probe in zip(cpus, probes):
+        count, worst = probe.communicate()[0].split()
+        found.append(f"CPU {cpu} {int(count) / seconds:.1f}/s" + (f" (worst {float(worst) * 1000:.1f} ms)"
+                                                                  if int(count) else ""))
+    return (f"machine stalls (no load, {seconds:g} s: a process sleeping 1 ms at a time woke more than 3 ms "
+            f"late): " + ", ".join(found))
+
+
 def _row(name: str, figures: dict) -> str:
     return f"{name:<26}" + "  ".join(f"{k} {v:>12,.2f}" for k, v in figures.items())
 
@@ -335,6 +368,7 @@ def _bench_replication(cluster, args) -> None:
           f"CPU-seconds per million records: {rf3['CPU s/M'] / rf1['CPU s/M']:.2f}")
     steady = _produce(bootstrap, 10_000, args.record_size, "rf3", "all", rate=1000)
     print(_row("RF=3 acks=all @1000/s", steady) + "  (target p99 < 5 ms)")
+    print(machine_stalls())
     print(f"failover: {_failover_seconds(cluster, args):.2f} s from kill -9 of the leader of 1,000 partitions until "
           f"all take acks=all writes (zookeeper.session.timeout.ms {cluster.brokers[0].overrides.get('zookeeper.session.timeout.ms')}; "
           f"target <= session timeout + 1 s)")
@@ -445,6 +479,7 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions
     for name in sides:
         print(f"{name:<14} acks=all at 1,000 records/s (linger.ms 0), p50 / p99 ms by round: "
               + " ".join(f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady[name]))
+    print(machine_stalls())
     first, second = (_median(runs[name]) for name in sides)
     print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
           f"broker CPU-seconds per million records {first['CPU s/M'] / second['CPU s/M']:.2f}")
@@ -583,6 +618,7 @@ def _bench_all(args) -> int:
         sink.wait(30)
         _discard(one)
         _discard(three)
+    stalls = machine_stalls()
     ceiling = sink_figures["records/s"]
     print(f"{'target':<44}{'records/s':>12}{'x sink':>8}{'broker CPU-s per M':>20}")
     for name, figures in (("no-op sink (no callback: the client's ceiling)", sink_figures),
@@ -604,6 +640,7 @@ def _bench_all(args) -> int:
         (("three", "RF=3 acks=all"), ("one", "one broker acks=1"), ("sink", "no-op sink"))) + " (medians of the rounds)")
     print("RF=3 acks=all p50 / p99 ms by round: " + " ".join(
         f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady_runs["three"]))
+    print(stalls)
     report(args.records, spark)
     return 0
 

@@ -31,7 +31,8 @@
   partitions that nobody writes (what followers' fetches of idle partitions cost).
 - spark: Spark over Weir against Parquet (weir/spark/bench.py).
 Every latency figure is printed beside `machine_stalls`: how often the machine itself, under no
-load of ours, failed to wake a sleeping process within 3 ms on each CPU.
+load of ours, failed to wake a sleeping process within 3 ms on each CPU; and every CPU figure
+beside `page_cache_cost`: what the kernel charges per MiB appended to a log file.
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
@@ -313,6 +314,32 @@ def machine_stalls(seconds: float = 5) -> str:
             f"late): " + ", ".join(found))
 
 
+def page_cache_cost(record_size: int, total_mib: int = 64, write_kib: int = 64) -> str:
+    """What the machine's kernel charges the brokers for the log's bytes: CPU per MiB appended to
+    a file in the temp dir (the bench's log dirs; new page-cache pages), against overwriting pages
+    already cached (the copy alone), and what appending costs RF=3 per million records (three
+    copies of each record's value, batch overhead left out). On a virtual machine whose host backs
+    memory on first touch, a new page costs several times the copy."""
+    chunk = os.urandom(write_kib * 1024)
+    with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
+        fd = os.open(os.path.join(scratch, "log"), os.O_WRONLY | os.O_CREAT)
+        try:
+            began = time.process_time()
+            for _ in range(total_mib * 1024 // write_kib):
+                os.write(fd, chunk)
+            appended = time.process_time() - began
+            began = time.process_time()
+            for _ in range(total_mib * 1024 // write_kib):
+                os.pwrite(fd, chunk, 0)
+            overwritten = time.process_time() - began
+        finally:
+            os.close(fd)
+    rf3 = appended / total_mib * 3 * (1e6 * record_size / 2 ** 20)
+    return (f"page cache ({total_mib} MiB in {write_kib} KiB writes): appending {appended / total_mib * 1e3:.2f} ms "
+            f"of CPU per MiB, overwriting cached pages {overwritten / total_mib * 1e3:.2f} ms; appending alone is "
+            f"about {rf3:.2f} CPU-s per million {record_size}-byte records at RF=3")
+
+
 def _row(name: str, figures: dict) -> str:
     return f"{name:<26}" + "  ".join(f"{k} {v:>12,.2f}" for k, v in figures.items())
 
@@ -480,6 +507,7 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions
         print(f"{name:<14} acks=all at 1,000 records/s (linger.ms 0), p50 / p99 ms by round: "
               + " ".join(f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady[name]))
     print(machine_stalls())
+    print(page_cache_cost(args.record_size))
     first, second = (_median(runs[name]) for name in sides)
     print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
           f"broker CPU-seconds per million records {first['CPU s/M'] / second['CPU s/M']:.2f}")
@@ -619,6 +647,7 @@ def _bench_all(args) -> int:
         _discard(one)
         _discard(three)
     stalls = machine_stalls()
+    page_cache = page_cache_cost(args.record_size)
     ceiling = sink_figures["records/s"]
     print(f"{'target':<44}{'records/s':>12}{'x sink':>8}{'broker CPU-s per M':>20}")
     for name, figures in (("no-op sink (no callback: the client's ceiling)", sink_figures),
@@ -641,6 +670,7 @@ def _bench_all(args) -> int:
     print("RF=3 acks=all p50 / p99 ms by round: " + " ".join(
         f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady_runs["three"]))
     print(stalls)
+    print(page_cache)
     report(args.records, spark)
     return 0
 

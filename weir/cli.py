@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # `python -m weir.cli`, as LocalCluster starts brokers: kio registers Hypothesis strategies for
-    # its types whenever Hypothesis imports (a test dependency of ours), 0.1 s of CPU at every start
+    # its types whenever Hypothesis imports (a test dependency of ours), 0.17 s of CPU at every start
     # for nothing a broker or a command uses. Only here: an importer of weir.cli may need Hypothesis.
     sys.modules.setdefault("hypothesis", None)
     sys.exit(main())

@@ -22,9 +22,10 @@
   records/s and the brokers' CPU-seconds per million records.
 - compare --against TREE: three brokers run from this source tree and three from TREE (a git
   worktree of another commit, say; --against-python PYTHON runs TREE's brokers on another
-  interpreter, a venv's bin/python with Weir's dependencies), RF=3 acks=all, 6 partitions, rounds alternated: records/s and
-  the brokers' user and system CPU-seconds per million records, apart (what a change to Python
-  code moves is the user time; page-cache and socket copies are the system time), then acks=all
+  interpreter, a venv's bin/python with Weir's dependencies), RF=3 acks=all, 6 partitions, rounds
+  alternated: records/s and the brokers' user and system CPU-seconds per million records, apart
+  (what a change to Python code moves is the user time; page-cache and socket copies are the
+  system time), then acks=all
   latency at 1,000 records/s into a partition of its own, rounds alternated too. With
   --idle-topics N, N more topics of one partition that nobody writes (what a request naming
   topics by id costs when the cluster has many); with --idle-partitions N, an RF=3 topic of N
@@ -299,9 +300,9 @@ print(len(stalls), max(stalls, default=0.0))
 
 def machine_stalls(seconds: float = 5) -> str:
     """How often this machine, with no load of ours (the brokers idle or gone), fails to wake a
-    process that sleeps 1 ms at a time within 3 ms, on each CPU: stalls that are the machine's, not Weir's. Where
-    they come once a second or more, they alone make a p99 of 1,000 requests per second (a
-    virtual machine whose host takes one CPU away for a few milliseconds, say)."""
+    process that sleeps 1 ms at a time within 3 ms, on each CPU: stalls that are the machine's,
+    not Weir's. Where they come once a second or more, they alone make a p99 of 1,000 requests
+    per second (a virtual machine whose host takes one CPU away for a few milliseconds, say)."""
     cpus = sorted(os.sched_getaffinity(0))
     probes = [subprocess.Popen([sys.executable, "-c", _SLEEPER, str(cpu), str(seconds)], stdout=subprocess.PIPE,
                                text=True) for cpu in cpus]
@@ -321,17 +322,17 @@ def page_cache_cost(record_size: int, total_mib: int = 64, write_kib: int = 64) 
     copies of each record's value, batch overhead left out). On a virtual machine whose host backs
     memory on first touch, a new page costs several times the copy."""
     chunk = os.urandom(write_kib * 1024)
+
+    def cpu_seconds(write) -> float:
+        began = time.process_time()
+        for _ in range(total_mib * 1024 // write_kib):
+            write()
+        return time.process_time() - began
     with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
         fd = os.open(os.path.join(scratch, "log"), os.O_WRONLY | os.O_CREAT)
         try:
-            began = time.process_time()
-            for _ in range(total_mib * 1024 // write_kib):
-                os.write(fd, chunk)
-            appended = time.process_time() - began
-            began = time.process_time()
-            for _ in range(total_mib * 1024 // write_kib):
-                os.pwrite(fd, chunk, 0)
-            overwritten = time.process_time() - began
+            appended = cpu_seconds(lambda: os.write(fd, chunk))
+            overwritten = cpu_seconds(lambda: os.pwrite(fd, chunk, 0))
         finally:
             os.close(fd)
     rf3 = appended / total_mib * 3 * (1e6 * record_size / 2 ** 20)
@@ -455,15 +456,17 @@ def _bench_compare(args) -> int:
 def _bench_sessions(args) -> int:
     """KIP-227's worth: followers with and without fetch sessions, with idle partitions beside the busy ones."""
     here = str(Path(__file__).resolve().parent.parent)
+    no_sessions = {"max.incremental.fetch.session.cache.slots": "0"}
     return _side_by_side(args, {"fetch sessions": (here, {}, sys.executable),
-                                "no sessions": (here, {"max.incremental.fetch.session.cache.slots": "0"}, sys.executable)},
+                                "no sessions": (here, no_sessions, sys.executable)},
                          idle_partitions=300 if args.idle_partitions is None else args.idle_partitions)
 
 
-def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions: int = 0, idle_topics: int = 0) -> int:
-    """Three brokers per side (its source tree, its broker settings, the Python that runs them), RF=3 acks=all into 6
-    partitions (`idle_partitions` more, RF=3, and `idle_topics` topics of one partition, RF=1,
-    written by nobody), rounds alternated between sides."""
+def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions: int = 0,
+                  idle_topics: int = 0) -> int:
+    """Three brokers per side (its source tree, its broker settings, the Python that runs them),
+    RF=3 acks=all into 6 partitions (`idle_partitions` more, RF=3, and `idle_topics` topics of one
+    partition, RF=1, written by nobody), rounds alternated between sides."""
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
           f"median of {args.rounds} rounds, {len(sides)} x 3 brokers on 127.0.0.1, RF=3 acks=all"
           + (f", {idle_partitions} idle partitions" if idle_partitions else "")

@@ -235,6 +235,11 @@ class RangeReader:
         try:
             yield from self._read(loop, client)
         finally:
+            pending = asyncio.all_tasks(loop)  # a caller that stopped early left the Fetch sent ahead
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(client.close())
             loop.close()
 
@@ -248,53 +253,49 @@ class RangeReader:
         failures = 0
         last_error = ""
         ahead: asyncio.Task | None = None  # the Fetch at `pos`, if already sent
-        try:
-            while pos < end:
-                if time.monotonic() > deadline:
-                    loop.run_until_complete(self._check_truncated(client, pos))  # data loss, or...
-                    raise TimeoutError(f"could not read {self.name} offsets [{pos}, {end}) within kafkaConsumer."
-                                       f"pollTimeoutMs ({opts.poll_timeout_ms} ms): {last_error or 'no data'}")
-                if failures:
-                    time.sleep(min(0.1 * 2 ** failures, 2.0))
-                fetch, ahead = ahead or self._fetch(client, pos), None
-                try:
-                    code, hw, records, aborted = loop.run_until_complete(fetch)
-                except (ClientError, OSError, KafkaError) as e:
-                    failures += 1
-                    last_error = str(e)
-                    loop.run_until_complete(self._refresh(client))
-                    continue
-                if code in REFRESH_ERRORS or code in (ErrorCode.request_timed_out, ErrorCode.not_enough_replicas):
-                    failures += 1
-                    last_error = f"{code.name} from the leader"
-                    loop.run_until_complete(self._refresh(client))
-                    continue
-                if code == ErrorCode.offset_out_of_range:
-                    pos = loop.run_until_complete(self._out_of_range(client, pos))
-                    deadline = time.monotonic() + timeout_s
-                    continue
-                if code != ErrorCode.none:
-                    raise KafkaError(code, f"Fetch of {self.name} at offset {pos} failed: {code.name}")
-                failures = 0
-                if not records:
-                    if hw < pos:  # a new leader whose high watermark is catching up: wait for it
-                        time.sleep(0.1)
-                    continue  # the broker already waited FETCH_MAX_WAIT_MS for data
-                keep = AbortedTransactionFilter(aborted).keep if opts.read_committed else None
-                columns = decode(records, pos, end, keep, opts.include_headers)
-                if columns.next_offset is None or columns.next_offset <= pos:
-                    continue
-                pos = columns.next_offset
+        while pos < end:
+            if time.monotonic() > deadline:
+                loop.run_until_complete(self._check_truncated(client, pos))  # data loss, or...
+                raise TimeoutError(f"could not read {self.name} offsets [{pos}, {end}) within "
+                                   f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms): {last_error or 'no data'}")
+            if failures:
+                time.sleep(min(0.1 * 2 ** failures, 2.0))
+            fetch = ahead if ahead is not None else self._fetch(client, pos)
+            ahead = None
+            try:
+                code, hw, records, aborted = loop.run_until_complete(fetch)
+            except (ClientError, OSError, KafkaError) as e:
+                failures += 1
+                last_error = str(e)
+                loop.run_until_complete(self._refresh(client))
+                continue
+            if code in REFRESH_ERRORS or code in (ErrorCode.request_timed_out, ErrorCode.not_enough_replicas):
+                failures += 1
+                last_error = f"{code.name} from the leader"
+                loop.run_until_complete(self._refresh(client))
+                continue
+            if code == ErrorCode.offset_out_of_range:
+                pos = loop.run_until_complete(self._out_of_range(client, pos))
                 deadline = time.monotonic() + timeout_s
-                if pos < end:
-                    ahead = loop.create_task(self._fetch(client, pos))
-                    loop.run_until_complete(asyncio.sleep(0))  # one turn of the loop: the request is written
-                if len(columns):
-                    yield columns
-        finally:
-            if ahead is not None:  # the caller stopped reading early
-                ahead.cancel()
-                loop.run_until_complete(asyncio.gather(ahead, return_exceptions=True))
+                continue
+            if code != ErrorCode.none:
+                raise KafkaError(code, f"Fetch of {self.name} at offset {pos} failed: {code.name}")
+            failures = 0
+            if not records:
+                if hw < pos:  # a new leader whose high watermark is catching up: wait for it
+                    time.sleep(0.1)
+                continue  # the broker already waited FETCH_MAX_WAIT_MS for data
+            keep = AbortedTransactionFilter(aborted).keep if opts.read_committed else None
+            columns = decode(records, pos, end, keep, opts.include_headers)
+            if columns.next_offset is None or columns.next_offset <= pos:
+                continue
+            pos = columns.next_offset
+            deadline = time.monotonic() + timeout_s
+            if pos < end:
+                ahead = loop.create_task(self._fetch(client, pos))
+                loop.run_until_complete(asyncio.sleep(0))  # one turn of the loop: the request is written
+            if len(columns):
+                yield columns
 
     async def _fetch(self, client: ClusterClient, pos: int):
         conn = await client.leader_connection(self.topic, self.partition)

@@ -150,6 +150,33 @@ def test_damaged_index_of_a_trusted_segment_is_rebuilt_after_clean_shutdown(open
     assert_intact_prefix(log, 40)
 
 
+def test_index_entries_are_on_disk_once_their_segment_is_sealed_or_flushed(open_log, log_dir):
+    """An append writes no index entry (as Kafka's memory-mapped indexes, they are written out
+    later); sealing a segment writes its entries, and so does a flush, before the recovery point
+    moves past them: what a restart trusts without recovering is whole on disk."""
+    config = LogConfig(segment_bytes=BATCH * 10, index_interval_bytes=BATCH)
+    log = open_log(config)
+    fill(log, 0, 15)  # segments at 0 (sealed) and 20
+    sealed, active = log.segments
+
+    def on_disk(segment):
+        return segment.offset_index.path.stat().st_size // 8, segment.time_index.path.stat().st_size // 12
+
+    assert on_disk(sealed) == (len(sealed.offset_index), len(sealed.time_index)) and len(sealed.offset_index) > 0
+    assert on_disk(active) == (0, 0) < (len(active.offset_index), len(active.time_index))
+    log.flush()
+    assert on_disk(active) == (len(active.offset_index), len(active.time_index))
+    fill(log, 15, 3)  # entries after the flush: lost with the crash, rebuilt at the open
+    entries = len(active.offset_index)
+    assert on_disk(active)[0] < entries
+    crash(log)
+    log = open_log(config, recovery_point=30)
+    assert_intact_prefix(log, 18)
+    assert len(log.segments[1].offset_index) == entries
+    for offset in (0, 21, 29, 35):
+        assert batch_headers(log.read(offset, 1, 36).read_bytes())[0][0] == offset // 2 * 2
+
+
 def test_recovering_an_empty_or_fully_torn_log(open_log, log_dir):
     log = open_log()
     fill(log, 0, 1)

@@ -1,8 +1,9 @@
 """The sparse offset index of one segment (Kafka's `.index` file).
 
 One entry per `index_interval_bytes` of log: (last offset of a batch - segment base offset) as
-int32 and the batch's file position as int32, big-endian, appended with os.write. The whole index
-lives in memory as two arrays so lookups are a bisect; the file is only read at open.
+int32 and the batch's file position as int32, big-endian. The whole index lives in memory as two
+arrays so lookups are a bisect; the file is read at open and written when the segment is flushed
+or sealed (`IndexFile`).
 
 An entry (L, P) says: the batch at position P ends at offset L. So the batch holding offset T
 starts at or after the position of the last entry with L <= T, and a short scan of batch headers
@@ -11,13 +12,11 @@ from there finds it.
 
 from __future__ import annotations
 
-import os
 import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from weir.log.file_io import write_all
 from weir.log.index_file import IndexFile
 
 ENTRY_SIZE = 8
@@ -77,19 +76,18 @@ class OffsetIndex(IndexFile):
         return entries
 
     def commit(self, entries: list[tuple[int, int]]) -> None:
-        """Add prepared entries with one write; memory changes only once the write succeeded."""
-        if not entries:
-            return
-        flat = array("i")
-        for offset, position in entries:
-            flat.append(offset - self.base_offset)
-            flat.append(position)
-        if sys.byteorder == "little":
-            flat.byteswap()
-        write_all(self._fd, flat.tobytes())
+        """Add prepared entries (to the file at the next `write_pending`)."""
         for offset, position in entries:
             self._relative_offsets.append(offset - self.base_offset)
             self._positions.append(position)
+
+    def _encode(self, start: int) -> bytes:
+        flat = array("i", bytes(8 * (len(self._positions) - start)))
+        flat[0::2] = self._relative_offsets[start:]
+        flat[1::2] = self._positions[start:]
+        if sys.byteorder == "little":
+            flat.byteswap()
+        return flat.tobytes()
 
     def append(self, entries: list[tuple[int, int]]) -> None:
         self.commit(self.prepare(entries))
@@ -113,7 +111,7 @@ class OffsetIndex(IndexFile):
     def truncate_to_entries(self, count: int) -> None:
         """Back to the first `count` entries (an append that failed half way)."""
         del self._relative_offsets[count:], self._positions[count:]
-        os.ftruncate(self._fd, count * ENTRY_SIZE)
+        self._truncate_file(count)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
         """Replace the whole index (after rebuilding it from the log)."""

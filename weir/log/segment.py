@@ -229,9 +229,10 @@ class LogSegment:
         self.bytes_since_index_entry += batch.size
 
     def append(self, buf, batches: list[BatchInfo]) -> None:
-        """Write whole batches (positions relative to `buf`) with one write, then index them.
-        All or nothing: the invariants are checked before the write, and if the write or an index
-        write fails, the file, both indexes and every counter are cut back to what they were."""
+        """Write whole batches (positions relative to `buf`) with one write, then index them (in
+        memory: the index files are written when the segment is flushed or sealed). All or
+        nothing: the invariants are checked before the write, and if it fails, the file, both
+        indexes and every counter are cut back to what they were."""
         assert batches and batches[0].base_offset == self.next_offset, "offsets must be contiguous"
         assert batches[-1].last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
         position = self.size
@@ -265,9 +266,11 @@ class LogSegment:
 
     def seal(self) -> None:
         """Called when the segment stops being active: record its largest timestamp in the time
-        index, so the index alone tells the segment's largest timestamp."""
+        index, so the index alone tells the segment's largest timestamp, and write both indexes."""
         if self.max_timestamp > self.time_index.last_timestamp:
             self.time_index.append([(self.max_timestamp, self.offset_of_max_timestamp)])
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
 
     def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
         """What log.roll.ms is compared with, as Kafka's timeWaitedForRoll: in message time when

@@ -10,12 +10,10 @@ T < target.
 
 from __future__ import annotations
 
-import os
 import struct
 from bisect import bisect_left
 from pathlib import Path
 
-from weir.log.file_io import write_all
 from weir.log.index_file import IndexFile
 
 _ENTRY = struct.Struct(">qi")
@@ -76,13 +74,15 @@ class TimeIndex(IndexFile):
         return kept
 
     def commit(self, entries: list[tuple[int, int]]) -> None:
-        """Add prepared entries with one write; memory changes only once the write succeeded."""
-        if not entries:
-            return
-        write_all(self._fd, b"".join(_ENTRY.pack(ts, offset - self.base_offset) for ts, offset in entries))
+        """Add prepared entries (to the file at the next `write_pending`)."""
         for ts, offset in entries:
             self._timestamps.append(ts)
             self._offsets.append(offset)
+
+    def _encode(self, start: int) -> bytes:
+        base = self.base_offset
+        return b"".join(_ENTRY.pack(ts, offset - base)
+                        for ts, offset in zip(self._timestamps[start:], self._offsets[start:]))
 
     def append(self, entries: list[tuple[int, int]]) -> None:
         self.commit(self.prepare(entries))
@@ -101,7 +101,7 @@ class TimeIndex(IndexFile):
     def truncate_to_entries(self, count: int) -> None:
         """Back to the first `count` entries (an append that failed half way)."""
         del self._timestamps[count:], self._offsets[count:]
-        os.ftruncate(self._fd, count * ENTRY_SIZE)
+        self._truncate_file(count)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
         self._truncate_file()

@@ -110,9 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     return args.func(args)
 
 
-if __name__ == "__main__":
-    # `python -m weir.cli`, as LocalCluster starts brokers: kio registers Hypothesis strategies for
-    # its types whenever Hypothesis imports (a test dependency of ours), 0.17 s of CPU at every start
-    # for nothing a broker or a command uses. Only here: an importer of weir.cli may need Hypothesis.
+def console() -> int:
+    """The `weir` command, and `python -m weir.cli` (how LocalCluster starts brokers). kio registers
+    Hypothesis strategies for its types whenever Hypothesis imports (a test dependency of ours):
+    0.17 s of CPU at every start for nothing a broker or a command uses. Only here: an importer of
+    weir.cli (a test) may need Hypothesis."""
     sys.modules.setdefault("hypothesis", None)
-    sys.exit(main())
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(console())

@@ -7,8 +7,8 @@
   they answered per million records, with the CPU per request), two consumers (confluent-kafka, and
   kcat: librdkafka without Python) against the same sink answering Fetch from memory (each
   consumer's ceiling), acks=all RF=3 latency at 1,000 records/s
-  beside one broker's acks=1 and the sink's (rounds alternated, medians), and Spark count/group-by
-  over Weir against Parquet.
+  beside one broker's acks=1 and the sink's (rounds alternated, medians) with the brokers' CPU per
+  record at that rate, and Spark count/group-by over Weir against Parquet.
 
 - produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
   connection code whose Produce handler stores nothing - so the ratio says what the log costs.
@@ -37,6 +37,7 @@ beside `page_cache_cost`: what the kernel charges per MiB appended to a log file
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -632,12 +633,13 @@ def _bench_all(args) -> int:
                 one.bootstrap, args.records)))
         consumed, consume_ceiling = _median(consume_runs["one"]), _median(consume_runs["sink"])
         native, native_ceiling = _median(consume_runs["native one"]), _median(consume_runs["native sink"])
-        paced = (("sink", f"127.0.0.1:{sink_port}", BENCH_TOPIC, "1"), ("one", one.bootstrap, BENCH_TOPIC, "1"),
-                 ("three", three.bootstrap, "latency", "all"))
+        paced = (("sink", None, f"127.0.0.1:{sink_port}", BENCH_TOPIC, "1"),
+                 ("one", one, one.bootstrap, BENCH_TOPIC, "1"), ("three", three, three.bootstrap, "latency", "all"))
         steady_runs: dict[str, list] = {name: [] for name, *_ in paced}
         for _ in range(args.rounds):  # alternated too: a burst of stalls would otherwise fall on one target
-            for name, bootstrap, topic, acks in paced:
-                steady_runs[name].append(_produce(bootstrap, 10_000, args.record_size, topic, acks, rate=1000))
+            for name, cluster, bootstrap, topic, acks in paced:
+                run = functools.partial(_produce, bootstrap, 10_000, args.record_size, topic, acks, rate=1000)
+                steady_runs[name].append(run() if cluster is None else _with_cpu(cluster, 10_000, run))
         steady = {name: _median(runs) for name, runs in steady_runs.items()}
         # Spark is imported only now: its ~40,000 objects (the process had ~22,000) make every full
         # garbage collection slower, and the consumer above would pay for them (1.0-1.4M records/s
@@ -672,6 +674,9 @@ def _bench_all(args) -> int:
         (("three", "RF=3 acks=all"), ("one", "one broker acks=1"), ("sink", "no-op sink"))) + " (medians of the rounds)")
     print("RF=3 acks=all p50 / p99 ms by round: " + " ".join(
         f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady_runs["three"]))
+    # CPU-seconds per million records are microseconds per record
+    print(f"at 1,000 records/s the brokers' CPU per record: RF=3 {steady['three']['CPU s/M']:,.0f} us "
+          f"({steady['three']['CPU s/M'] / 1000:.2f} of a core busy), one broker {steady['one']['CPU s/M']:,.0f} us")
     print(stalls)
     print(page_cache)
     report(args.records, spark)

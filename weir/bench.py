@@ -1,4 +1,4 @@
-"""`weir bench [all|produce|consume|replication|loops|spark]`: confluent-kafka against real Weir clusters.
+"""`weir bench [WORKLOAD]`: confluent-kafka against real Weir clusters (and `leader`, in one process).
 
 - all (the default): issue 16's table in one run, every figure beside what it is measured
   against: the no-op sink (no delivery callback: the client's ceiling), one broker RF=1 acks=1,
@@ -31,6 +31,8 @@
   topics by id costs when the cluster has many); with --idle-partitions N, an RF=3 topic of N
   partitions that nobody writes (what followers' fetches of idle partitions cost).
 - spark: Spark over Weir against Parquet (weir/spark/bench.py).
+- leader: a leader's Python per record, in one process, RF=3 acks=all against RF=1 acks=1
+  (weir/bench_leader.py).
 Every latency figure is printed beside `machine_stalls`: how often the machine itself, under no
 load of ours, failed to wake a sleeping process within 3 ms on each CPU; and every CPU figure
 beside `page_cache_cost`: what the kernel charges per MiB appended to a log file.
@@ -693,6 +695,9 @@ def interpreter() -> str:
 
 def run_bench(args) -> int:
     print(f"brokers and clients on {interpreter()}")
+    if args.workload == "leader":
+        from .bench_leader import bench_leader
+        return bench_leader(args)
     if args.workload in ("all", "compare", "loops", "sessions"):
         return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops,
                 "sessions": _bench_sessions}[args.workload](args)

@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
     bench.add_argument("workload", nargs="?", default="all",
-                       choices=["all", "produce", "consume", "replication", "loops", "compare", "sessions", "spark"])
+                       choices=["all", "produce", "consume", "replication", "loops", "compare", "sessions", "spark",
+                                "leader"])
     bench.add_argument("--against", metavar="SOURCE_TREE",
                        help="compare: the other Weir source tree (a git worktree of another commit, say)")
     bench.add_argument("--against-python", metavar="PYTHON", default=sys.executable,

@@ -1,0 +1,168 @@
+"""`weir bench leader`: what a leader's Python costs per record, in one process, steady to a few per
+cent from run to run (the cluster benches move 15-20% on this machine, with the host's stalls and
+five processes sharing two cores).
+
+The same DataApis, ReplicaManager, partition and log a broker runs, on a temp dir, answer requests
+decoded from the bytes a client or a follower sends; there are no sockets, no connection layer and
+no other process. Two cycles are timed, rounds alternated:
+
+- RF=3 acks=all: a Produce of one record; both followers' parked Fetches woken and answered with
+  it; both followers fetching again from the new log end, in their fetch sessions (the second
+  moves the HW, which answers the Produce, and both park again). What a leader does per record at
+  1,000 records/s, where every request carries one.
+- RF=1 acks=1: a Produce of one record, answered at once.
+
+Their ratio is what replication costs the leader. What this leaves out (the sockets, the event
+loop's waiting, caches other processes took meanwhile: a broker spends about twice as much per
+record in a cluster) the cluster benches count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+import uuid
+
+from .broker.apis import DataApis
+from .broker.replica_manager import ReplicaManager
+from .client import encode_request
+from .config import BrokerConfig
+from .coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from .protocol import codec
+from .protocol.header import read_request_header
+from .protocol.hot_requests import encode_follower_fetch_request
+from .protocol.hot_responses import FileRegion, decode_follower_fetch_response
+from .protocol.records import encode_batch
+from .protocol.versions import ApiKey
+
+LEADER = 1
+BROKER_EPOCHS = {1: 5, 2: 6, 3: 7}
+TOPIC = "bench"
+PRODUCE_VERSION, FETCH_VERSION = 9, 15
+MAX_CYCLES = 20_000  # a cycle is whole requests, not a record of a batch: --records is capped here
+
+
+class Leader:
+    """A broker leading one partition replicated to `replicas`, its log in a temp dir."""
+
+    def __init__(self, replicas: tuple[int, ...]) -> None:
+        self.directory = tempfile.mkdtemp(prefix="weir-bench-leader-")
+        self.topic_id = uuid.uuid4()
+        self.replicas = ReplicaManager(BrokerConfig({"broker.id": str(LEADER), "log.dirs": self.directory}), 0)
+        self.replicas.can_lead = True
+        self.replicas.apply_view(ClusterView(
+            brokers={b: BrokerInfo(b, "127.0.0.1", 9090 + b) for b in BROKER_EPOCHS},
+            topics={TOPIC: TopicAssignment(TOPIC, self.topic_id, {0: replicas})},
+            # the state written after the brokers registered (zxid 10 > their epochs), as a controller's is
+            states={(TOPIC, 0): PartitionState(LEADER, 0, replicas, 1, 0)}, state_zxids={(TOPIC, 0): 10},
+            broker_epochs=dict(BROKER_EPOCHS), broker_sessions={b: 100 + b for b in BROKER_EPOCHS},
+            controller_id=LEADER, controller_epoch=1, session_id=100 + LEADER), _now_ms())
+        self.apis = DataApis(self.replicas)
+
+    def handle(self, frame: bytes):
+        """What the connection layer does with a request frame (its size cut off): the handler's answer."""
+        header = read_request_header(frame, "127.0.0.1", "PLAINTEXT", None)
+        return self.apis.handlers[header.api_key](header, codec.decode_request(header, frame))
+
+    @property
+    def high_watermark(self) -> int:
+        return self.replicas.partitions[TOPIC, 0].high_watermark
+
+    def close(self) -> None:
+        self.replicas.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def produce_frame(correlation_id: int, acks: int) -> bytes:
+    return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, correlation_id, "bench", {
+        "transactional_id": None, "acks": acks, "timeout": 30_000, "topic_data": [{"name": TOPIC, "partition_data": [
+            {"index": 0, "records": encode_batch([b"v" * 100], timestamp=_now_ms())}]}]})[4:]
+
+
+class Follower:
+    """A follower's Fetch requests in its fetch session (KIP-227), as its fetcher sends them."""
+
+    def __init__(self, broker_id: int, topic_id: uuid.UUID) -> None:
+        self.broker_id, self.topic_id = broker_id, topic_id
+        self.session_id, self.epoch = 0, 0  # epoch 0: a full request that opens a session
+
+    def fetch_frame(self, offset: int) -> bytes:
+        body = encode_follower_fetch_request(FETCH_VERSION, self.broker_id, BROKER_EPOCHS[self.broker_id], 500, 1,
+                                             10 << 20, [(self.topic_id, [(0, 0, offset, 0, 1 << 20)])],
+                                             self.session_id, self.epoch)
+        self.epoch += 1
+        return encode_request(ApiKey.FETCH, FETCH_VERSION, offset, f"replica-{self.broker_id}", body)[4:]
+
+    def answered(self, parts: list) -> None:
+        """Join the session the first answer opened."""
+        if not self.session_id:
+            body = b"".join(os.pread(p.fd, p.size, p.position) if isinstance(p, FileRegion) else p for p in parts)
+            header = bytes(5)  # correlation id 0, no tagged fields (the connection layer writes the real one)
+            self.session_id = decode_follower_fetch_response(FETCH_VERSION, header + body).session_id
+            self.epoch = 1
+
+
+async def _replicated(cycles: int) -> float:
+    """CPU-seconds per RF=3 acks=all record."""
+    leader = Leader((LEADER, 2, 3))
+    try:
+        followers = [Follower(b, leader.topic_id) for b in (2, 3)]
+        parked = [leader.handle(f.fetch_frame(0)) for f in followers]
+        produced = leader.handle(produce_frame(0, -1))  # a first cycle opens the fetch sessions
+        for f, answer in zip(followers, parked):
+            f.answered(await answer)
+        parked = [leader.handle(f.fetch_frame(1)) for f in followers]
+        await produced.awaitable
+        produces = [produce_frame(i, -1) for i in range(1, cycles + 1)]  # built before the clock starts
+        fetches = [[f.fetch_frame(offset) for f in followers] for offset in range(2, cycles + 2)]
+        started = time.process_time()
+        for produce, fetched in zip(produces, fetches):
+            produced = leader.handle(produce)
+            for answer in parked:
+                await answer
+            parked = [leader.handle(frame) for frame in fetched]
+            await produced.awaitable
+        spent = time.process_time() - started
+        for answer in parked:
+            answer.cancel()
+        assert leader.high_watermark == cycles + 1, "a cycle went wrong: the HW did not follow"
+        return spent / cycles
+    finally:
+        leader.close()
+
+
+async def _alone(cycles: int) -> float:
+    """CPU-seconds per RF=1 acks=1 record."""
+    leader = Leader((LEADER,))
+    try:
+        produces = [produce_frame(i, 1) for i in range(cycles)]
+        started = time.process_time()
+        for produce in produces:
+            leader.handle(produce)
+        spent = time.process_time() - started
+        assert leader.high_watermark == cycles, "a cycle went wrong: the records are not all there"
+        return spent / cycles
+    finally:
+        leader.close()
+
+
+def bench_leader(args) -> int:
+    cycles = min(args.records, MAX_CYCLES)
+    print(f"{cycles:,} records of 100 bytes, one per request, in one process (no sockets), median of "
+          f"{args.rounds} rounds alternated")
+    replicated, alone = [], []
+    for _ in range(args.rounds):
+        replicated.append(asyncio.run(_replicated(cycles)))
+        alone.append(asyncio.run(_alone(cycles)))
+    replicated_us, alone_us = (sorted(runs)[len(runs) // 2] * 1e6 for runs in (replicated, alone))
+    print(f"leader CPU per record: RF=3 acks=all {replicated_us:,.1f} us, RF=1 acks=1 {alone_us:,.1f} us, "
+          f"ratio {replicated_us / alone_us:.2f}")
+    print("by round, RF=3 / RF=1 us: " + " ".join(f"{r * 1e6:.1f}/{a * 1e6:.1f}" for r, a in zip(replicated, alone)))
+    return 0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -166,6 +166,16 @@ def test_index_entries_are_on_disk_once_their_segment_is_sealed_or_flushed(open_
     assert on_disk(active) == (0, 0) < (len(active.offset_index), len(active.time_index))
     log.flush()
     assert on_disk(active) == (len(active.offset_index), len(active.time_index))
+    for segment in (sealed, active):  # what the files hold is what memory served
+        offsets, times = (type(index)(index.path, index.base_offset, index.max_entries)
+                          for index in (segment.offset_index, segment.time_index))
+        offsets.load()
+        times.load()
+        assert all(offsets.position_at_or_before_offset(o) == segment.offset_index.position_at_or_before_offset(o)
+                   for o in range(segment.base_offset, segment.next_offset))
+        assert all(times.offset_before(t) == segment.time_index.offset_before(t) for t in (0, NOW, NOW + 1))
+        offsets.close()
+        times.close()
     fill(log, 15, 3)  # entries after the flush: lost with the crash, rebuilt at the open
     entries = len(active.offset_index)
     assert on_disk(active)[0] < entries
@@ -175,6 +185,30 @@ def test_index_entries_are_on_disk_once_their_segment_is_sealed_or_flushed(open_
     assert len(log.segments[1].offset_index) == entries
     for offset in (0, 21, 29, 35):
         assert batch_headers(log.read(offset, 1, 36).read_bytes())[0][0] == offset // 2 * 2
+
+
+def test_an_index_write_that_fails_part_way_leaves_whole_entries(open_log, log_dir, monkeypatch):
+    """A flush whose index write stops part way (a full disk) raises, and leaves the file whole
+    entries only: the next flush's entries must not land after a torn one."""
+    config = LogConfig(index_interval_bytes=BATCH)
+    log = open_log(config)
+    fill(log, 0, 10)
+    index = log.active_segment.offset_index
+    real_write = os.write
+
+    def torn(fd, data):
+        real_write(fd, bytes(data)[:5])
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "write", torn)
+    with pytest.raises(OSError):
+        log.flush()
+    monkeypatch.setattr(os, "write", real_write)
+    assert index.path.stat().st_size == 0
+    log.flush()
+    assert index.path.stat().st_size == 8 * len(index) > 0
+    log.close()
+    log = open_log(config, clean_shutdown=True)
+    assert_intact_prefix(log, 10)
 
 
 def test_recovering_an_empty_or_fully_torn_log(open_log, log_dir):

@@ -42,9 +42,14 @@ class IndexFile:
         os.ftruncate(self._fd, self._written * self.ENTRY_SIZE)
 
     def write_pending(self) -> None:
-        """Write the entries only memory has, with one write."""
+        """Write the entries only memory has, with one write. A write that fails part way is cut
+        off again: the entries written next must not land after a torn one."""
         if len(self) > self._written:
-            write_all(self._fd, self._encode(self._written))
+            try:
+                write_all(self._fd, self._encode(self._written))
+            except BaseException:
+                os.ftruncate(self._fd, self._written * self.ENTRY_SIZE)
+                raise
             self._written = len(self)
 
     def flush(self) -> None:

@@ -26,7 +26,7 @@ import tempfile
 import time
 import uuid
 
-from .broker.apis import DataApis
+from .broker.apis import DataApis, now_ms
 from .broker.replica_manager import ReplicaManager
 from .client import encode_request
 from .config import BrokerConfig
@@ -59,7 +59,7 @@ class Leader:
             # the state written after the brokers registered (zxid 10 > their epochs), as a controller's is
             states={(TOPIC, 0): PartitionState(LEADER, 0, replicas, 1, 0)}, state_zxids={(TOPIC, 0): 10},
             broker_epochs=dict(BROKER_EPOCHS), broker_sessions={b: 100 + b for b in BROKER_EPOCHS},
-            controller_id=LEADER, controller_epoch=1, session_id=100 + LEADER), _now_ms())
+            controller_id=LEADER, controller_epoch=1, session_id=100 + LEADER), now_ms())
         self.apis = DataApis(self.replicas)
 
     def handle(self, frame: bytes):
@@ -76,10 +76,10 @@ class Leader:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def produce_frame(correlation_id: int, acks: int) -> bytes:
+def produce_frame(correlation_id: int, acks: int, record_size: int) -> bytes:
     return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, correlation_id, "bench", {
         "transactional_id": None, "acks": acks, "timeout": 30_000, "topic_data": [{"name": TOPIC, "partition_data": [
-            {"index": 0, "records": encode_batch([b"v" * 100], timestamp=_now_ms())}]}]})[4:]
+            {"index": 0, "records": encode_batch([b"v" * record_size], timestamp=now_ms())}]}]})[4:]
 
 
 class Follower:
@@ -105,18 +105,18 @@ class Follower:
             self.epoch = 1
 
 
-async def _replicated(cycles: int) -> float:
+async def _replicated(cycles: int, record_size: int) -> float:
     """CPU-seconds per RF=3 acks=all record."""
     leader = Leader((LEADER, 2, 3))
     try:
         followers = [Follower(b, leader.topic_id) for b in (2, 3)]
         parked = [leader.handle(f.fetch_frame(0)) for f in followers]
-        produced = leader.handle(produce_frame(0, -1))  # a first cycle opens the fetch sessions
+        produced = leader.handle(produce_frame(0, -1, record_size))  # a first cycle opens the fetch sessions
         for f, answer in zip(followers, parked):
             f.answered(await answer)
         parked = [leader.handle(f.fetch_frame(1)) for f in followers]
         await produced.awaitable
-        produces = [produce_frame(i, -1) for i in range(1, cycles + 1)]  # built before the clock starts
+        produces = [produce_frame(i, -1, record_size) for i in range(1, cycles + 1)]  # built before the clock starts
         fetches = [[f.fetch_frame(offset) for f in followers] for offset in range(2, cycles + 2)]
         started = time.process_time()
         for produce, fetched in zip(produces, fetches):
@@ -134,11 +134,11 @@ async def _replicated(cycles: int) -> float:
         leader.close()
 
 
-async def _alone(cycles: int) -> float:
+async def _alone(cycles: int, record_size: int) -> float:
     """CPU-seconds per RF=1 acks=1 record."""
     leader = Leader((LEADER,))
     try:
-        produces = [produce_frame(i, 1) for i in range(cycles)]
+        produces = [produce_frame(i, 1, record_size) for i in range(cycles)]
         started = time.process_time()
         for produce in produces:
             leader.handle(produce)
@@ -151,18 +151,14 @@ async def _alone(cycles: int) -> float:
 
 def bench_leader(args) -> int:
     cycles = min(args.records, MAX_CYCLES)
-    print(f"{cycles:,} records of 100 bytes, one per request, in one process (no sockets), median of "
+    print(f"{cycles:,} records of {args.record_size} bytes, one per request, in one process (no sockets), median of "
           f"{args.rounds} rounds alternated")
     replicated, alone = [], []
     for _ in range(args.rounds):
-        replicated.append(asyncio.run(_replicated(cycles)))
-        alone.append(asyncio.run(_alone(cycles)))
+        replicated.append(asyncio.run(_replicated(cycles, args.record_size)))
+        alone.append(asyncio.run(_alone(cycles, args.record_size)))
     replicated_us, alone_us = (sorted(runs)[len(runs) // 2] * 1e6 for runs in (replicated, alone))
     print(f"leader CPU per record: RF=3 acks=all {replicated_us:,.1f} us, RF=1 acks=1 {alone_us:,.1f} us, "
           f"ratio {replicated_us / alone_us:.2f}")
     print("by round, RF=3 / RF=1 us: " + " ".join(f"{r * 1e6:.1f}/{a * 1e6:.1f}" for r, a in zip(replicated, alone)))
     return 0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -15,7 +15,7 @@ import datetime
 import functools
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .varint import read_uvarint, write_uvarint
 
@@ -35,10 +35,13 @@ class Malformed(ValueError):
     """The bytes are not a message of this version (for a request, the codec answers MalformedRequest)."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ReplicaState:
     replica_id: int = -1
     replica_epoch: int = -1
+
+
+NO_REPLICA_STATE = ReplicaState()  # a consumer's (frozen: one object serves every request)
 
 
 @dataclass(slots=True)
@@ -78,7 +81,7 @@ class FetchRequest:
     forgotten_topics_data: list[ForgottenTopic]
     rack_id: str
     cluster_id: str | None = None
-    replica_state: ReplicaState = field(default_factory=ReplicaState)
+    replica_state: ReplicaState = NO_REPLICA_STATE
 
 
 @dataclass(slots=True)

@@ -11,15 +11,20 @@ no other process. Two cycles are timed, rounds alternated:
   moves the HW, which answers the Produce, and both park again). What a leader does per record at
   1,000 records/s, where every request carries one.
 - RF=1 acks=1: a Produce of one record, answered at once.
+- RF=3 acks=all with the followers too: a Produce of one record, answered once two follower
+  brokers' own replica fetchers (their ReplicaManager, FetcherCore, fetch session and log), whose
+  requests reach the leader's handlers through `InMemoryConnection`, have fetched it, appended it
+  and fetched again: the Python of all three brokers per record.
 
-Their ratio is what replication costs the leader. What this leaves out (the sockets, the event
-loop's waiting, caches other processes took meanwhile: a broker spends about twice as much per
-record in a cluster) the cluster benches count.
+The ratios are what replication costs the leader, and the three brokers. What this leaves out (the
+sockets, the event loop's waiting, caches other processes took meanwhile: a broker spends about
+twice as much per record in a cluster) the cluster benches count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -27,6 +32,7 @@ import time
 import uuid
 
 from .broker.apis import DataApis, now_ms
+from .broker.replica_fetcher import ReplicaFetchers
 from .broker.replica_manager import ReplicaManager
 from .client import encode_request
 from .config import BrokerConfig
@@ -45,13 +51,25 @@ PRODUCE_VERSION, FETCH_VERSION = 9, 15
 MAX_CYCLES = 20_000  # a cycle is whole requests, not a record of a batch: --records is capped here
 
 
-class Leader:
-    """A broker leading one partition replicated to `replicas`, its log in a temp dir."""
+class Broker:
+    """A broker's ReplicaManager on a log dir of its own in a temp dir."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.directory = tempfile.mkdtemp(prefix=f"weir-bench-broker-{broker_id}-")
+        self.config = BrokerConfig({"broker.id": str(broker_id), "log.dirs": self.directory})
+        self.replicas = ReplicaManager(self.config, 0)
+
+    def close(self) -> None:
+        self.replicas.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class Leader(Broker):
+    """A broker leading one partition replicated to `replicas`."""
 
     def __init__(self, replicas: tuple[int, ...]) -> None:
-        self.directory = tempfile.mkdtemp(prefix="weir-bench-leader-")
+        super().__init__(LEADER)
         self.topic_id = uuid.uuid4()
-        self.replicas = ReplicaManager(BrokerConfig({"broker.id": str(LEADER), "log.dirs": self.directory}), 0)
         self.replicas.can_lead = True
         self.replicas.apply_view(ClusterView(
             brokers={b: BrokerInfo(b, "127.0.0.1", 9090 + b) for b in BROKER_EPOCHS},
@@ -71,9 +89,49 @@ class Leader:
     def high_watermark(self) -> int:
         return self.replicas.partitions[TOPIC, 0].high_watermark
 
-    def close(self) -> None:
-        self.replicas.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+
+def answer_bytes(parts: list) -> bytes:
+    """A handler's answer as a socket would carry it (file regions read), but for its header."""
+    return b"".join(os.pread(p.fd, p.size, p.position) if isinstance(p, FileRegion) else p for p in parts)
+
+
+class FollowerBroker(Broker):
+    """A broker following the leader's partition with its own replica fetchers, which send their
+    requests through an InMemoryConnection."""
+
+    def __init__(self, broker_id: int, leader: Leader) -> None:
+        super().__init__(broker_id)
+        self.fetchers = ReplicaFetchers(self.replicas, self.config, self._connect)
+        self.replicas.on_role_change = self.fetchers.on_role_change
+        self.leader = leader
+        self.replicas.apply_view(dataclasses.replace(leader.replicas.view, session_id=100 + broker_id), now_ms())
+
+    async def _connect(self, broker_id: int) -> "InMemoryConnection":
+        return InMemoryConnection(self.leader, f"replica-{self.config['broker.id']}")
+
+    async def stop(self) -> None:
+        await self.fetchers.close()
+        self.close()
+
+
+class InMemoryConnection:
+    """What a replica fetcher's BrokerConnection does with a request, with the leader's handlers
+    for a socket: the request encoded and its answer decoded as on the wire."""
+
+    closed = False
+
+    def __init__(self, leader: Leader, client_id: str) -> None:
+        self.leader, self.client_id, self.correlation_id = leader, client_id, 0
+
+    async def request(self, api_key: int, version: int, body, *, timeout_s: float | None = None, decode=None):
+        self.correlation_id += 1
+        answer = self.leader.handle(encode_request(api_key, version, self.correlation_id, self.client_id, body)[4:])
+        if isinstance(answer, asyncio.Future):  # a long poll
+            answer = await answer
+        return decode(version, bytes(5) + answer_bytes(answer))  # correlation id 0, no tagged fields
+
+    async def close(self) -> None:
+        pass
 
 
 def produce_frame(correlation_id: int, acks: int, record_size: int) -> bytes:
@@ -99,9 +157,8 @@ class Follower:
     def answered(self, parts: list) -> None:
         """Join the session the first answer opened."""
         if not self.session_id:
-            body = b"".join(os.pread(p.fd, p.size, p.position) if isinstance(p, FileRegion) else p for p in parts)
             header = bytes(5)  # correlation id 0, no tagged fields (the connection layer writes the real one)
-            self.session_id = decode_follower_fetch_response(FETCH_VERSION, header + body).session_id
+            self.session_id = decode_follower_fetch_response(FETCH_VERSION, header + answer_bytes(parts)).session_id
             self.epoch = 1
 
 
@@ -134,6 +191,25 @@ async def _replicated(cycles: int, record_size: int) -> float:
         leader.close()
 
 
+async def _with_followers(cycles: int, record_size: int) -> float:
+    """CPU-seconds per RF=3 acks=all record, the followers' fetchers included."""
+    leader = Leader((LEADER, 2, 3))
+    followers = [FollowerBroker(b, leader) for b in (2, 3)]
+    try:
+        produces = [produce_frame(i, -1, record_size) for i in range(cycles + 1)]
+        await leader.handle(produces[0]).awaitable  # the fetchers connected and in their fetch sessions
+        started = time.process_time()
+        for produce in produces[1:]:
+            await leader.handle(produce).awaitable
+        spent = time.process_time() - started
+        assert leader.high_watermark == cycles + 1, "a cycle went wrong: the HW did not follow"
+        return spent / cycles
+    finally:
+        for follower in followers:
+            await follower.stop()
+        leader.close()
+
+
 async def _alone(cycles: int, record_size: int) -> float:
     """CPU-seconds per RF=1 acks=1 record."""
     leader = Leader((LEADER,))
@@ -153,12 +229,16 @@ def bench_leader(args) -> int:
     cycles = min(args.records, MAX_CYCLES)
     print(f"{cycles:,} records of {args.record_size} bytes, one per request, in one process (no sockets), median of "
           f"{args.rounds} rounds alternated")
-    replicated, alone = [], []
+    replicated, alone, three = [], [], []
     for _ in range(args.rounds):
         replicated.append(asyncio.run(_replicated(cycles, args.record_size)))
         alone.append(asyncio.run(_alone(cycles, args.record_size)))
-    replicated_us, alone_us = (sorted(runs)[len(runs) // 2] * 1e6 for runs in (replicated, alone))
+        three.append(asyncio.run(_with_followers(cycles, args.record_size)))
+    replicated_us, alone_us, three_us = (sorted(runs)[len(runs) // 2] * 1e6 for runs in (replicated, alone, three))
     print(f"leader CPU per record: RF=3 acks=all {replicated_us:,.1f} us, RF=1 acks=1 {alone_us:,.1f} us, "
           f"ratio {replicated_us / alone_us:.2f}")
-    print("by round, RF=3 / RF=1 us: " + " ".join(f"{r * 1e6:.1f}/{a * 1e6:.1f}" for r, a in zip(replicated, alone)))
+    print(f"three brokers' CPU per RF=3 acks=all record, the followers' fetchers included: {three_us:,.1f} us, "
+          f"{three_us / alone_us:.2f}x RF=1")
+    print("by round, RF=3 / RF=1 / three brokers us: " + " ".join(
+        f"{r * 1e6:.1f}/{a * 1e6:.1f}/{t * 1e6:.1f}" for r, a, t in zip(replicated, alone, three)))
     return 0

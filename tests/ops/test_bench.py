@@ -20,6 +20,9 @@ def test_a_bench_run_prints_its_figures_and_leaves_no_cluster_data_in_the_temp_d
 
 
 def test_the_leader_bench_drives_the_brokers_handlers_and_leaves_nothing_in_the_temp_dir(tmp_path):
-    """Its cycles assert that they went the way a broker's do (the HW follows every record), so a
-    change that broke the path would fail here rather than print a fast figure."""
-    assert "leader CPU per record: RF=3 acks=all" in bench(tmp_path, "leader", "--records", "300")
+    """Its cycles assert that they went the way a broker's do (the HW follows every record: with the
+    followers' own fetchers too, that they fetched and appended it), so a change that broke the path
+    would fail here rather than print a fast figure."""
+    printed = bench(tmp_path, "leader", "--records", "300")
+    assert "leader CPU per record: RF=3 acks=all" in printed
+    assert "three brokers' CPU per RF=3 acks=all record, the followers' fetchers included" in printed

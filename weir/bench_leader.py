@@ -34,7 +34,7 @@ import uuid
 from .broker.apis import DataApis, now_ms
 from .broker.replica_fetcher import ReplicaFetchers
 from .broker.replica_manager import ReplicaManager
-from .client import encode_request
+from .client import decode_response, encode_request
 from .config import BrokerConfig
 from .coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from .protocol import codec
@@ -128,7 +128,8 @@ class InMemoryConnection:
         answer = self.leader.handle(encode_request(api_key, version, self.correlation_id, self.client_id, body)[4:])
         if isinstance(answer, asyncio.Future):  # a long poll
             answer = await answer
-        return decode(version, bytes(5) + answer_bytes(answer))  # correlation id 0, no tagged fields
+        frame = bytes(5) + answer_bytes(answer)  # correlation id 0, no tagged fields
+        return decode(version, frame) if decode is not None else decode_response(api_key, version, frame)
 
     async def close(self) -> None:
         pass
@@ -203,6 +204,8 @@ async def _with_followers(cycles: int, record_size: int) -> float:
             await leader.handle(produce).awaitable
         spent = time.process_time() - started
         assert leader.high_watermark == cycles + 1, "a cycle went wrong: the HW did not follow"
+        assert all(f.replicas.partitions[TOPIC, 0].log.log_end_offset == cycles + 1 for f in followers), \
+            "a cycle went wrong: a follower did not append every record"
         return spent / cycles
     finally:
         for follower in followers:

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from weir.coordination import zookeeper_server
 from weir.coordination.zookeeper_server import (
-    ZooKeeperNotInstalled, ZooKeeperServer, ZooKeeperStartError, zookeeper_classpath)
+    ZooKeeperNotInstalled, ZooKeeperServer, ZooKeeperStartError, free_port, free_ports, zookeeper_classpath)
 
 
 def process_exists(pid: int) -> bool:
@@ -100,3 +101,15 @@ def test_missing_package_names_it(tmp_path):
     with pytest.raises(ZooKeeperNotInstalled, match=r"apt-get install .*zookeeper"):
         zookeeper_classpath(tmp_path)
     assert "zookeeper.jar" in zookeeper_classpath()
+
+
+def test_a_run_of_free_ports_is_never_handed_out_again(monkeypatch):
+    """A test's `weir up` took three ports for its brokers, then ZooKeeper's from free_port, which
+    gave it the second broker's: nothing was bound there yet ("address already in use" at its start)."""
+    base = free_ports(3)
+    offered = [base + 1, base + 2]  # what the random draw offers first
+    draw = zookeeper_server._random.randrange
+    monkeypatch.setattr(zookeeper_server._random, "randrange",
+                        lambda low, high: offered.pop(0) if offered else draw(low, high))
+    assert free_port() not in range(base, base + 3)
+    assert not offered  # both were offered, and passed over

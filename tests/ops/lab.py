@@ -1,7 +1,6 @@
 """A real `weir up` for tests: started on free ports, driven with `weir lab`, scraped like Prometheus."""
 
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -9,22 +8,7 @@ import urllib.request
 
 from waiting import wait_until
 from weir.console.server import parse_metrics
-from weir.coordination.zookeeper_server import free_port
-
-
-def consecutive_free_ports(count: int) -> int:
-    for _ in range(100):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no consecutive free ports")
+from weir.coordination.zookeeper_server import free_port, free_ports
 
 
 class Up:
@@ -32,8 +16,8 @@ class Up:
 
     def __init__(self, data_dir, *args: str) -> None:
         self.data_dir = str(data_dir)
-        self.base = consecutive_free_ports(3)
-        self.metrics_base = consecutive_free_ports(3)
+        self.base = free_ports(3)
+        self.metrics_base = free_ports(3)
         self.console_port = free_port()
         self.lines: list[str] = []
         self.proc = subprocess.Popen(

@@ -305,8 +305,9 @@ class DataApis:
                                             told=told.get((topic_key, p.partition)) if told else None,
                                             min_one_batch=min_one)
                 results.append(result)  # None: the fetch session's answer leaves it out
-                if result is not None and records_size(result):
-                    budget = max(budget - records_size(result), 0)
+                size = records_size(result) if result is not None else 0
+                if size:
+                    budget = max(budget - size, 0)
                     min_one = False
             out.append((name or "", topic_key if by_id else None, results))
         return out

@@ -77,9 +77,16 @@ def records_size(result) -> int:
 def keeps_waiting(results, min_bytes: int, time_left: float) -> bool:
     """Whether a fetch whose reads gave `results` ((topic, key, [partition result or None])
     each) waits on: less than min_bytes of records, no partition in error, and time left."""
-    answered = [p for _, _, parts in results for p in parts if p is not None]
-    return (time_left > 0 and sum(records_size(p) for p in answered) < min_bytes
-            and not any(p.error_code for p in answered))
+    if time_left <= 0:
+        return False
+    size = 0
+    for _, _, parts in results:
+        for p in parts:
+            if p is not None:
+                if p.error_code:
+                    return False
+                size += records_size(p)
+    return size < min_bytes
 
 
 class ParkedFetch:

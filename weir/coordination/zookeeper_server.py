@@ -95,6 +95,25 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive ports nothing listens on (a cluster's brokers, say), each
+    handed out as `free_port`'s are: a later free_port must not give one of them to another server."""
+    for _ in range(100):
+        base = free_port(host)
+        rest = range(base + 1, base + count)
+        if base + count > 65536 or any(port in _handed_out for port in rest):
+            continue
+        try:
+            for port in rest:
+                with socket.socket() as s:
+                    s.bind((host, port))
+        except OSError:
+            continue
+        _handed_out.update(rest)
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 def _ephemeral_range_start() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])

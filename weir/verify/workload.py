@@ -43,6 +43,25 @@ LOCAL_REFUSALS = frozenset({"_QUEUE_FULL", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC
 POLL_BATCH = 500
 POLL_TIMEOUT_S = 0.2
 FINAL_READ_TIMEOUT_S = 60
+# What a ListOffsets may answer while leadership settles (Kafka's retriable errors: a leader just
+# elected answers OFFSET_NOT_AVAILABLE until its HW reaches its epoch's start), which librdkafka's
+# watermark query gives back rather than retrying; and its own timeouts and lost connections.
+RETRIABLE_OFFSET_ERRORS = frozenset({
+    "OFFSET_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "REQUEST_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT",
+})
+
+
+def _high_watermark(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+    """The partition's high watermark, asked again after a retriable error until `deadline`."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=10)[1]
+        except KafkaException as e:
+            name = e.args[0].name() if e.args and isinstance(e.args[0], KafkaError) else ""
+            if name not in RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def send_fate(error_name: str, retries: int) -> str:
@@ -209,14 +228,13 @@ class Workload:
         op_id = self.history.invoke(process, "final-read", None)
         consumer = Consumer({**self._consumer_config("final"), "enable.partition.eof": True})
         reads, complete, error, ends = [], False, None, {}
+        deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
         try:
             for p in range(self.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)
-                ends[p] = high
+                ends[p] = _high_watermark(consumer, TopicPartition(self.topic, p), deadline)
             consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
             positions = {p: 0 for p in range(self.partitions)}
             done = {p for p, high in ends.items() if high == 0}
-            deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
             while len(done) < self.partitions and time.monotonic() < deadline:
                 for msg in consumer.consume(POLL_BATCH, timeout=0.5):
                     p = msg.partition()

@@ -169,6 +169,29 @@ def test_a_state_read_before_the_assignment_written_ahead_of_it_keeps_its_isr_me
     assert partition.replicas == (1, 2, 4) and set(partition.leader.followers) == {2, 4}
 
 
+def test_a_reassignment_read_after_the_state_that_went_with_it_reaches_the_leader(tmp_path):
+    """Found by a weir sim soak (reassign seed 791586, faults 5-8): a broker paused through a
+    reassignment read, on resuming, the new state first (its state watch had fired first) and the
+    new assignment after it, and no state followed: the reassignment waited for the replica it adds,
+    whose fetches the leader refused for good (not a replica of its). The same state again, with the
+    assignment read since, gives the leader and the partition the new replicas; one that would drop
+    an ISR member waits for the state that removes it."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    config = ReplicationConfig()
+    partition.apply_state(state(1, 4, isr=(1, 2, 4)), (1, 2, 4, 5), config, NOW, state_zxid=300, own_broker_epoch=200)
+    assert partition.answer_fetch(60, 4, 3, NOW, replica_epoch=5)[0].error_code == ErrorCode.unknown_leader_epoch
+
+    effects = partition.apply_state(state(1, 4, isr=(1, 2, 4)), (1, 2, 3, 4), config, NOW, state_zxid=300,
+                                    own_broker_epoch=200)
+    assert not effects.role_changed and partition.role == LEADER
+    assert partition.replicas == (1, 2, 3, 4) and set(partition.leader.followers) == {2, 3, 4}
+    assert partition.answer_fetch(0, 4, 3, NOW, replica_epoch=5)[0].error_code == ErrorCode.none
+
+    partition.apply_state(state(1, 4, isr=(1, 2, 4)), (1, 2, 3), config, NOW, state_zxid=300, own_broker_epoch=200)
+    assert partition.replicas == (1, 2, 3, 4), "4 is in the ISR: not dropped before a state removes it"
+    partition.leader.check_invariants()
+
+
 def test_a_fetch_reads_to_the_hw_for_a_consumer_and_to_the_leo_for_a_follower(tmp_path):
     """`answer_fetch` is the read rule both shells ask (the broker's Fetch, the simulator's): a
     consumer stops at the HW and only while leadership is proven, a follower reads to the LEO and

@@ -173,26 +173,27 @@ class Partition:
         """Take a controller state, written at `state_zxid`, while our registration is
         `own_broker_epoch` (None: not yet known)."""
         old = self.state
-        replicas = with_members(replicas, state.isr)
+        members = with_members(replicas, state.isr)
         if state.leader == self.broker_id and not may_lead_from(state_zxid, own_broker_epoch):
             effects = (Effects(fenced=True) if self.role == OFFLINE and old is None else
                        Effects(self.become_offline(), role_changed=True, data_changed=True, fenced=True))
-            self.unproven_leadership = replicas
+            self.unproven_leadership = members
             return effects
         if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
+            self._take_assignment(replicas, now_ms)
             return Effects()
         self.state = state
-        self.replicas = replicas
+        self.replicas = members
         self.unproven_leadership = None
         if state.leader == self.broker_id:
             if self.leader is not None and old is not None and old.leader == self.broker_id:
                 self.leader.on_partition_state(state.leader_epoch, state.partition_epoch, frozenset(state.isr),
-                                               replicas, now_ms, self.log.leader_epochs)
+                                               members, now_ms, self.log.leader_epochs)
                 return Effects(self._poll(now_ms), role_changed=state.leader_epoch != old.leader_epoch,
                                data_changed=True)
             self._drop_role()
             self.leader = LeaderPartition.become_leader(
-                self.broker_id, replicas, frozenset(state.isr), state.leader_epoch, state.partition_epoch,
+                self.broker_id, members, frozenset(state.isr), state.leader_epoch, state.partition_epoch,
                 self.log.log_end_offset, self._high_watermark, now_ms, self.log.leader_epochs, config,
                 self.live_brokers)
             return Effects(self._poll(now_ms), role_changed=True, data_changed=True)
@@ -204,6 +205,20 @@ class Partition:
                                               self.log.log_end_offset, self._high_watermark, self.log.leader_epochs)
         return Effects(self.purgatory.fail_all(), role_changed=True,
                        data_changed=True)
+
+    def _take_assignment(self, replicas: tuple[int, ...], now_ms: int) -> None:
+        """The replicas assigned now, with a state we hold already. The assignment is read apart from
+        the states, and a reassignment's may come after the state that went with it, with no later
+        state to bring it: the reassignment waits for the replica it adds, whose fetches a leader
+        without it would refuse for good. A leader takes them unless they drop a member of its ISR
+        (LeaderPartition.on_partition_state, with its own epochs: a stale state, but for these)."""
+        leader = self.leader
+        if leader is None:
+            self.replicas = with_members(replicas, self.state.isr)
+            return
+        leader.on_partition_state(leader.leader_epoch, leader.partition_epoch, leader.committed_isr,
+                                  with_members(replicas, leader.committed_isr), now_ms, self.log.leader_epochs)
+        self.replicas = leader.replicas
 
     def _drop_role(self) -> None:
         self._high_watermark = self.high_watermark

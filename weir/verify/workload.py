@@ -52,14 +52,18 @@ RETRIABLE_OFFSET_ERRORS = frozenset({
 })
 
 
+def error_name(e: KafkaException) -> str:
+    """The Kafka error's name (librdkafka's for its own), else the exception's repr."""
+    return e.args[0].name() if e.args and isinstance(e.args[0], KafkaError) else repr(e)
+
+
 def _high_watermark(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
     """The partition's high watermark, asked again after a retriable error until `deadline`."""
     while True:
         try:
             return consumer.get_watermark_offsets(partition, timeout=10)[1]
         except KafkaException as e:
-            name = e.args[0].name() if e.args and isinstance(e.args[0], KafkaError) else ""
-            if name not in RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
+            if error_name(e) not in RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
@@ -172,7 +176,7 @@ class Workload:
                 history.complete(op_id, process, FAIL, "send", {"partition": partition, "value": value},
                                  error="_QUEUE_FULL")
             except KafkaException as e:
-                name = e.args[0].name() if e.args and isinstance(e.args[0], KafkaError) else repr(e)
+                name = error_name(e)
                 history.complete(op_id, process, send_fate(name, self.retries), "send",
                                  {"partition": partition, "value": value}, error=name)
             next_at += interval

@@ -90,9 +90,11 @@ class Leader(Broker):
         return self.replicas.partitions[TOPIC, 0].high_watermark
 
 
-def answer_bytes(parts: list) -> bytes:
-    """A handler's answer as a socket would carry it (file regions read), but for its header."""
-    return b"".join(os.pread(p.fd, p.size, p.position) if isinstance(p, FileRegion) else p for p in parts)
+def response_frame(parts: list) -> bytes:
+    """A handler's answer as a client decodes it: file regions read, behind a response header of
+    correlation id 0 and no tagged fields (the connection layer writes the real one)."""
+    return bytes(5) + b"".join(os.pread(p.fd, p.size, p.position) if isinstance(p, FileRegion) else p
+                               for p in parts)
 
 
 class FollowerBroker(Broker):
@@ -128,7 +130,7 @@ class InMemoryConnection:
         answer = self.leader.handle(encode_request(api_key, version, self.correlation_id, self.client_id, body)[4:])
         if isinstance(answer, asyncio.Future):  # a long poll
             answer = await answer
-        frame = bytes(5) + answer_bytes(answer)  # correlation id 0, no tagged fields
+        frame = response_frame(answer)
         return decode(version, frame) if decode is not None else decode_response(api_key, version, frame)
 
     async def close(self) -> None:
@@ -158,8 +160,7 @@ class Follower:
     def answered(self, parts: list) -> None:
         """Join the session the first answer opened."""
         if not self.session_id:
-            header = bytes(5)  # correlation id 0, no tagged fields (the connection layer writes the real one)
-            self.session_id = decode_follower_fetch_response(FETCH_VERSION, header + answer_bytes(parts)).session_id
+            self.session_id = decode_follower_fetch_response(FETCH_VERSION, response_frame(parts)).session_id
             self.epoch = 1
 
 

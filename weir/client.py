@@ -160,11 +160,10 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     header = _HEADER.pack(api_key, version, correlation_id, -1 if client_id is None else len(raw)) + raw
     if schema.__flexible__:
         header += b"\x00"  # request header v2: empty tagged fields
-    if not isinstance(body, bytes):
+    if not isinstance(body, bytes):  # bytes: encoded by hand (weir.protocol.hot_requests)
         out = io.BytesIO()
         _writer(api_key, version)(out, body)
         body = out.getvalue()
-    # bytes: encoded by hand (weir.protocol.hot_requests)
     return b"".join((_SIZE.pack(len(header) + len(body)), header, body))
 
 

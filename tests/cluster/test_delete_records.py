@@ -8,6 +8,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from cluster_tools import admin, create_topic, partition_metadata, wait_until
+from waiting import watermarks
 
 OFFSET_OUT_OF_RANGE = 1
 POLICY_VIOLATION = 44
@@ -19,14 +20,6 @@ def produce(bootstrap: str, topic: str, values: range) -> None:
     for v in values:
         producer.produce(topic, b"%d" % v, partition=0, on_delivery=lambda err, msg: err and failed.append(err))
     assert producer.flush(60) == 0 and not failed, failed
-
-
-def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
-    finally:
-        consumer.close()
 
 
 def delete_records(bootstrap: str, topic: str, offset: int):

@@ -6,22 +6,15 @@ import json
 
 import pytest
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from clients import confluent_consume, confluent_produce
 from test_durability import create_topic
+from waiting import watermarks
 
 
 def values(messages):
     return [m.value for m in messages]
-
-
-def watermarks(bootstrap, topic):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-    finally:
-        consumer.close()
 
 
 def produce_idempotently(bootstrap, topic, payloads):

@@ -3,23 +3,16 @@
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients import confluent_consume, confluent_produce, make_messages
+from waiting import watermarks
 
 
 def create_topic(bootstrap, name, partitions=1, config=None):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
-
-
-def watermarks(bootstrap, topic, partition=0):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-    finally:
-        consumer.close()
 
 
 def test_clean_restart_keeps_every_record_and_offsets_continue(broker):

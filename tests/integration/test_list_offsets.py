@@ -3,10 +3,11 @@ checked against what Kafka answers (core/src/test/scala/integration/kafka/admin/
 
 import time
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from waiting import wait_until
+from weir.verify.workload import RETRIABLE_OFFSET_ERRORS, error_name
 
 
 def now_ms() -> int:
@@ -57,12 +58,19 @@ def test_the_leader_epoch_answered_is_the_epoch_of_the_offset_found(broker):
     first_epoch = _list_offset(admin, "epochs", OffsetSpec.latest()).leader_epoch
     broker.kill()
     broker.start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
 
     def latest():
-        found = _list_offset(admin, "epochs", OffsetSpec.latest())
-        return found if found.leader_epoch > first_epoch else None
-    new_epoch = wait_until(latest, "a new leader epoch after the restart").leader_epoch
+        # A fresh client each time: one that learned the old epoch before the controller's new
+        # state is answered FENCED_LEADER_EPOCH, which librdkafka's list_offsets gives back.
+        client = AdminClient({"bootstrap.servers": broker.bootstrap})
+        try:
+            found = _list_offset(client, "epochs", OffsetSpec.latest())
+        except KafkaException as e:
+            if error_name(e) in RETRIABLE_OFFSET_ERRORS:
+                return None
+            raise
+        return (client, found.leader_epoch) if found.leader_epoch > first_epoch else None
+    admin, new_epoch = wait_until(latest, "a new leader epoch after the restart")
     _produce_one_batch(broker.bootstrap, "epochs", [start + 200])
 
     earliest = _list_offset(admin, "epochs", OffsetSpec.earliest())

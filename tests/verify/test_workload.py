@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from weir.verify.workload import _high_watermark
+from weir.verify.workload import watermark_offsets
 
 
 class ScriptedConsumer:
@@ -31,19 +31,19 @@ class ScriptedConsumer:
 
 def test_a_new_leaders_offset_not_available_is_asked_again_until_it_answers():
     consumer = ScriptedConsumer(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE), KafkaError(KafkaError._TIMED_OUT), 42)
-    assert _high_watermark(consumer, TopicPartition("t", 0), time.monotonic() + 30) == 42
+    assert watermark_offsets(consumer, TopicPartition("t", 0), time.monotonic() + 30) == (0, 42)
     assert consumer.asked == 3
 
 
 def test_an_error_that_will_not_pass_is_raised_at_once():
     consumer = ScriptedConsumer(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), 42)
     with pytest.raises(KafkaException):
-        _high_watermark(consumer, TopicPartition("t", 0), time.monotonic() + 30)
+        watermark_offsets(consumer, TopicPartition("t", 0), time.monotonic() + 30)
     assert consumer.asked == 1
 
 
 def test_past_the_deadline_the_retriable_error_is_raised():
     consumer = ScriptedConsumer(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE), 42)
     with pytest.raises(KafkaException):
-        _high_watermark(consumer, TopicPartition("t", 0), time.monotonic() - 1)
+        watermark_offsets(consumer, TopicPartition("t", 0), time.monotonic() - 1)
     assert consumer.asked == 1

@@ -57,11 +57,11 @@ def error_name(e: KafkaException) -> str:
     return e.args[0].name() if e.args and isinstance(e.args[0], KafkaError) else repr(e)
 
 
-def _high_watermark(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
-    """The partition's high watermark, asked again after a retriable error until `deadline`."""
+def watermark_offsets(consumer: Consumer, partition: TopicPartition, deadline: float) -> tuple[int, int]:
+    """The partition's (low, high) watermarks, asked again after a retriable error until `deadline`."""
     while True:
         try:
-            return consumer.get_watermark_offsets(partition, timeout=10)[1]
+            return consumer.get_watermark_offsets(partition, timeout=10)
         except KafkaException as e:
             if error_name(e) not in RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
                 raise
@@ -235,7 +235,7 @@ class Workload:
         deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
         try:
             for p in range(self.partitions):
-                ends[p] = _high_watermark(consumer, TopicPartition(self.topic, p), deadline)
+                ends[p] = watermark_offsets(consumer, TopicPartition(self.topic, p), deadline)[1]
             consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
             positions = {p: 0 for p in range(self.partitions)}
             done = {p for p, high in ends.items() if high == 0}

@@ -8,11 +8,13 @@ so a schedule keeps its meaning when the shrinker deletes faults before it.
 Faults:
 - crash: the broker process dies and restarts after a while. `lossy` crashes also lose what the
   broker had not flushed (a machine crash). A lossy crash only loses data while every broker is up
-  and every ISR is full, i.e. while another copy of everything exists, and only on a broker that
-  leads nothing. Kafka's durability rests on replication, not fsync: two overlapping machine
-  crashes lose acknowledged writes in Kafka itself, and so does a leader that loses its tail and
-  is kept as the last ISR member while the others' sessions expire, then re-elected (the case
-  KIP-966 addresses). Otherwise the crash is downgraded to a process crash, and the trace says so.
+  and reachable (no network partition) and every ISR is full, i.e. while another copy of
+  everything exists and stays in the ISR, and only on a broker that leads nothing. Kafka's
+  durability rests on replication, not fsync: two overlapping machine crashes lose acknowledged
+  writes in Kafka itself, and so does a replica that loses its tail and is kept as the last ISR
+  member while the others' sessions expire, then elected (the case KIP-966 addresses: seed 831444
+  of reassign cut two of an ISR's three replicas off ZooKeeper just before the third's machine
+  crash). Otherwise the crash is downgraded to a process crash, and the trace says so.
 - pause: the process stops (a GC pause, SIGSTOP); everything sent to it and its timers wait.
 - stall: the broker's request handling stops (busy handler threads, a stuck disk) while its
   ZooKeeper session, its timers and its own replica fetchers go on; the requests that arrived
@@ -212,7 +214,7 @@ class Nemesis:
             return
         if lossy and not world.may_lose_unflushed(broker_id):
             lossy = False
-            self._say(fault, f"b{broker_id}: lossy crash downgraded (a leader, or not every ISR full)")
+            self._say(fault, f"b{broker_id}: lossy crash downgraded (a leader, a broker down or cut off, or an ISR not full)")
         broker.crash(lose_unflushed=lossy)
         self.crashed[broker_id] = index
         self._say(fault, f"crashed b{broker_id}{' losing unflushed data' if lossy else ''}")

@@ -118,9 +118,9 @@ class World:
                 and config.get("unclean.leader.election.enable", "false") != "true")
 
     def may_lose_unflushed(self, broker_id: int) -> bool:
-        """Inside Kafka's durability envelope (nemesis.py): everyone up, every ISR full, and
-        `broker_id` leads nothing."""
-        if not all(b.up and not b.paused for b in self.brokers):
+        """Inside Kafka's durability envelope (nemesis.py): everyone up and reachable, every ISR
+        full, and `broker_id` leads nothing."""
+        if self.network.blocked or not all(b.up and not b.paused for b in self.brokers):
             return False
         for key in self.keys:
             state = self.zk.partition_state(*key)

@@ -16,6 +16,7 @@ from clients import (aiokafka_produce, confluent_consume, confluent_produce, kaf
 from log.batches import make_batch, patched, record_values
 from raw_protocol import (INVALID_TIMESTAMP, NONE, RawClient, assert_healthy, create_topic, fetch, list_offset,
                           produce)
+from waiting import wait_until
 
 STACKS = {"confluent-kafka": confluent_produce, "kafka-python": kafka_python_produce,
           "aiokafka": aiokafka_produce, "kafkajs": kafkajs_produce}
@@ -43,6 +44,8 @@ def test_a_batch_without_max_timestamp_is_appended_right_and_survives_a_restart(
     broker.kill()
     broker.start()
     with RawClient(broker.port) as client:
+        # ready before the controller's new leader epoch reaches the partition: until then it is offline
+        wait_until(lambda: list_offset(client, "unset").error_code == NONE, "the partition led again")
         assert produce(client, "unset", make_batch([b"after"], timestamp=now_ms())).base_offset == 6
         assert [v for _, v in record_values(fetch(client, "unset", 0).records)] == [b"a", b"b", b"c"] * 2 + [b"after"]
     assert_healthy(broker)

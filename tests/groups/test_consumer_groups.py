@@ -8,9 +8,9 @@ committed offset); and the partitions are shared out as the assignor says.
 
 import asyncio
 import threading
-import time
 from collections import Counter
 
+from waiting import wait_until
 from weir.client import BrokerConnection
 from weir.groups.placement import partition_for
 from weir.protocol.versions import ApiKey
@@ -69,14 +69,6 @@ class ConfluentMember(threading.Thread):
         self.consumer.close()
 
 
-def wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def check_exactly_once_past_commits(log: list, expected: set) -> None:
     seen = Counter((p, o) for p, o, _ in log)
     assert set(seen) == expected, f"missing {sorted(expected - set(seen))[:10]}"
@@ -115,16 +107,16 @@ def test_three_consumers_share_six_partitions_and_one_leaving_rebalances(start_b
     members = [ConfluentMember(broker.bootstrap, "g-share", topic, log) for _ in range(3)]
     for m in members:
         m.start()
-    wait_for(lambda: sorted(len(m.assignment) for m in members) == [2, 2, 2], 30, "2 partitions each")
+    wait_until(lambda: sorted(len(m.assignment) for m in members) == [2, 2, 2], "2 partitions each", 30)
     assert sorted(p for m in members for p in m.assignment) == list(range(partitions))
 
     produce(broker.bootstrap, topic, 300, partitions)
-    wait_for(lambda: len({(p, o) for p, o, _ in log}) >= 300, 30, "first 300 consumed")
+    wait_until(lambda: len({(p, o) for p, o, _ in log}) >= 300, "first 300 consumed", 30)
     members[0].leave()
     produce(broker.bootstrap, topic, 300, partitions, start=300)
     rest = members[1:]
-    wait_for(lambda: sorted(len(m.assignment) for m in rest) == [3, 3], 30, "3 partitions each after the leave")
-    wait_for(lambda: len({(p, o) for p, o, _ in log}) >= 600, 30, "all 600 consumed")
+    wait_until(lambda: sorted(len(m.assignment) for m in rest) == [3, 3], "3 partitions each after the leave", 30)
+    wait_until(lambda: len({(p, o) for p, o, _ in log}) >= 600, "all 600 consumed", 30)
     for m in rest:
         m.leave()
     check_exactly_once_past_commits(log, expected_offsets(600, partitions))
@@ -185,15 +177,15 @@ def test_group_survives_killing_its_coordinator(start_cluster):
     members = [ConfluentMember(cluster.bootstrap, "g-failover", topic, log) for _ in range(2)]
     for m in members:
         m.start()
-    wait_for(lambda: sorted(len(m.assignment) for m in members) == [3, 3], 40, "3 partitions each")
+    wait_until(lambda: sorted(len(m.assignment) for m in members) == [3, 3], "3 partitions each", 40)
     produce(cluster.bootstrap, topic, 300, partitions)
-    wait_for(lambda: len({(p, o) for p, o, _ in log}) >= 300, 30, "first 300 consumed")
+    wait_until(lambda: len({(p, o) for p, o, _ in log}) >= 300, "first 300 consumed", 30)
 
     coordinator = find_coordinator(cluster.brokers[0].port, "g-failover")
     cluster.brokers[coordinator].kill()
     survivor = next(b for b in cluster.brokers if b.running)
     produce(survivor.bootstrap, topic, 300, partitions, start=300)
-    wait_for(lambda: len({(p, o) for p, o, _ in log}) >= 600, 60, "all 600 consumed after the failover")
+    wait_until(lambda: len({(p, o) for p, o, _ in log}) >= 600, "all 600 consumed after the failover", 60)
     new_coordinator = find_coordinator(survivor.port, "g-failover")
     assert new_coordinator != coordinator
     index = partition_for("g-failover", 3)

@@ -118,12 +118,15 @@ def test_all_isr_members_down(cluster, unclean):
     cluster.brokers[stale].start()
     bootstrap = cluster.brokers[stale].bootstrap
     if not unclean:
-        # once the controller sees the sessions end, nobody clean is left to lead
-        wait_until(lambda: partition_metadata(bootstrap, "fragile")[0][0] == -1, "the partition goes offline")
-        # the ISR keeps one member: whichever of the two the controller saw go last (their sessions
-        # expire in ZooKeeper's order, not in the order of the kills)
-        isr = partition_metadata(bootstrap, "fragile")[0][2]
-        assert len(isr) == 1 and isr[0] in (leader, third), "the ISR keeps its last member, never the stale one"
+        # once the controller sees the sessions end, nobody clean is left to lead; the ISR keeps one
+        # member: whichever of the two the controller saw go last (their sessions expire in
+        # ZooKeeper's order, not in the order of the kills). A leader whose registration is gone
+        # shows as -1 before the controller has written that state, with the ISR it had.
+        def offline_with_one_member():
+            answer = partition_metadata(bootstrap, "fragile")[0]
+            return answer[0] == -1 and len(answer[2]) == 1 and answer[2]
+        isr = wait_until(offline_with_one_member, "the partition offline, its ISR down to one member")
+        assert isr[0] in (leader, third), "the ISR keeps its last member, never the stale one"
         cluster.brokers[isr[0]].start()
         wait_until(lambda: leader_of(cluster, "fragile") == isr[0], "the last ISR member leads again")
         assert_all_acked_readable(cluster.bootstrap, producer)

@@ -8,7 +8,9 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
 
-from .test_consumer_groups import GROUP_SETTINGS, create_topic, produce, wait_for
+from waiting import wait_until
+
+from .test_consumer_groups import GROUP_SETTINGS, create_topic, produce
 
 
 def committed(admin: KafkaAdminClient, group: str) -> dict:
@@ -41,7 +43,7 @@ def test_offsets_of_topics_the_group_does_not_consume_are_deleted(start_broker):
         assert committed(admin, "g") == {("consumed", 0): 10}
 
         consumer.close()  # the group is Empty now: every offset may go
-        wait_for(lambda: admin.describe_groups(["g"])["g"]["group_state"] == "Empty", 30, "an empty group")
+        wait_until(lambda: admin.describe_groups(["g"])["g"]["group_state"] == "Empty", "an empty group", 30)
         assert admin.delete_group_offsets("g", [consumed]) == {consumed: NoError}
         with pytest.raises(GroupIdNotFoundError):
             admin.delete_group_offsets("no-such-group", [consumed])

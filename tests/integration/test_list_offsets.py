@@ -7,7 +7,7 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from waiting import wait_until
-from weir.verify.workload import RETRIABLE_OFFSET_ERRORS, error_name
+from weir.verify.workload import retriable_offset_error
 
 
 def now_ms() -> int:
@@ -66,7 +66,7 @@ def test_the_leader_epoch_answered_is_the_epoch_of_the_offset_found(broker):
         try:
             found = _list_offset(client, "epochs", OffsetSpec.latest())
         except KafkaException as e:
-            if error_name(e) in RETRIABLE_OFFSET_ERRORS:
+            if retriable_offset_error(e):
                 return None
             raise
         return (client, found.leader_epoch) if found.leader_epoch > first_epoch else None

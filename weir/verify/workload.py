@@ -57,13 +57,18 @@ def error_name(e: KafkaException) -> str:
     return e.args[0].name() if e.args and isinstance(e.args[0], KafkaError) else repr(e)
 
 
+def retriable_offset_error(e: KafkaException) -> bool:
+    """Whether a ListOffsets-backed call should be asked again (RETRIABLE_OFFSET_ERRORS)."""
+    return error_name(e) in RETRIABLE_OFFSET_ERRORS
+
+
 def watermark_offsets(consumer: Consumer, partition: TopicPartition, deadline: float) -> tuple[int, int]:
     """The partition's (low, high) watermarks, asked again after a retriable error until `deadline`."""
     while True:
         try:
             return consumer.get_watermark_offsets(partition, timeout=10)
         except KafkaException as e:
-            if error_name(e) not in RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
+            if not retriable_offset_error(e) or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 

@@ -40,7 +40,7 @@ from .coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAs
 from .protocol import codec
 from .protocol.header import read_request_header
 from .protocol.hot_requests import encode_follower_fetch_request
-from .protocol.hot_responses import FileRegion, decode_follower_fetch_response
+from .protocol.hot_responses import FileRegion, decode_fetch_response
 from .protocol.records import encode_batch
 from .protocol.versions import ApiKey
 
@@ -160,7 +160,7 @@ class Follower:
     def answered(self, parts: list) -> None:
         """Join the session the first answer opened."""
         if not self.session_id:
-            self.session_id = decode_follower_fetch_response(FETCH_VERSION, response_frame(parts)).session_id
+            self.session_id = decode_fetch_response(FETCH_VERSION, response_frame(parts)).session_id
             self.epoch = 1
 
 

@@ -499,12 +499,12 @@ class BrokerConnection:
         return version
 
     async def call(self, api_key: int, body, *, max_version: int | None = None, min_version: int = 0,
-                   timeout_s: float | None = ...):
+                   timeout_s: float | None = ..., decode: Callable | None = None):
         """pick_version (negotiating first if needed) and request in one step."""
         if self.versions is None:
             await self.api_versions()
         version = self.pick_version(api_key, max_version, min_version)
-        return await self.request(api_key, version, body, timeout_s=timeout_s)
+        return await self.request(api_key, version, body, timeout_s=timeout_s, decode=decode)
 
     # -- reading -------------------------------------------------------------------
 

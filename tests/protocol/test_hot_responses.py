@@ -74,7 +74,8 @@ def test_fetch_response_carries_aborted_transactions_read_committed(version):
 
 def kio_fetch_answer(version: int, partitions: list[dict], error: int = 0, session_id: int = 0) -> bytes:
     """A Fetch answer frame (correlation id, header tags, body) written by kio's own encoder,
-    with the tagged fields a leader may add (diverging epoch, current leader)."""
+    with the tagged fields a leader may add from v12 (diverging epoch, current leader)."""
+    import dataclasses
     import datetime
     import importlib
     import io
@@ -82,46 +83,54 @@ def kio_fetch_answer(version: int, partitions: list[dict], error: int = 0, sessi
     from kio.schema.errors import ErrorCode
     from kio.serial import entity_writer
     schema = importlib.import_module(f"kio.schema.fetch.v{version}.response")
+
+    def entity(cls, **fields):  # the fields this version has
+        return cls(**{k: v for k, v in fields.items() if k in {f.name for f in dataclasses.fields(cls)}})
     parts = []
     for p in partitions:
         aborted = p.get("aborted")
-        parts.append(schema.PartitionData(
-            partition_index=p["index"], error_code=ErrorCode(p.get("error", 0)), high_watermark=p["hw"], last_stable_offset=p["hw"],
-            log_start_offset=p["log_start"], diverging_epoch=schema.EpochEndOffset(epoch=3, end_offset=p.get("diverge", -1)),
-            current_leader=schema.LeaderIdAndEpoch(leader_id=2, leader_epoch=4),
+        parts.append(entity(
+            schema.PartitionData, partition_index=p["index"], error_code=ErrorCode(p.get("error", 0)),
+            high_watermark=p["hw"], last_stable_offset=p["hw"], log_start_offset=p["log_start"],
+            diverging_epoch=version >= 12 and schema.EpochEndOffset(epoch=3, end_offset=p.get("diverge", -1)),
+            current_leader=version >= 12 and schema.LeaderIdAndEpoch(leader_id=2, leader_epoch=4),
             aborted_transactions=None if aborted is None else tuple(
                 schema.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted),
             preferred_read_replica=-1, records=p["records"]))
     out = io.BytesIO()
-    out.write((99).to_bytes(4, "big") + b"\x00")
-    entity_writer(schema.FetchResponse)(out, schema.FetchResponse(
-        throttle_time=datetime.timedelta(0), error_code=ErrorCode(error), session_id=session_id,
-        responses=(schema.FetchableTopicResponse(topic_id=TOPIC_ID, partitions=tuple(parts)),)))
+    out.write((99).to_bytes(4, "big") + (b"\x00" if version >= 12 else b""))
+    topic = entity(schema.FetchableTopicResponse, topic_id=TOPIC_ID, topic="orders", partitions=tuple(parts))
+    entity_writer(schema.FetchResponse)(out, entity(
+        schema.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode(error),
+        session_id=session_id, responses=(topic,)))
     return out.getvalue()
 
 
-@pytest.mark.parametrize("version", range(13, 18))
-def test_follower_reads_fetch_answers_as_kio_writes_them(version):
-    from weir.protocol.hot_responses import decode_follower_fetch_response
+@pytest.mark.parametrize("version", range(4, 18))
+def test_fetch_answers_are_read_as_kio_writes_them(version):
+    """As a follower (v13+, by topic id) and weir.spark's reader (v4-v12, by name) read them."""
+    from weir.protocol.hot_responses import decode_fetch_response
     frame = memoryview(kio_fetch_answer(version, [
         {"index": 0, "hw": 10, "log_start": 2, "records": b"R" * 61, "aborted": [(7, 1), (9, 4)], "diverge": 5},
         {"index": 4, "hw": 5, "log_start": 0, "records": None, "error": 6},
         {"index": 1, "hw": 0, "log_start": 0, "records": b""}], session_id=1234567))
-    answer = decode_follower_fetch_response(version, frame)
-    assert (answer.error_code, answer.session_id) == (0, 1234567)
-    [(topic_id, partitions)] = answer.topics
-    assert topic_id == TOPIC_ID
+    answer = decode_fetch_response(version, frame)
+    assert (answer.error_code, answer.session_id) == (0, 1234567 if version >= 7 else 0)
+    [(topic, partitions)] = answer.topics
+    assert topic == (TOPIC_ID if version >= 13 else "orders")
     first, failed, empty = partitions
-    assert (first.partition_index, first.error_code, first.high_watermark, first.log_start_offset) == (0, 0, 10, 2)
+    assert (first.partition_index, first.error_code, first.high_watermark) == (0, 0, 10)
+    assert first.log_start_offset == (2 if version >= 5 else -1)
+    assert first.aborted == [(7, 1), (9, 4)] and failed.aborted is None
     assert bytes(first.records) == b"R" * 61
     assert first.records.obj is frame.obj, "the records are a view of the frame, not a copy"
     assert (failed.partition_index, failed.error_code, failed.records) == (4, 6, None)
     assert empty.records is not None and len(empty.records) == 0
 
 
-def test_follower_reads_a_fetch_answers_top_level_error():
-    from weir.protocol.hot_responses import decode_follower_fetch_response
-    answer = decode_follower_fetch_response(15, kio_fetch_answer(15, [], error=71))
+def test_a_fetch_answers_top_level_error_is_read():
+    from weir.protocol.hot_responses import decode_fetch_response
+    answer = decode_fetch_response(15, kio_fetch_answer(15, [], error=71))
     assert (answer.error_code, answer.session_id, answer.topics) == (71, 0, [(TOPIC_ID, [])])
 
 
@@ -129,16 +138,16 @@ def test_bytes_after_a_fetch_answer_are_refused():
     """Stricter than requests (whose trailing bytes are ignored, as Kafka's parser does for a
     client that sends them): a leader's answer is Weir's own, so extra bytes mean a misread."""
     from weir.protocol.hot_requests import Malformed
-    from weir.protocol.hot_responses import decode_follower_fetch_response
+    from weir.protocol.hot_responses import decode_fetch_response
     frame = kio_fetch_answer(15, [{"index": 0, "hw": 10, "log_start": 0, "records": b"R" * 61}])
     with pytest.raises(Malformed, match="3 bytes after the Fetch answer"):
-        decode_follower_fetch_response(15, frame + b"xyz")
+        decode_fetch_response(15, frame + b"xyz")
 
 
 @pytest.mark.parametrize("cut", [5, 30, 60, -1])
 def test_a_cut_fetch_answer_is_refused_not_misread(cut):
     from weir.protocol.hot_requests import Malformed
-    from weir.protocol.hot_responses import decode_follower_fetch_response
+    from weir.protocol.hot_responses import decode_fetch_response
     frame = kio_fetch_answer(15, [{"index": 0, "hw": 10, "log_start": 0, "records": b"R" * 61}])
     with pytest.raises(Malformed):
-        decode_follower_fetch_response(15, frame[:cut])
+        decode_fetch_response(15, frame[:cut])

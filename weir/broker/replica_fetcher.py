@@ -13,7 +13,7 @@ import time
 from ..client import BrokerConnection, ClientError
 from ..protocol.errors import error_code
 from ..protocol.hot_requests import encode_follower_fetch_request
-from ..protocol.hot_responses import decode_follower_fetch_response
+from ..protocol.hot_responses import decode_fetch_response
 from ..protocol.record_batch import batch_headers
 from ..protocol.versions import ApiKey
 from ..replication.follower import Backoff
@@ -133,7 +133,7 @@ class ReplicaFetcher:
             session.session_id, session.epoch,
             _by_topic((topic_id, index) for topic_id, index in session.forgotten))
         answer = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=wait_ms / 1000 + 30,
-                                    decode=decode_follower_fetch_response)
+                                    decode=decode_fetch_response)
         if not self.core.on_fetch_answer(partitions, answer.error_code, answer.session_id):
             if answer.error_code in SESSION_ERRORS:
                 log.info("fetch session with broker %d: error %d; fetching every partition again", self.leader_id,

@@ -155,10 +155,14 @@ class BodyReader:
         return n
 
     def array_len(self) -> int:
-        n = self._length(_I32, "elements")
+        n = self.nullable_array_len()
         if n < 0:
             raise Malformed("an array that cannot be null is null")
         return n
+
+    def nullable_array_len(self) -> int:
+        """An array's length, -1 if it is null."""
+        return self._length(_I32, "elements")
 
     def raw(self, n: int) -> bytes:
         start = self.pos

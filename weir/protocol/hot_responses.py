@@ -1,8 +1,8 @@
 """Produce and Fetch responses, encoded by hand into lists of buffers; the Fetch answers a
-follower gets, decoded by hand.
+follower or a reader (weir.spark) gets, decoded by hand.
 
 kio's generic encoder costs tens of microseconds a response, and its decoder copies the
-records of every answer a follower gets; these are on the hot path, so they are written with
+records of every Fetch answer; these are on the hot path, so they are written with
 struct. Field layouts follow Kafka's
 ProduceResponse.json (v3-v13) and FetchResponse.json (v4-v17): flexible from
 Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids
@@ -165,48 +165,61 @@ class FetchedPartition:
     partition_index: int
     error_code: int
     high_watermark: int
-    log_start_offset: int
+    log_start_offset: int  # -1 before v5
     records: memoryview | None  # a view of the answer's frame, not a copy
+    aborted: list[tuple[int, int]] | None  # (producer id, first offset); None: null (READ_UNCOMMITTED)
 
 
 @dataclass(slots=True)
 class FetchAnswer:
     error_code: int
     session_id: int
-    topics: list[tuple[uuid.UUID | None, list[FetchedPartition]]]
+    topics: list[tuple[uuid.UUID | str | None, list[FetchedPartition]]]  # by topic id from v13, by name before
 
 
-def decode_follower_fetch_response(version: int, frame) -> FetchAnswer:
-    """A Fetch answer of v13+ (by topic id, flexible) as a follower reads it: its error, session
-    id and per topic id its partitions. `frame` starts at the response header (correlation id,
-    tagged section). The last stable offset, aborted transactions and preferred read replica are
-    skipped (a follower copies the log as it is); so are tagged fields. Malformed if the bytes are
-    not such an answer."""
-    assert version >= 13, "a follower fetches by topic id"
+def decode_fetch_response(version: int, frame) -> FetchAnswer:
+    """A Fetch answer of v4-v17 as a follower or a consumer reads it: its error, session id and
+    per topic (its id from v13, its name before) its partitions, their records a view of `frame`.
+    `frame` starts at the response header (correlation id, and from v12 a tagged section). The
+    last stable offset and preferred read replica are skipped, and so are tagged fields (the
+    diverging epoch: Weir's followers truncate by OffsetsForLeaderEpoch). Malformed if the bytes
+    are not such an answer."""
     try:
-        return _read_fetch_answer(BodyReader(frame, 4, True))
+        return _read_fetch_answer(BodyReader(frame, 4, version >= 12), version)
     except (struct.error, IndexError) as e:
         raise Malformed(f"a cut Fetch answer: {e}") from None
 
 
-def _read_fetch_answer(r: BodyReader) -> FetchAnswer:
-    r.tags()  # response header v1
-    _throttle, error_code, session_id = r.unpack(_FETCH_TOP)
+def _read_fetch_answer(r: BodyReader, version: int) -> FetchAnswer:
+    r.tags()  # response header v1, flexible versions only
+    if version >= 7:
+        _throttle, error_code, session_id = r.unpack(_FETCH_TOP)
+    else:
+        r.unpack(_I32)  # throttle
+        error_code = session_id = 0
     topics = []
     for _ in range(r.array_len()):
-        topic_id = r.uuid()
+        topic = r.uuid() if version >= 13 else r.string()
         partitions = []
         for _ in range(r.array_len()):
-            index, error, high_watermark, _lso, log_start = r.unpack(_FETCH_PARTITION)
-            aborted = r.uvarint() - 1  # compact nullable array
-            for _ in range(max(aborted, 0)):
-                r.unpack(_ABORTED)
-                r.tags()
-            r.unpack(_I32)  # preferred read replica
-            partitions.append(FetchedPartition(index, error, high_watermark, log_start, r.nullable_view()))
+            if version >= 5:
+                index, error, high_watermark, _lso, log_start = r.unpack(_FETCH_PARTITION)
+            else:
+                index, error, high_watermark, _lso = r.unpack(_FETCH_PARTITION_V4)
+                log_start = -1
+            aborted = None
+            count = r.nullable_array_len()
+            if count >= 0:
+                aborted = []
+                for _ in range(count):
+                    aborted.append(r.unpack(_ABORTED))
+                    r.tags()
+            if version >= 11:
+                r.unpack(_I32)  # preferred read replica
+            partitions.append(FetchedPartition(index, error, high_watermark, log_start, r.nullable_view(), aborted))
             r.tags()
         r.tags()
-        topics.append((topic_id, partitions))
+        topics.append((topic, partitions))
     r.tags()
     if r.pos != len(r.buf):
         raise Malformed(f"{len(r.buf) - r.pos} bytes after the Fetch answer")

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator
 
 from ..client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, KafkaError
+from ..protocol.hot_responses import decode_fetch_response
 from ..protocol.versions import ApiKey
 from ..transactions.read_committed import AbortedTransactionFilter
 from .options import EARLIEST, LATEST, OptionError, ReadOptions
@@ -307,15 +308,14 @@ class RangeReader:
                 "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": pos,
                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
             "forgotten_topics_data": [], "rack_id": ""},
-            max_version=FETCH_MAX_VERSION, min_version=4, timeout_s=FETCH_MAX_WAIT_MS / 1000 + 30)
-        top = getattr(response, "error_code", 0)
-        if top:
-            return ErrorCode(top), -1, None, ()
-        for topic in response.responses:
-            for p in topic.partitions:
-                if int(p.partition_index) == self.partition:
-                    aborted = [(int(a.producer_id), int(a.first_offset)) for a in p.aborted_transactions or ()]
-                    return ErrorCode(p.error_code), int(p.high_watermark), p.records or None, aborted
+            max_version=FETCH_MAX_VERSION, min_version=4, timeout_s=FETCH_MAX_WAIT_MS / 1000 + 30,
+            decode=decode_fetch_response)
+        if response.error_code:
+            return ErrorCode(response.error_code), -1, None, ()
+        for topic, partitions in response.topics:
+            for p in partitions:
+                if topic == self.topic and p.partition_index == self.partition:
+                    return ErrorCode(p.error_code), p.high_watermark, p.records or None, p.aborted or ()
         return ErrorCode.unknown_topic_or_partition, -1, None, ()
 
     async def _refresh(self, client: ClusterClient) -> None:

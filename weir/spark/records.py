@@ -11,8 +11,9 @@ last one may be cut short by the fetch size limit: `decode` keeps only the recor
 
 Python looks at batch headers only (and decompresses whole batches); the records of all the kept
 batches are walked once in C (`columns` in weir/log/_record_walk.c), which writes the Arrow
-buffers of each column, and pyarrow wraps those without a copy. `to_arrow` adds the topic and
-partition columns and gives one `pyarrow.RecordBatch` whose schema is exactly the one Spark expects.
+buffers of each column into buffers from pyarrow's memory pool, and pyarrow wraps those without a
+copy. `to_arrow` adds the topic and partition columns and gives one `pyarrow.RecordBatch` whose
+schema is exactly the one Spark expects.
 """
 
 from __future__ import annotations
@@ -80,33 +81,43 @@ def decode(buf, start: int = 0, end: int = MAX_OFFSET, keep_batch=None, with_hea
         kept.append((records, h.record_count, h.base_offset, h.base_timestamp, h.max_timestamp,
                      bool(h.attributes & TIMESTAMP_TYPE_BIT)))
     try:
-        rows, offsets, timestamps, types, keys, values, headers = columns(kept, start, end, with_headers)
+        rows, offsets, timestamps, types, keys, values, headers = columns(kept, start, end, with_headers, _allocate)
     except ValueError as e:
         raise CorruptBatch(str(e)) from None
-    return Columns(next_offset, _binary(pa.binary(), rows, keys), _binary(pa.binary(), rows, values),
-                   _fixed(pa.int64(), rows, offsets), _fixed(pa.timestamp("ms", tz="UTC"), rows, timestamps),
-                   _fixed(pa.int32(), rows, types), None if headers is None else _headers(rows, *headers))
+    return Columns(next_offset, _binary(keys), _binary(values), _fixed(pa.int64(), rows, offsets),
+                   _fixed(pa.timestamp("ms", tz="UTC"), rows, timestamps), _fixed(pa.int32(), rows, types),
+                   None if headers is None else _headers(rows, *headers))
 
 
-def _fixed(type_: pa.DataType, rows: int, data: bytes) -> pa.Array:
-    return pa.Array.from_buffers(type_, rows, [None, pa.py_buffer(data)])
+def _allocate(size: int) -> pa.ResizableBuffer:
+    return pa.allocate_buffer(size, resizable=True)
 
 
-def _binary(type_: pa.DataType, rows: int, column: tuple) -> pa.Array:
-    validity, offsets, data, nulls = column
-    return pa.Array.from_buffers(type_, rows, [validity and pa.py_buffer(validity), pa.py_buffer(offsets),
-                                               pa.py_buffer(data)], null_count=nulls)
+def _cut(buffer: pa.ResizableBuffer, size: int) -> pa.ResizableBuffer:
+    buffer.resize(size, shrink_to_fit=True)
+    return buffer
 
 
-def _headers(rows: int, list_offsets: bytes, keys: tuple, values: tuple) -> pa.Array:
-    count = len(keys[1]) // 4 - 1
-    names = _binary(pa.binary(), count, keys)
+def _fixed(type_: pa.DataType, rows: int, data: pa.ResizableBuffer) -> pa.Array:
+    return pa.Array.from_buffers(type_, rows, [None, _cut(data, rows * type_.bit_width // 8)])
+
+
+def _binary(column: tuple) -> pa.Array:
+    validity, offsets, data, items, size, nulls = column
+    return pa.Array.from_buffers(pa.binary(), items, [validity and _cut(validity, (items + 7) // 8),
+                                                      _cut(offsets, (items + 1) * 4), _cut(data, size)],
+                                 null_count=nulls)
+
+
+def _headers(rows: int, list_offsets: pa.ResizableBuffer, keys: tuple, values: tuple) -> pa.Array:
+    names = _binary(keys)
     try:
         names = names.cast(pa.string())  # checks the UTF-8
     except pa.ArrowInvalid:
         names = pa.array([k.decode("utf-8", "replace") for k in names.to_pylist()], pa.string())
-    pairs = pa.StructArray.from_arrays([names, _binary(pa.binary(), count, values)], fields=list(HEADER_TYPE))
-    return pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows, [None, pa.py_buffer(list_offsets)], children=[pairs])
+    pairs = pa.StructArray.from_arrays([names, _binary(values)], fields=list(HEADER_TYPE))
+    return pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows, [None, _cut(list_offsets, (rows + 1) * 4)],
+                                 children=[pairs])
 
 
 def to_arrow(columns: Columns, topic: str, partition: int, arrow_schema: pa.Schema) -> pa.RecordBatch:

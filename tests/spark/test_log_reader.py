@@ -1,11 +1,12 @@
 """An executor's read of one partition's range (RangeReader), against a real broker: the Fetch at
-the next position is on its way when the caller takes records, and a read stopped early leaves
-nothing running."""
+the next position is on its way when the caller takes records, a read stopped early leaves
+nothing running, and read_committed drops aborted transactions as a consumer does."""
 
 import gc
 import logging
 
 import pytest
+from confluent_kafka import Producer
 
 from weir.spark.log_reader import RangeReader
 from weir.spark.options import parse_read_options
@@ -68,3 +69,26 @@ def test_a_read_stopped_early_cancels_the_fetch_sent_ahead(broker, topic, monkey
     # and a new reader of the rest reads it whole
     rest = [o for columns in reader(broker, topic, first.next_offset, RECORDS) for o in columns.offsets.to_pylist()]
     assert rest == list(range(first.next_offset, RECORDS))
+
+
+def test_read_committed_drops_the_aborted_transactions_each_fetch_answer_lists(broker):
+    """KIP-98: a read_committed Fetch answer lists the aborted transactions among its records; the
+    reader drops their records, as a read_committed consumer does, over answers of a batch or so
+    each. read_uncommitted keeps them. Transaction markers are never rows."""
+    create_topic(broker.bootstrap, "txns")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "spark-range-reader"})
+    producer.init_transactions(30)
+    for commit, values in ((True, [b"c0", b"c1"]), (False, [b"a0", b"a1", b"a2"]), (True, [b"c2"])):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("txns", value, partition=0)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    end = 9  # 6 records and 3 markers
+
+    def values(isolation: str) -> list[bytes]:
+        opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "txns",
+                                   "kafka.isolation.level": isolation, "fetchMaxBytes": "200"}, streaming=False)
+        return [v for columns in RangeReader(opts, "txns", 0, 0, end) for v in columns.values.to_pylist()]
+    assert values("read_committed") == [b"c0", b"c1", b"c2"]
+    assert values("read_uncommitted") == [b"c0", b"c1", b"a0", b"a1", b"a2", b"c2"]

@@ -19,7 +19,7 @@ def xerial(raw: bytes) -> bytes:
 
 def batch(values, *, base_offset=0, attributes=0, compress=None, timestamp=1000, headers=None):
     """A v2 batch with the given attributes; records compressed by `compress`."""
-    encoded_headers = [(name.encode(), value) for name, value in headers or ()]
+    encoded_headers = [(name if isinstance(name, bytes) else name.encode(), value) for name, value in headers or ()]
     records = b"".join(encode_record(i, i, f"k{i}".encode(), v, encoded_headers) for i, v in enumerate(values))
     if compress:
         records = compress(records)
@@ -40,7 +40,7 @@ def test_every_codec_decodes(codec):
     assert cols.values.to_pylist() == values
     assert cols.keys.to_pylist() == [f"k{i}".encode() for i in range(300)]
     assert cols.offsets.to_pylist() == list(range(300))
-    assert cols.timestamps.cast("int64").to_pylist() == [1000 + i for i in range(300)]
+    assert cols.timestamps.cast("int64").to_pylist() == [(1000 + i) * 1000 for i in range(300)]  # microseconds
     assert cols.timestamp_types.to_pylist() == [0] * 300
     assert cols.next_offset == 300
 
@@ -53,7 +53,7 @@ def test_ranges_control_batches_and_log_append_time():
     assert cols.values.to_pylist() == [b"b", b"c", b"d"]
     assert cols.offsets.to_pylist() == [11, 12, 14]
     assert cols.timestamp_types.to_pylist() == [0, 0, 1]
-    assert cols.timestamps.cast("int64").to_pylist()[2] == 5099  # LogAppendTime: the batch's max timestamp
+    assert cols.timestamps.cast("int64").to_pylist()[2] == 5_099_000  # LogAppendTime: the batch's max timestamp
     assert cols.next_offset == 16
     # a torn tail (a fetch cut by its size limit) is ignored
     torn = decode(data + make_batch([b"x"], base_offset=16)[:30])
@@ -73,6 +73,17 @@ def test_headers_and_arrow_schema_match_spark():
     assert rb.column("topic").to_pylist() == ["t", "t"]
     assert rb.column("timestamp").cast("int64").to_pylist() == [1_000_000, 1_001_000]  # microseconds
     assert rb.column("headers").to_pylist()[1] == [{"key": "h1", "value": b"x"}, {"key": "h2", "value": None}]
+
+
+def test_a_header_key_that_is_not_utf8_is_read_with_replacement_characters():
+    cols = decode(batch([b"v"], headers=[(b"\xffkey", b"x")]), with_headers=True)
+    assert cols.headers.to_pylist() == [[{"key": "\ufffdkey", "value": b"x"}]]
+
+
+def test_a_timestamp_beyond_what_microseconds_hold_fails_the_read_naming_it():
+    """Spark's Kafka source fails alike: its TimestampType holds microseconds in a long."""
+    with pytest.raises(CorruptBatch, match="timestamp 4611686018427387904 ms is out of range in microseconds"):
+        decode(batch([b"v"], timestamp=2**62))
 
 
 def test_headers_of_records_outside_the_range_are_dropped_with_them():
@@ -99,5 +110,5 @@ def test_a_compacted_batch_keeps_its_offsets_and_gaps():
     cols = decode(raw_batch(records, 3, last_offset_delta=5), start=1, end=6)
     assert cols.offsets.to_pylist() == [2, 5]
     assert cols.values.to_pylist() == [b"v2", b"v5"]
-    assert cols.timestamps.cast("int64").to_pylist() == [1002, 1005]
+    assert cols.timestamps.cast("int64").to_pylist() == [1_002_000, 1_005_000]
     assert cols.next_offset == 6

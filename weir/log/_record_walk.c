@@ -25,7 +25,8 @@
  * (records, count, base_offset, base_timestamp, max_timestamp, log_append_time), whose offsets lie
  * in [start, end), as Arrow buffers (native byte order) that pyarrow wraps without a copy, each
  * written into `allocate(size)`, a writable buffer of at least `size` bytes, sized for the worst
- * case: offsets and timestamps (milliseconds; LogAppendTime: the batch's max timestamp) int64,
+ * case: offsets and timestamps (microseconds, as Spark's TimestampType holds them; LogAppendTime:
+ * the batch's max timestamp) int64,
  * timestamp types int32 (0 CreateTime, 1 LogAppendTime), keys and values binary columns - each
  * (validity bitmap or None, int32 offsets, data, items, data bytes, null count) - and,
  * with_headers, the headers list column as (int32 list offsets, header keys, header values), else
@@ -401,11 +402,15 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             if (binary_append(&keys, key, key_length) < 0 || binary_append(&values, value, value_length) < 0)
                 goto done;
             offset_out[rows] = offset;
-            if (b->log_append) {
-                timestamp_out[rows] = b->max_ts;
-            } else if (__builtin_add_overflow((int64_t)b->base_ts, ts_delta, &timestamp_out[rows])) {
+            int64_t ms = b->max_ts;
+            if (!b->log_append && __builtin_add_overflow((int64_t)b->base_ts, ts_delta, &ms)) {
                 PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: timestamp overflows",
                              b->base_offset, i);
+                goto done;
+            }
+            if (__builtin_mul_overflow(ms, (int64_t)1000, &timestamp_out[rows])) {
+                PyErr_Format(PyExc_ValueError, "batch at offset %lld, record %zd: timestamp %lld ms is out of "
+                             "range in microseconds", b->base_offset, i, (long long)ms);
                 goto done;
             }
             type_out[rows] = b->log_append;

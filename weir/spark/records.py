@@ -29,6 +29,7 @@ from ..protocol.record_batch import (CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_
 
 MAX_OFFSET = 2**63 - 1
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
+HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))  # as Spark's Arrow schema names it
 
 
 class CorruptBatch(ValueError):
@@ -43,9 +44,9 @@ class Columns:
     keys: pa.Array  # binary
     values: pa.Array  # binary
     offsets: pa.Array  # int64
-    timestamps: pa.Array  # timestamp[ms, UTC]
+    timestamps: pa.Array  # timestamp[us, UTC], Spark's
     timestamp_types: pa.Array  # int32: 0 CreateTime, 1 LogAppendTime
-    headers: pa.Array | None  # list<struct<key: string, value: binary>>, if asked for
+    headers: pa.Array | None  # HEADERS_TYPE, if asked for
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -85,7 +86,7 @@ def decode(buf, start: int = 0, end: int = MAX_OFFSET, keep_batch=None, with_hea
     except ValueError as e:
         raise CorruptBatch(str(e)) from None
     return Columns(next_offset, _binary(keys), _binary(values), _fixed(pa.int64(), rows, offsets),
-                   _fixed(pa.timestamp("ms", tz="UTC"), rows, timestamps), _fixed(pa.int32(), rows, types),
+                   _fixed(pa.timestamp("us", tz="UTC"), rows, timestamps), _fixed(pa.int32(), rows, types),
                    None if headers is None else _headers(rows, *headers))
 
 
@@ -102,22 +103,20 @@ def _fixed(type_: pa.DataType, rows: int, data: pa.ResizableBuffer) -> pa.Array:
     return pa.Array.from_buffers(type_, rows, [None, _cut(data, rows * type_.bit_width // 8)])
 
 
-def _binary(column: tuple) -> pa.Array:
+def _binary(column: tuple, type_: pa.DataType = pa.binary()) -> pa.Array:
     validity, offsets, data, items, size, nulls = column
-    return pa.Array.from_buffers(pa.binary(), items, [validity and _cut(validity, (items + 7) // 8),
-                                                      _cut(offsets, (items + 1) * 4), _cut(data, size)],
-                                 null_count=nulls)
+    return pa.Array.from_buffers(type_, items, [validity and _cut(validity, (items + 7) // 8),
+                                                _cut(offsets, (items + 1) * 4), _cut(data, size)], null_count=nulls)
 
 
 def _headers(rows: int, list_offsets: pa.ResizableBuffer, keys: tuple, values: tuple) -> pa.Array:
-    names = _binary(keys)
+    names = _binary(keys, pa.string())
     try:
-        names = names.cast(pa.string())  # checks the UTF-8
+        names.validate(full=True)  # checks the UTF-8
     except pa.ArrowInvalid:
-        names = pa.array([k.decode("utf-8", "replace") for k in names.to_pylist()], pa.string())
+        names = pa.array([k.decode("utf-8", "replace") for k in _binary(keys).to_pylist()], pa.string())
     pairs = pa.StructArray.from_arrays([names, _binary(values)], fields=list(HEADER_TYPE))
-    return pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows, [None, _cut(list_offsets, (rows + 1) * 4)],
-                                 children=[pairs])
+    return pa.Array.from_buffers(HEADERS_TYPE, rows, [None, _cut(list_offsets, (rows + 1) * 4)], children=[pairs])
 
 
 def to_arrow(columns: Columns, topic: str, partition: int, arrow_schema: pa.Schema) -> pa.RecordBatch:

@@ -103,18 +103,20 @@ def _fixed(type_: pa.DataType, rows: int, data: pa.ResizableBuffer) -> pa.Array:
     return pa.Array.from_buffers(type_, rows, [None, _cut(data, rows * type_.bit_width // 8)])
 
 
-def _binary(column: tuple, type_: pa.DataType = pa.binary()) -> pa.Array:
+def _binary(column: tuple) -> pa.Array:
     validity, offsets, data, items, size, nulls = column
-    return pa.Array.from_buffers(type_, items, [validity and _cut(validity, (items + 7) // 8),
-                                                _cut(offsets, (items + 1) * 4), _cut(data, size)], null_count=nulls)
+    return pa.Array.from_buffers(pa.binary(), items, [validity and _cut(validity, (items + 7) // 8),
+                                                      _cut(offsets, (items + 1) * 4), _cut(data, size)],
+                                 null_count=nulls)
 
 
 def _headers(rows: int, list_offsets: pa.ResizableBuffer, keys: tuple, values: tuple) -> pa.Array:
-    names = _binary(keys, pa.string())
+    raw = _binary(keys)
+    names = raw.view(pa.string())
     try:
         names.validate(full=True)  # checks the UTF-8
     except pa.ArrowInvalid:
-        names = pa.array([k.decode("utf-8", "replace") for k in _binary(keys).to_pylist()], pa.string())
+        names = pa.array([k.decode("utf-8", "replace") for k in raw.to_pylist()], pa.string())
     pairs = pa.StructArray.from_arrays([names, _binary(values)], fields=list(HEADER_TYPE))
     return pa.Array.from_buffers(HEADERS_TYPE, rows, [None, _cut(list_offsets, (rows + 1) * 4)], children=[pairs])
 

@@ -8,7 +8,7 @@ from crc32c import crc32c
 
 from log.batches import COMPRESS, encode_record, make_batch, raw_batch
 
-from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, CorruptBatch, decode, to_arrow
+from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, ArrowBatches, CorruptBatch, decode
 
 
 
@@ -67,12 +67,23 @@ def test_headers_and_arrow_schema_match_spark():
     cols = decode(data, with_headers=True)
     assert cols.headers.to_pylist()[0] == [{"key": "h1", "value": b"x"}, {"key": "h2", "value": None}]
     schema = arrow_schema(kafka_schema(include_headers=True))
-    rb = to_arrow(cols, "t", 3, schema)
+    rb = ArrowBatches("t", 3, schema).batch(cols)
     assert rb.schema.equals(schema)
     assert rb.column("partition").to_pylist() == [3, 3]
     assert rb.column("topic").to_pylist() == ["t", "t"]
     assert rb.column("timestamp").cast("int64").to_pylist() == [1_000_000, 1_001_000]  # microseconds
     assert rb.column("headers").to_pylist()[1] == [{"key": "h1", "value": b"x"}, {"key": "h2", "value": None}]
+
+
+def test_each_answer_gets_topic_and_partition_columns_of_its_own_length():
+    from weir.spark.source import arrow_schema, kafka_schema
+    batches = ArrowBatches("orders", 7, arrow_schema(kafka_schema()))
+    for n in (3, 5, 2, 5):  # the columns built for 3 rows, rebuilt longer for 5, then cut to fit
+        rb = batches.batch(decode(batch([b"v"] * n)))
+        rb.validate(full=True)
+        assert rb.num_rows == n
+        assert rb.column("topic").to_pylist() == ["orders"] * n
+        assert rb.column("partition").to_pylist() == [7] * n
 
 
 def test_a_header_key_that_is_not_utf8_is_read_with_replacement_characters():
@@ -90,7 +101,7 @@ def test_headers_of_records_outside_the_range_are_dropped_with_them():
     from weir.spark.source import arrow_schema, kafka_schema
     data = batch([b"v0", b"v1", b"v2"], headers=[("h", b"x")]) + batch([None], base_offset=3)
     cols = decode(data, start=1, end=4, with_headers=True)
-    rb = to_arrow(cols, "t", 0, arrow_schema(kafka_schema(include_headers=True)))
+    rb = ArrowBatches("t", 0, arrow_schema(kafka_schema(include_headers=True))).batch(cols)
     rb.validate(full=True)
     assert rb.column("headers").to_pylist() == [[{"key": "h", "value": b"x"}]] * 2 + [[]]
     assert rb.column("value").to_pylist() == [b"v1", b"v2", None]

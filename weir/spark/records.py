@@ -12,8 +12,8 @@ last one may be cut short by the fetch size limit: `decode` keeps only the recor
 Python looks at batch headers only (and decompresses whole batches); the records of all the kept
 batches are walked once in C (`columns` in weir/log/_record_walk.c), which writes the Arrow
 buffers of each column into buffers from pyarrow's memory pool, and pyarrow wraps those without a
-copy. `to_arrow` adds the topic and partition columns and gives one `pyarrow.RecordBatch` whose
-schema is exactly the one Spark expects.
+copy. `ArrowBatches` adds the topic and partition columns and gives one `pyarrow.RecordBatch`
+whose schema is exactly the one Spark expects.
 """
 
 from __future__ import annotations
@@ -121,24 +121,37 @@ def _headers(rows: int, list_offsets: pa.ResizableBuffer, keys: tuple, values: t
     return pa.Array.from_buffers(HEADERS_TYPE, rows, [None, _cut(list_offsets, (rows + 1) * 4)], children=[pairs])
 
 
-def to_arrow(columns: Columns, topic: str, partition: int, arrow_schema: pa.Schema) -> pa.RecordBatch:
-    """One pyarrow.RecordBatch of `columns`, with the (exact) schema Spark gave the reader.
+class ArrowBatches:
+    """Spark's record batches of one topic partition's `Columns`, with the (exact) schema Spark
+    gave the reader: `arrow_schema` holds a subset of the Kafka source's columns, in Spark's order.
 
-    `arrow_schema` holds a subset of the Kafka source's columns, in Spark's order.
-    """
-    n = len(columns)
-    by_name = {"key": columns.keys, "value": columns.values, "offset": columns.offsets,
-               "timestamp": columns.timestamps, "timestampType": columns.timestamp_types,
-               "headers": columns.headers}
-    arrays = []
-    for f in arrow_schema:
-        if f.name == "topic":
-            array = pa.repeat(pa.scalar(topic, f.type), n)
-        elif f.name == "partition":
-            array = pa.repeat(pa.scalar(partition, f.type), n)
-        elif f.name in by_name:
-            array = by_name[f.name]
-        else:
-            raise ValueError(f"unknown column {f.name!r}")
-        arrays.append(array if array.type == f.type else array.cast(f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+    The topic and partition columns hold one value in every row: each is built once, as long as the
+    longest answer so far, and sliced (building them for every answer cost as much as a tenth of
+    the read)."""
+
+    def __init__(self, topic: str, partition: int, arrow_schema: pa.Schema) -> None:
+        self.topic, self.partition, self.arrow_schema = topic, partition, arrow_schema
+        self._constant: dict[str, pa.Array] = {}
+
+    def batch(self, columns: Columns) -> pa.RecordBatch:
+        n = len(columns)
+        by_name = {"key": columns.keys, "value": columns.values, "offset": columns.offsets,
+                   "timestamp": columns.timestamps, "timestampType": columns.timestamp_types,
+                   "headers": columns.headers}
+        arrays = []
+        for f in self.arrow_schema:
+            if f.name in ("topic", "partition"):
+                array = self._repeated(f, n)
+            elif f.name in by_name:
+                array = by_name[f.name]
+            else:
+                raise ValueError(f"unknown column {f.name!r}")
+            arrays.append(array if array.type == f.type else array.cast(f.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    def _repeated(self, field: pa.Field, n: int) -> pa.Array:
+        array = self._constant.get(field.name)
+        if array is None or len(array) < n:
+            value = self.topic if field.name == "topic" else self.partition
+            array = self._constant[field.name] = pa.repeat(pa.scalar(value, field.type), n)
+        return array.slice(0, n)

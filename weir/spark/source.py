@@ -33,7 +33,7 @@ from .log_reader import (RangeReader, TopicPartition, discover_partitions, from_
                          report_data_loss, resolve_ending, resolve_starting, to_json_offsets)
 from .options import EARLIEST, LATEST, OptionError, ReadOptions, parse_read_options, parse_write_options
 from .planning import OffsetRange, rate_limit, split_ranges
-from .records import to_arrow
+from .records import ArrowBatches
 
 try:  # Spark 4.2+: admission control (read limits) and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -143,8 +143,9 @@ def read_partition(partition: WeirPartition):
         return  # PySpark reads a plan of no partitions as one InputPartition(None): a read with no records
     schema = arrow_schema(StructType.fromJson(json.loads(partition.schema_json)))
     r = partition.range
+    batches = ArrowBatches(r.topic, r.partition, schema)
     for columns in RangeReader(partition.opts, r.topic, r.partition, r.start, r.end):
-        yield to_arrow(columns, r.topic, r.partition, schema)
+        yield batches.batch(columns)
 
 
 def plan_partitions(opts: ReadOptions, schema: StructType, start: dict[TopicPartition, int],

@@ -4,7 +4,7 @@ five processes sharing two cores).
 
 The same DataApis, ReplicaManager, partition and log a broker runs, on a temp dir, answer requests
 decoded from the bytes a client or a follower sends; there are no sockets, no connection layer and
-no other process. Two cycles are timed, rounds alternated:
+no other process. Four cycles are timed, rounds alternated:
 
 - RF=3 acks=all: a Produce of one record; both followers' parked Fetches woken and answered with
   it; both followers fetching again from the new log end, in their fetch sessions (the second
@@ -15,10 +15,13 @@ no other process. Two cycles are timed, rounds alternated:
   brokers' own replica fetchers (their ReplicaManager, FetcherCore, fetch session and log), whose
   requests reach the leader's handlers through `InMemoryConnection`, have fetched it, appended it
   and fetched again: the Python of all three brokers per record.
+- RF=3 acks=all cold: the first cycle with the CPU's private caches (L1, L2) evicted before each
+  request, untimed. In a cluster on two cores, the other brokers and the client run between two
+  requests of a broker and leave its caches so: this is most of why a broker spends about twice as
+  much per record in a cluster as here, warm.
 
-The ratios are what replication costs the leader, and the three brokers. What this leaves out (the
-sockets, the event loop's waiting, caches other processes took meanwhile: a broker spends about
-twice as much per record in a cluster) the cluster benches count.
+The ratios are what replication costs the leader, and the three brokers, and what cold caches
+cost. What this leaves out (the sockets, the event loop's waiting) the cluster benches count.
 """
 
 from __future__ import annotations
@@ -49,6 +52,19 @@ BROKER_EPOCHS = {1: 5, 2: 6, 3: 7}
 TOPIC = "bench"
 PRODUCE_VERSION, FETCH_VERSION = 9, 15
 MAX_CYCLES = 20_000  # a cycle is whole requests, not a record of a batch: --records is capped here
+COLD_CYCLES = 2_000  # each evicts the caches three times, which takes longer than the cycle
+EVICTION_BYTES = 8 << 20  # more than a core's L1 and L2 here (2 MiB), as other processes' work leaves them
+
+
+def _cache_evictor():
+    """A function that writes a byte on every cache line of EVICTION_BYTES: what the CPU's private
+    caches hold afterwards is that buffer, not the broker's code and data."""
+    buffer = bytearray(EVICTION_BYTES)
+    line = bytes(EVICTION_BYTES // 64)
+
+    def evict() -> None:
+        buffer[::64] = line
+    return evict
 
 
 class Broker:
@@ -164,8 +180,8 @@ class Follower:
             self.epoch = 1
 
 
-async def _replicated(cycles: int, record_size: int) -> float:
-    """CPU-seconds per RF=3 acks=all record."""
+async def _replicated(cycles: int, record_size: int, evict=lambda: None) -> float:
+    """CPU-seconds per RF=3 acks=all record; `evict()` runs, untimed, before each request is handled."""
     leader = Leader((LEADER, 2, 3))
     try:
         followers = [Follower(b, leader.topic_id) for b in (2, 3)]
@@ -177,14 +193,23 @@ async def _replicated(cycles: int, record_size: int) -> float:
         await produced.awaitable
         produces = [produce_frame(i, -1, record_size) for i in range(1, cycles + 1)]  # built before the clock starts
         fetches = [[f.fetch_frame(offset) for f in followers] for offset in range(2, cycles + 2)]
-        started = time.process_time()
+        spent = 0.0
         for produce, fetched in zip(produces, fetches):
+            evict()
+            started = time.process_time()
             produced = leader.handle(produce)
             for answer in parked:
                 await answer
-            parked = [leader.handle(frame) for frame in fetched]
+            spent += time.process_time() - started
+            parked = []
+            for frame in fetched:  # each follower's Fetch arrives on its own
+                evict()
+                started = time.process_time()
+                parked.append(leader.handle(frame))
+                spent += time.process_time() - started
+            started = time.process_time()
             await produced.awaitable
-        spent = time.process_time() - started
+            spent += time.process_time() - started
         for answer in parked:
             answer.cancel()
         assert leader.high_watermark == cycles + 1, "a cycle went wrong: the HW did not follow"
@@ -233,16 +258,21 @@ def bench_leader(args) -> int:
     cycles = min(args.records, MAX_CYCLES)
     print(f"{cycles:,} records of {args.record_size} bytes, one per request, in one process (no sockets), median of "
           f"{args.rounds} rounds alternated")
-    replicated, alone, three = [], [], []
+    replicated, alone, three, cold = [], [], [], []
+    evict = _cache_evictor()
     for _ in range(args.rounds):
         replicated.append(asyncio.run(_replicated(cycles, args.record_size)))
         alone.append(asyncio.run(_alone(cycles, args.record_size)))
         three.append(asyncio.run(_with_followers(cycles, args.record_size)))
-    replicated_us, alone_us, three_us = (sorted(runs)[len(runs) // 2] * 1e6 for runs in (replicated, alone, three))
+        cold.append(asyncio.run(_replicated(min(cycles, COLD_CYCLES), args.record_size, evict)))
+    replicated_us, alone_us, three_us, cold_us = (sorted(runs)[len(runs) // 2] * 1e6
+                                                  for runs in (replicated, alone, three, cold))
     print(f"leader CPU per record: RF=3 acks=all {replicated_us:,.1f} us, RF=1 acks=1 {alone_us:,.1f} us, "
           f"ratio {replicated_us / alone_us:.2f}")
     print(f"three brokers' CPU per RF=3 acks=all record, the followers' fetchers included: {three_us:,.1f} us, "
           f"{three_us / alone_us:.2f}x RF=1")
-    print("by round, RF=3 / RF=1 / three brokers us: " + " ".join(
-        f"{r * 1e6:.1f}/{a * 1e6:.1f}/{t * 1e6:.1f}" for r, a, t in zip(replicated, alone, three)))
+    print(f"leader CPU per RF=3 acks=all record, its caches evicted before each request (as other processes "
+          f"on the same cores leave them in a cluster): {cold_us:,.1f} us, {cold_us / replicated_us:.2f}x warm")
+    print("by round, RF=3 / RF=1 / three brokers / RF=3 cold us: " + " ".join(
+        f"{r * 1e6:.1f}/{a * 1e6:.1f}/{t * 1e6:.1f}/{c * 1e6:.1f}" for r, a, t, c in zip(replicated, alone, three, cold)))
     return 0

@@ -26,3 +26,4 @@ def test_the_leader_bench_drives_the_brokers_handlers_and_leaves_nothing_in_the_
     printed = bench(tmp_path, "leader", "--records", "300")
     assert "leader CPU per record: RF=3 acks=all" in printed
     assert "three brokers' CPU per RF=3 acks=all record, the followers' fetchers included" in printed
+    assert "its caches evicted before each request" in printed

@@ -34,7 +34,8 @@
 - leader: a leader's Python per record, in one process, RF=3 acks=all against RF=1 acks=1
   (weir/bench_leader.py).
 Every latency figure is printed beside `machine_stalls`: how often the machine itself, under no
-load of ours, failed to wake a sleeping process within 3 ms on each CPU; and every CPU figure
+load of ours, failed to wake a sleeping process within 3 ms on each CPU; and `wake_up_cost`: what
+a round trip between two processes costs back to back and when both were idle; and every CPU figure
 beside `page_cache_cost`: what the kernel charges per MiB appended to a log file.
 Results are printed, never asserted: speed is measured here, not in tests.
 """
@@ -43,6 +44,7 @@ import functools
 import os
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -318,6 +320,50 @@ def machine_stalls(seconds: float = 5) -> str:
             f"late): " + ", ".join(found))
 
 
+_ECHO = """
+import socket
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn = server.accept()[0]
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while data := conn.recv(4096):
+    conn.sendall(data)
+"""
+
+
+def wake_up_cost(round_trips: int = 1000, size: int = 200) -> str:
+    """A round trip over loopback to an echo process (plain blocking sockets, no event loop), back
+    to back and with 1 ms of sleep before each: at 1,000 records/s every process of a request's
+    path has gone idle in between, and on a virtual machine whose idle CPUs halt, waking one costs
+    the host's wake-up as well. RF=3 acks=all wakes processes four times in turn per record
+    (leader, followers, leader, client)."""
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(echo.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            message = bytes(size)
+
+            def median_round_trip(sleep_s: float) -> float:
+                times = []
+                for _ in range(round_trips):
+                    if sleep_s:
+                        time.sleep(sleep_s)
+                    began = time.perf_counter()
+                    conn.sendall(message)
+                    received = 0
+                    while received < size:
+                        received += len(conn.recv(size))
+                    times.append(time.perf_counter() - began)
+                return sorted(times)[len(times) // 2]
+            busy, idle = median_round_trip(0), median_round_trip(0.001)
+    finally:
+        echo.kill()
+        echo.wait()
+    return (f"wake-ups: a loopback round trip between two processes (median of {round_trips:,}) takes "
+            f"{busy * 1e6:.0f} us back to back, {idle * 1e6:.0f} us when both have been idle for 1 ms")
+
+
 def page_cache_cost(record_size: int, total_mib: int = 64, write_kib: int = 64) -> str:
     """What the machine's kernel charges the brokers for the log's bytes: CPU per MiB appended to
     a file in the temp dir (the bench's log dirs; new page-cache pages), against overwriting pages
@@ -400,6 +446,7 @@ def _bench_replication(cluster, args) -> None:
     steady = _produce(bootstrap, 10_000, args.record_size, "rf3", "all", rate=1000)
     print(_row("RF=3 acks=all @1000/s", steady) + "  (target p99 < 5 ms)")
     print(machine_stalls())
+    print(wake_up_cost())
     print(f"failover: {_failover_seconds(cluster, args):.2f} s from kill -9 of the leader of 1,000 partitions until "
           f"all take acks=all writes (zookeeper.session.timeout.ms {cluster.brokers[0].overrides.get('zookeeper.session.timeout.ms')}; "
           f"target <= session timeout + 1 s)")
@@ -513,6 +560,7 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions
         print(f"{name:<14} acks=all at 1,000 records/s (linger.ms 0), p50 / p99 ms by round: "
               + " ".join(f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady[name]))
     print(machine_stalls())
+    print(wake_up_cost())
     print(page_cache_cost(args.record_size))
     first, second = (_median(runs[name]) for name in sides)
     print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
@@ -653,7 +701,7 @@ def _bench_all(args) -> int:
         sink.wait(30)
         _discard(one)
         _discard(three)
-    stalls = machine_stalls()
+    stalls, wake_ups = machine_stalls(), wake_up_cost()
     page_cache = page_cache_cost(args.record_size)
     ceiling = sink_figures["records/s"]
     print(f"{'target':<44}{'records/s':>12}{'x sink':>8}{'broker CPU-s per M':>20}")
@@ -680,6 +728,7 @@ def _bench_all(args) -> int:
     print(f"at 1,000 records/s the brokers' CPU per record: RF=3 {steady['three']['CPU s/M']:,.0f} us "
           f"({steady['three']['CPU s/M'] / 1000:.2f} of a core busy), one broker {steady['one']['CPU s/M']:,.0f} us")
     print(stalls)
+    print(wake_ups)
     print(page_cache)
     report(args.records, spark)
     return 0

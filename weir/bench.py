@@ -17,9 +17,8 @@
   million records; acks=all latency at a steady
   1,000 msg/s; and the time from kill -9 of a broker leading 1,000 partitions until every one of
   them takes writes again.
-- loops: three brokers, RF=3 acks=all, under the standard asyncio loop and under uvloop
-  (WEIR_EVENT_LOOP=uvloop; needs `pip install uvloop`), clusters alternated round by round:
-  records/s and the brokers' CPU-seconds per million records.
+- loops: as compare, this tree's brokers under uvloop (WEIR_EVENT_LOOP=uvloop; needs `pip install
+  uvloop`) against the standard asyncio loop.
 - compare --against TREE: three brokers run from this source tree and three from TREE (a git
   worktree of another commit, say; --against-python PYTHON runs TREE's brokers on another
   interpreter, a venv's bin/python with Weir's dependencies), RF=3 acks=all, 6 partitions, rounds
@@ -498,8 +497,8 @@ def _bench_compare(args) -> int:
         print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
         return 2
     here = str(Path(__file__).resolve().parent.parent)
-    return _side_by_side(args, {"this tree": (here, {}, sys.executable),
-                                "--against": (str(Path(args.against).resolve()), {}, args.against_python)},
+    return _side_by_side(args, {"this tree": (here, {}, sys.executable, {}),
+                                "--against": (str(Path(args.against).resolve()), {}, args.against_python, {})},
                          idle_partitions=args.idle_partitions or 0, idle_topics=args.idle_topics)
 
 
@@ -507,14 +506,15 @@ def _bench_sessions(args) -> int:
     """KIP-227's worth: followers with and without fetch sessions, with idle partitions beside the busy ones."""
     here = str(Path(__file__).resolve().parent.parent)
     no_sessions = {"max.incremental.fetch.session.cache.slots": "0"}
-    return _side_by_side(args, {"fetch sessions": (here, {}, sys.executable),
-                                "no sessions": (here, no_sessions, sys.executable)},
+    return _side_by_side(args, {"fetch sessions": (here, {}, sys.executable, {}),
+                                "no sessions": (here, no_sessions, sys.executable, {})},
                          idle_partitions=300 if args.idle_partitions is None else args.idle_partitions)
 
 
-def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions: int = 0,
+def _side_by_side(args, sides: dict[str, tuple[str, dict, str, dict]], idle_partitions: int = 0,
                   idle_topics: int = 0) -> int:
-    """Three brokers per side (its source tree, its broker settings, the Python that runs them),
+    """Three brokers per side (its source tree, its broker settings, the Python that runs them, and
+    environment variables they start with),
     RF=3 acks=all into 6 partitions (`idle_partitions` more, RF=3, and `idle_topics` topics of one
     partition, RF=1, written by nobody), rounds alternated between sides."""
     print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, no callback), "
@@ -524,12 +524,14 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions
     clusters: dict = {}
     runs: dict[str, list] = {name: [] for name in sides}
     steady: dict[str, list] = {name: [] for name in sides}
-    saved = os.environ.get("PYTHONPATH")
+    saved = dict(os.environ)
     try:
-        for name, (tree, settings, python) in sides.items():
-            os.environ["PYTHONPATH"] = tree  # the brokers started next import Weir from there
+        for name, (tree, settings, python, env) in sides.items():
+            os.environ.update(env, PYTHONPATH=tree)  # the brokers started next import Weir from there
             cluster = clusters[name] = _scratch_cluster(3, python, **settings)
             cluster.start()
+            os.environ.clear()
+            os.environ.update(saved)
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
             _create_topic(cluster.bootstrap, "latency", 1, 3, **{"min.insync.replicas": "2"})
             if idle_partitions:
@@ -545,14 +547,12 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str]], idle_partitions
                 steady[name].append(_produce(cluster.bootstrap, LATENCY_RECORDS, args.record_size, "latency", "all",
                                              rate=1000))
     finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        os.environ.clear()
+        os.environ.update(saved)
         for cluster in clusters.values():
             _discard(cluster)
-    for name, (tree, settings, python) in sides.items():
-        print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in settings.items())}"
+    for name, (tree, settings, python, env) in sides.items():
+        print(_row(name, _median(runs[name])) + f"  ({tree}{''.join(f' {k}={v}' for k, v in {**settings, **env}.items())}"
               + (f", brokers on {python}" if python != sys.executable else "") + ")")
     for name in sides:
         print(f"{name:<14} user s/M by round: " + " ".join(f"{r['user s/M']:.2f}" for r in runs[name]))
@@ -619,34 +619,15 @@ def _requests_answered(cluster) -> Counter:
 
 
 def _bench_loops(args) -> int:
+    """RF=3 acks=all under the standard asyncio loop and under uvloop (WEIR_EVENT_LOOP=uvloop)."""
     try:
         import uvloop  # noqa: F401
     except ImportError:
         print("weir bench loops compares with uvloop: pip install uvloop", file=sys.stderr)
         return 2
-    print(f"{args.records:,} records of {args.record_size} bytes, confluent-kafka (linger.ms 5, a delivery "
-          f"callback each), median of {args.rounds} rounds, 3 brokers on 127.0.0.1")
-    runs: dict[str, list] = {"asyncio": [], "uvloop": []}
-    try:
-        for _ in range(args.rounds):
-            for loop, figures in runs.items():
-                os.environ["WEIR_EVENT_LOOP"] = loop  # the brokers started next inherit it
-                cluster = _scratch_cluster(3)
-                try:
-                    cluster.start()
-                    _create_topic(cluster.bootstrap, "rf3", 1, 3, **{"min.insync.replicas": "2"})
-                    figures.append(_with_cpu(cluster, args.records, lambda: _produce(
-                        cluster.bootstrap, args.records, args.record_size, "rf3", "all")))
-                finally:
-                    _discard(cluster)
-    finally:
-        os.environ.pop("WEIR_EVENT_LOOP", None)
-    standard, uv = _median(runs["asyncio"]), _median(runs["uvloop"])
-    print(_row("RF=3 acks=all, asyncio", standard))
-    print(_row("RF=3 acks=all, uvloop", uv))
-    print(f"ratio uvloop/asyncio: records/s {uv['records/s'] / standard['records/s']:.2f}, "
-          f"broker CPU-seconds per million records {uv['CPU s/M'] / standard['CPU s/M']:.2f}")
-    return 0
+    here = str(Path(__file__).resolve().parent.parent)
+    return _side_by_side(args, {"uvloop": (here, {}, sys.executable, {"WEIR_EVENT_LOOP": "uvloop"}),
+                                "asyncio": (here, {}, sys.executable, {})})
 
 
 def _bench_all(args) -> int:

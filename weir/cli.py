@@ -23,8 +23,10 @@ def _broker(args) -> int:
 
 def run_event_loop(main) -> None:
     """The standard asyncio loop; uvloop with WEIR_EVENT_LOOP=uvloop, if installed. `weir bench
-    loops` measured uvloop no faster for RF=3 acks=all (0.90-0.96x the records/s, 1.01-1.13x the
-    CPU): its transports give up the zero-copy sendfile of large fetch answers."""
+    loops` measured uvloop no faster for RF=3 acks=all at full rate (0.90-0.98x the records/s,
+    1.01-1.13x the CPU: its transports give up the zero-copy sendfile of large fetch answers), and
+    at 1,000 records/s about 6% less CPU a record, within the p99's noise. A broker's cost is its
+    Python, not its loop's (see `weir bench leader`'s cold figure)."""
     if os.environ.get("WEIR_EVENT_LOOP") == "uvloop":
         import uvloop
         uvloop.run(main)

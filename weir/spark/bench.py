@@ -140,8 +140,12 @@ def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions:
         results: dict = {}
         for name, df in dfs.items():
             assert df.count() == records
-        for _ in range(rounds):  # the sources take turns, so a busy moment hits them alike
-            for name, df in dfs.items():
+        turns = list(dfs.items())
+        for round_ in range(rounds):
+            # the sources take turns, each round starting with the next one, so that a busy moment
+            # or the JVM's warming up hits them alike
+            first = round_ % len(turns)
+            for name, df in turns[first:] + turns[:first]:
                 for query, action in (("count", df.count), ("group-by", group_by(df))):
                     results[(name, query)] = min(results.get((name, query), float("inf")), best_of(1, action))
     finally:

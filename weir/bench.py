@@ -39,6 +39,7 @@ beside `page_cache_cost`: what the kernel charges per MiB appended to a log file
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
+import contextlib
 import functools
 import os
 import re
@@ -524,14 +525,11 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str, dict]], idle_part
     clusters: dict = {}
     runs: dict[str, list] = {name: [] for name in sides}
     steady: dict[str, list] = {name: [] for name in sides}
-    saved = dict(os.environ)
     try:
         for name, (tree, settings, python, env) in sides.items():
-            os.environ.update(env, PYTHONPATH=tree)  # the brokers started next import Weir from there
             cluster = clusters[name] = _scratch_cluster(3, python, **settings)
-            cluster.start()
-            os.environ.clear()
-            os.environ.update(saved)
+            with _environment({**env, "PYTHONPATH": tree}):  # the brokers import Weir from `tree`
+                cluster.start()
             _create_topic(cluster.bootstrap, BENCH_TOPIC, 6, 3, **{"min.insync.replicas": "2"})
             _create_topic(cluster.bootstrap, "latency", 1, 3, **{"min.insync.replicas": "2"})
             if idle_partitions:
@@ -547,8 +545,6 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str, dict]], idle_part
                 steady[name].append(_produce(cluster.bootstrap, LATENCY_RECORDS, args.record_size, "latency", "all",
                                              rate=1000))
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
         for cluster in clusters.values():
             _discard(cluster)
     for name, (tree, settings, python, env) in sides.items():
@@ -566,6 +562,22 @@ def _side_by_side(args, sides: dict[str, tuple[str, dict, str, dict]], idle_part
     print(f"ratio {' / '.join(sides)}: records/s {first['records/s'] / second['records/s']:.2f}, "
           f"broker CPU-seconds per million records {first['CPU s/M'] / second['CPU s/M']:.2f}")
     return 0
+
+
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]):
+    """`variables` set in this process's environment, which the processes it starts meanwhile
+    inherit; each put back as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _scratch_cluster(size: int, python: str = sys.executable, **settings):

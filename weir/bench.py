@@ -7,8 +7,10 @@
   they answered per million records, with the CPU per request), two consumers (confluent-kafka, and
   kcat: librdkafka without Python) against the same sink answering Fetch from memory (each
   consumer's ceiling), acks=all RF=3 latency at 1,000 records/s
-  beside one broker's acks=1 and the sink's (rounds alternated, medians) with the brokers' CPU per
-  record at that rate, and Spark count/group-by over Weir against Parquet.
+  beside one broker's acks=1, the sink's, and the sink's with two followers (SinkFollowers: an
+  RF=3 acks=all round trip with no work in it, the floor of RF=3's latency here; rounds alternated,
+  medians), with the brokers' CPU per record at that rate, and Spark count/group-by over Weir
+  against Parquet.
 
 - produce: Weir (one broker) against a no-op sink - a tiny server built from the same protocol and
   connection code whose Produce handler stores nothing - so the ratio says what the log costs.
@@ -39,6 +41,7 @@ beside `page_cache_cost`: what the kernel charges per MiB appended to a log file
 Results are printed, never asserted: speed is measured here, not in tests.
 """
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -50,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from collections import Counter
+from collections import Counter, deque
 import time
 import uuid
 from pathlib import Path
@@ -67,17 +70,75 @@ LATENCY_RECORDS = 5_000  # per side and round of `compare`, at 1,000 records/s
 FETCH_BATCH_RECORDS = 500  # about what confluent-kafka puts in a batch at linger.ms 5 here
 
 
+NEXT_FETCH = bytes(64)  # what a sink's follower sends back: about a follower's Fetch request
+
+
+class SinkFollowers:
+    """A sink's followers, echoing processes of their own (as brokers are): each acks=all Produce's
+    records go to all of them, and its answer waits until each has sent back its "next fetch". The
+    round trips of an RF=3 acks=all record with no work in them: the floor of its latency here."""
+
+    def __init__(self, links: list) -> None:
+        self.links = links  # (reader, writer) per follower
+        self.pending: list[deque] = [deque() for _ in links]  # per follower, futures in the order sent
+        self._readers = [asyncio.ensure_future(self._read_replies(reader, pending))
+                         for (reader, _), pending in zip(links, self.pending)]
+
+    @classmethod
+    async def start(cls, count: int) -> "SinkFollowers":
+        connected: asyncio.Queue = asyncio.Queue()
+        server = await asyncio.start_server(lambda r, w: connected.put_nowait((r, w)), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        for _ in range(count):  # each exits when the sink's end of its connection closes
+            subprocess.Popen([sys.executable, "-m", "weir.bench", "follow", str(port)], stdin=subprocess.DEVNULL)
+        links = [await asyncio.wait_for(connected.get(), 60) for _ in range(count)]
+        server.close()
+        return cls(links)
+
+    @staticmethod
+    async def _read_replies(reader, pending: deque) -> None:
+        while True:
+            await reader.readexactly(len(NEXT_FETCH))
+            pending.popleft().set_result(None)
+
+    async def replicated(self, records: bytes, answer):
+        """`answer` once every follower sent back its next fetch after `records`."""
+        loop = asyncio.get_running_loop()
+        waiting = []
+        for (_, writer), pending in zip(self.links, self.pending):
+            writer.write(struct.pack(">i", len(records)) + records)
+            pending.append(loop.create_future())
+            waiting.append(pending[-1])
+        await asyncio.gather(*waiting)
+        return answer
+
+
+def follow_sink(port: int) -> None:
+    """A sink's follower: take each message, send back NEXT_FETCH; exit when the sink goes."""
+
+    async def main():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while True:
+            size, = struct.unpack(">i", await reader.readexactly(4))
+            await reader.readexactly(size)
+            writer.write(NEXT_FETCH)
+    with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+        asyncio.run(main())
+
+
 class SinkApis:
     """Answers ApiVersions, Metadata, Produce and Fetch; Produce stores nothing, and Fetch answers
     from memory: records of `record_size` bytes, in batches of FETCH_BATCH_RECORDS, at whatever
     offset is asked, filling the partition's max bytes (the consumer's ceiling, as the sink is
-    the producer's). FindCoordinator is answered COORDINATOR_NOT_AVAILABLE (no groups here)."""
+    the producer's). FindCoordinator is answered COORDINATOR_NOT_AVAILABLE (no groups here).
+    With `followers`, an acks=all Produce is answered once they have all echoed its records."""
 
-    def __init__(self, port: int, partitions: int, record_size: int) -> None:
+    def __init__(self, port: int, partitions: int, record_size: int, followers: SinkFollowers | None = None) -> None:
         from .broker.apis import DataApis
         from .broker.metrics import BrokerMetrics
         self.port = port
         self.partitions = partitions
+        self.followers = followers
         self.api_versions_body = DataApis.api_versions_body
         self.metrics = BrokerMetrics()  # the broker's request loop times every request; so does the sink's
         self.next_offset = 0
@@ -135,6 +196,7 @@ class SinkApis:
         return memoryview(buffer)[:count * len(self.batch)]
 
     def produce(self, header, request):
+        from .broker.apis import InOrder
         out = []
         for topic in request.topic_data:
             results = []
@@ -142,17 +204,21 @@ class SinkApis:
                 results.append(ProducePartitionResult(data.index, 0, self.next_offset, -1, 0))
                 self.next_offset += 1
             out.append((topic.name, topic.topic_id if header.api_version >= 13 else None, results))
-        return None if request.acks == 0 else encode_produce_response(header.api_version, out)
+        if request.acks == 0:
+            return None
+        answer = encode_produce_response(header.api_version, out)
+        if request.acks == -1 and self.followers is not None:
+            records = b"".join(bytes(d.records or b"") for t in request.topic_data for d in t.partition_data)
+            return InOrder(self.followers.replicated(records, answer))
+        return answer
 
 
-def serve_sink(port: int, partitions: int, record_size: int) -> None:
-    import asyncio
-
+def serve_sink(port: int, partitions: int, record_size: int, followers: int = 0) -> None:
     from .broker.connection import Connection
 
     async def main():
         loop = asyncio.get_running_loop()
-        apis = SinkApis(port, partitions, record_size)
+        apis = SinkApis(port, partitions, record_size, await SinkFollowers.start(followers) if followers else None)
         await loop.create_server(lambda: Connection(apis, 104857600), "127.0.0.1", port)
         print(f"sink ready on 127.0.0.1:{port}", flush=True)
         await asyncio.Event().wait()
@@ -160,10 +226,11 @@ def serve_sink(port: int, partitions: int, record_size: int) -> None:
     asyncio.run(main())
 
 
-def _start_sink(port: int, partitions: int, record_size: int) -> subprocess.Popen:
+def _start_sink(port: int, partitions: int, record_size: int, followers: int = 0) -> subprocess.Popen:
     """The no-op sink in a process of its own, serving topic `bench` with `partitions` partitions
-    (its Fetch answers hold records of `record_size` bytes)."""
-    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port), str(partitions), str(record_size)],
+    (its Fetch answers hold records of `record_size` bytes), with `followers` (SinkFollowers)."""
+    proc = subprocess.Popen([sys.executable, "-m", "weir.bench", str(port), str(partitions), str(record_size),
+                             str(followers)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     for line in proc.stdout:
         if "ready on" in line:
@@ -270,8 +337,6 @@ def _create_topic(bootstrap: str, name: str, partitions: int = 1, replication: i
 def _create_topics(bootstrap: str, names: list[str], partitions: int = 1, replication: int = 1,
                    assignment: list | None = None, **config) -> None:
     """Topics `names`, alike, in one CreateTopics request."""
-    import asyncio
-
     from .client import BrokerConnection, check_error
     from .protocol.versions import ApiKey
 
@@ -646,8 +711,9 @@ def _bench_all(args) -> int:
     print(f"{args.records:,} records of {args.record_size} bytes per run, confluent-kafka, median of "
           f"{args.rounds} rounds, brokers on 127.0.0.1")
     partitions = 6
-    sink_port = free_port()
+    sink_port, chain_port = free_port(), free_port()
     sink = _start_sink(sink_port, partitions, args.record_size)
+    chain = _start_sink(chain_port, 1, args.record_size, followers=2)
     one, three = _scratch_cluster(1), _scratch_cluster(3)
     try:
         one.start()
@@ -677,6 +743,7 @@ def _bench_all(args) -> int:
         consumed, consume_ceiling = _median(consume_runs["one"]), _median(consume_runs["sink"])
         native, native_ceiling = _median(consume_runs["native one"]), _median(consume_runs["native sink"])
         paced = (("sink", None, f"127.0.0.1:{sink_port}", BENCH_TOPIC, "1"),
+                 ("chain", None, f"127.0.0.1:{chain_port}", BENCH_TOPIC, "all"),
                  ("one", one, one.bootstrap, BENCH_TOPIC, "1"), ("three", three, three.bootstrap, "latency", "all"))
         steady_runs: dict[str, list] = {name: [] for name, *_ in paced}
         for _ in range(args.rounds):  # alternated too: a burst of stalls would otherwise fall on one target
@@ -690,8 +757,9 @@ def _bench_all(args) -> int:
         from .spark.bench import report, spark_vs_parquet
         spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
     finally:
-        sink.terminate()
-        sink.wait(30)
+        for process in (sink, chain):
+            process.terminate()
+            process.wait(30)
         _discard(one)
         _discard(three)
     stalls, wake_ups = machine_stalls(), wake_up_cost()
@@ -715,6 +783,9 @@ def _bench_all(args) -> int:
     print("at 1,000 records/s, linger.ms 0: " + ", ".join(
         f"{label} p50 {steady[name]['p50 ms']:.2f} ms p99 {steady[name]['p99 ms']:.2f} ms" for name, label in
         (("three", "RF=3 acks=all"), ("one", "one broker acks=1"), ("sink", "no-op sink"))) + " (medians of the rounds)")
+    print(f"  and the no-op sink with two followers (acks=all answered once both echoed the records: an RF=3 "
+          f"round trip with no work in it, the floor here) p50 {steady['chain']['p50 ms']:.2f} ms p99 "
+          f"{steady['chain']['p99 ms']:.2f} ms; RF=3 acks=all p99 {steady['three']['p99 ms'] / steady['chain']['p99 ms']:.1f}x it")
     print("RF=3 acks=all p50 / p99 ms by round: " + " ".join(
         f"{r['p50 ms']:.2f}/{r['p99 ms']:.2f}" for r in steady_runs["three"]))
     # CPU-seconds per million records are microseconds per record
@@ -759,4 +830,7 @@ def run_bench(args) -> int:
 
 
 if __name__ == "__main__":
-    serve_sink(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    if sys.argv[1] == "follow":
+        follow_sink(int(sys.argv[2]))
+    else:
+        serve_sink(*map(int, sys.argv[1:5]))

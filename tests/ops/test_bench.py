@@ -1,8 +1,12 @@
 """`weir bench` as a user runs it: real Weir code, real confluent-kafka, and nothing left behind."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 
 def bench(tmp_path, *args: str) -> str:
@@ -27,3 +31,44 @@ def test_the_leader_bench_drives_the_brokers_handlers_and_leaves_nothing_in_the_
     assert "leader CPU per record: RF=3 acks=all" in printed
     assert "three brokers' CPU per RF=3 acks=all record, the followers' fetchers included" in printed
     assert "its caches evicted before each request" in printed
+
+
+def test_the_sink_with_followers_answers_acks_all_only_once_both_followers_echoed_the_records():
+    """The latency floor `weir bench all` prints beside RF=3 acks=all is a real round trip through
+    two follower processes: with one of them stopped, an acks=all record is not acknowledged."""
+    from confluent_kafka import KafkaException, Producer
+
+    from weir.bench import BENCH_TOPIC, _start_sink
+    from weir.coordination.zookeeper_server import free_port
+
+    port = free_port()
+    sink = _start_sink(port, 1, 100, followers=2)
+    try:
+        followers = [int(pid) for pid in open(f"/proc/{sink.pid}/task/{sink.pid}/children").read().split()]
+        assert len(followers) == 2
+
+        def produce_one() -> None:
+            producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all",
+                                 "message.timeout.ms": 3000, "retries": 0})
+            outcome = []
+            producer.produce(BENCH_TOPIC, b"v", partition=0, on_delivery=lambda err, msg: outcome.append(err))
+            producer.flush(10)
+            assert outcome, "the delivery report never came"
+            if outcome[0] is not None:
+                raise KafkaException(outcome[0])
+
+        produce_one()
+        os.kill(followers[1], signal.SIGSTOP)
+        try:
+            with pytest.raises(KafkaException, match="timed out"):
+                produce_one()
+        finally:
+            os.kill(followers[1], signal.SIGCONT)
+    finally:
+        sink.terminate()
+        sink.wait(30)
+    for pid in followers:  # each exits when the sink's end of its connection closes
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower():
+            assert time.monotonic() < deadline, f"follower {pid} outlived the sink"
+            time.sleep(0.05)

@@ -4,7 +4,7 @@ five processes sharing two cores).
 
 The same DataApis, ReplicaManager, partition and log a broker runs, on a temp dir, answer requests
 decoded from the bytes a client or a follower sends; there are no sockets, no connection layer and
-no other process. Four cycles are timed, rounds alternated:
+no other process. Six cycles are timed, rounds alternated:
 
 - RF=3 acks=all: a Produce of one record; both followers' parked Fetches woken and answered with
   it; both followers fetching again from the new log end, in their fetch sessions (the second
@@ -19,9 +19,13 @@ no other process. Four cycles are timed, rounds alternated:
   request, untimed. In a cluster on two cores, the other brokers and the client run between two
   requests of a broker and leave its caches so: this is most of why a broker spends about twice as
   much per record in a cluster as here, warm.
+- RF=1 acks=1, wide: a Produce of 456 records, as `weir bench all`'s client sends one broker at full
+  rate, once in one partition and once in six partitions of 76 records (as that client does). The
+  second costs several times the first: a broker's CPU goes by the partitions its requests carry,
+  each a validation, a log append and a write of its own, far more than by their records.
 
-The ratios are what replication costs the leader, and the three brokers, and what cold caches
-cost. What this leaves out (the sockets, the event loop's waiting) the cluster benches count.
+The ratios are what replication costs the leader, and the three brokers, what cold caches cost, and
+what a request's partitions cost. What this leaves out (the sockets, the event loop's waiting) the cluster benches count.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ TOPIC = "bench"
 PRODUCE_VERSION, FETCH_VERSION = 9, 15
 MAX_CYCLES = 20_000  # a cycle is whole requests, not a record of a batch: --records is capped here
 COLD_CYCLES = 2_000  # each evicts the caches three times, which takes longer than the cycle
+# `weir bench all`'s Produce to one broker: about 456 records (1 M records in 2,100-2,200 requests),
+# 76 in each of its 6 partitions, confluent-kafka at linger.ms 5
+WIDE_PARTITIONS, WIDE_RECORDS = 6, 456
+WIDE_CYCLES = 2_000  # each writes 456 records
 EVICTION_BYTES = 8 << 20  # more than a core's L1 and L2 here (2 MiB), as other processes' work leaves them
 
 
@@ -81,17 +89,19 @@ class Broker:
 
 
 class Leader(Broker):
-    """A broker leading one partition replicated to `replicas`."""
+    """A broker leading `partitions` partitions, each replicated to `replicas`."""
 
-    def __init__(self, replicas: tuple[int, ...]) -> None:
+    def __init__(self, replicas: tuple[int, ...], partitions: int = 1) -> None:
         super().__init__(LEADER)
         self.topic_id = uuid.uuid4()
         self.replicas.can_lead = True
+        indexes = range(partitions)
         self.replicas.apply_view(ClusterView(
             brokers={b: BrokerInfo(b, "127.0.0.1", 9090 + b) for b in BROKER_EPOCHS},
-            topics={TOPIC: TopicAssignment(TOPIC, self.topic_id, {0: replicas})},
+            topics={TOPIC: TopicAssignment(TOPIC, self.topic_id, {i: replicas for i in indexes})},
             # the state written after the brokers registered (zxid 10 > their epochs), as a controller's is
-            states={(TOPIC, 0): PartitionState(LEADER, 0, replicas, 1, 0)}, state_zxids={(TOPIC, 0): 10},
+            states={(TOPIC, i): PartitionState(LEADER, 0, replicas, 1, 0) for i in indexes},
+            state_zxids={(TOPIC, i): 10 for i in indexes},
             broker_epochs=dict(BROKER_EPOCHS), broker_sessions={b: 100 + b for b in BROKER_EPOCHS},
             controller_id=LEADER, controller_epoch=1, session_id=100 + LEADER), now_ms())
         self.apis = DataApis(self.replicas)
@@ -104,6 +114,9 @@ class Leader(Broker):
     @property
     def high_watermark(self) -> int:
         return self.replicas.partitions[TOPIC, 0].high_watermark
+
+    def log_end_offsets(self) -> list[int]:
+        return [p.log.log_end_offset for p in self.replicas.partitions.values()]
 
 
 def response_frame(parts: list) -> bytes:
@@ -153,10 +166,12 @@ class InMemoryConnection:
         pass
 
 
-def produce_frame(correlation_id: int, acks: int, record_size: int) -> bytes:
+def produce_frame(correlation_id: int, acks: int, record_size: int, partitions: int = 1, records: int = 1) -> bytes:
+    """A Produce of a batch of `records` records to each of partitions 0 .. `partitions` - 1."""
     return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, correlation_id, "bench", {
         "transactional_id": None, "acks": acks, "timeout": 30_000, "topic_data": [{"name": TOPIC, "partition_data": [
-            {"index": 0, "records": encode_batch([b"v" * record_size], timestamp=now_ms())}]}]})[4:]
+            {"index": i, "records": encode_batch([b"v" * record_size] * records, timestamp=now_ms())}
+            for i in range(partitions)]}]})[4:]
 
 
 class Follower:
@@ -239,16 +254,17 @@ async def _with_followers(cycles: int, record_size: int) -> float:
         leader.close()
 
 
-async def _alone(cycles: int, record_size: int) -> float:
-    """CPU-seconds per RF=1 acks=1 record."""
-    leader = Leader((LEADER,))
+async def _alone(cycles: int, record_size: int, partitions: int = 1, records: int = 1) -> float:
+    """CPU-seconds per RF=1 acks=1 Produce, of `records` records to each of `partitions` partitions."""
+    leader = Leader((LEADER,), partitions)
     try:
-        produces = [produce_frame(i, 1, record_size) for i in range(cycles)]
+        produces = [produce_frame(i, 1, record_size, partitions, records) for i in range(cycles)]
         started = time.process_time()
         for produce in produces:
             leader.handle(produce)
         spent = time.process_time() - started
-        assert leader.high_watermark == cycles, "a cycle went wrong: the records are not all there"
+        assert leader.log_end_offsets() == [cycles * records] * partitions, \
+            "a cycle went wrong: the records are not all there"
         return spent / cycles
     finally:
         leader.close()
@@ -258,21 +274,31 @@ def bench_leader(args) -> int:
     cycles = min(args.records, MAX_CYCLES)
     print(f"{cycles:,} records of {args.record_size} bytes, one per request, in one process (no sockets), median of "
           f"{args.rounds} rounds alternated")
-    replicated, alone, three, cold = [], [], [], []
+    replicated, alone, three, cold, one_wide, six_wide = [], [], [], [], [], []
     evict = _cache_evictor()
+    wide_cycles = min(cycles, WIDE_CYCLES)
     for _ in range(args.rounds):
         replicated.append(asyncio.run(_replicated(cycles, args.record_size)))
         alone.append(asyncio.run(_alone(cycles, args.record_size)))
         three.append(asyncio.run(_with_followers(cycles, args.record_size)))
         cold.append(asyncio.run(_replicated(min(cycles, COLD_CYCLES), args.record_size, evict)))
-    replicated_us, alone_us, three_us, cold_us = (sorted(runs)[len(runs) // 2] * 1e6
-                                                  for runs in (replicated, alone, three, cold))
+        one_wide.append(asyncio.run(_alone(wide_cycles, args.record_size, 1, WIDE_RECORDS)))
+        six_wide.append(asyncio.run(_alone(wide_cycles, args.record_size, WIDE_PARTITIONS,
+                                           WIDE_RECORDS // WIDE_PARTITIONS)))
+    replicated_us, alone_us, three_us, cold_us, one_wide_us, six_wide_us = (
+        sorted(runs)[len(runs) // 2] * 1e6 for runs in (replicated, alone, three, cold, one_wide, six_wide))
     print(f"leader CPU per record: RF=3 acks=all {replicated_us:,.1f} us, RF=1 acks=1 {alone_us:,.1f} us, "
           f"ratio {replicated_us / alone_us:.2f}")
     print(f"three brokers' CPU per RF=3 acks=all record, the followers' fetchers included: {three_us:,.1f} us, "
           f"{three_us / alone_us:.2f}x RF=1")
     print(f"leader CPU per RF=3 acks=all record, its caches evicted before each request (as other processes "
           f"on the same cores leave them in a cluster): {cold_us:,.1f} us, {cold_us / replicated_us:.2f}x warm")
-    print("by round, RF=3 / RF=1 / three brokers / RF=3 cold us: " + " ".join(
-        f"{r * 1e6:.1f}/{a * 1e6:.1f}/{t * 1e6:.1f}/{c * 1e6:.1f}" for r, a, t, c in zip(replicated, alone, three, cold)))
+    print(f"leader CPU per RF=1 acks=1 Produce of {WIDE_RECORDS} records (as `weir bench all` sends one broker): "
+          f"in one partition {one_wide_us:,.1f} us, in {WIDE_PARTITIONS} partitions of "
+          f"{WIDE_RECORDS // WIDE_PARTITIONS} {six_wide_us:,.1f} us, {six_wide_us / one_wide_us:.2f}x: "
+          f"{(six_wide_us - one_wide_us) / (WIDE_PARTITIONS - 1):,.1f} us per partition beyond the first "
+          f"(what a request costs is its partitions, not its records)")
+    print("by round, RF=3 / RF=1 / three brokers / RF=3 cold / one wide / six wide us: " + " ".join(
+        "/".join(f"{run * 1e6:.1f}" for run in runs)
+        for runs in zip(replicated, alone, three, cold, one_wide, six_wide)))
     return 0

@@ -31,6 +31,7 @@ def test_the_leader_bench_drives_the_brokers_handlers_and_leaves_nothing_in_the_
     assert "leader CPU per record: RF=3 acks=all" in printed
     assert "three brokers' CPU per RF=3 acks=all record, the followers' fetchers included" in printed
     assert "its caches evicted before each request" in printed
+    assert "in 6 partitions of 76" in printed
 
 
 def test_the_sink_with_followers_answers_acks_all_only_once_both_followers_echoed_the_records():

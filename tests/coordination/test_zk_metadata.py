@@ -15,7 +15,7 @@ from weir.coordination.model import NO_LEADER, BrokerInfo, PartitionState, Topic
 from weir.coordination.zk_client import KazooState, ZkSession
 from weir.coordination.zk_formats import (CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, encode_controller,
                                           encode_controller_epoch)
-from weir.coordination.zk_metadata import (ControllerFenced, NotController, TopicExists,
+from weir.coordination.zk_metadata import (ConcurrentUpdate, ControllerFenced, NotController, TopicExists,
                                            UnknownTopic, ZkMetadataStore)
 from weir.coordination.zk_watcher import MetadataWatcher
 
@@ -319,8 +319,12 @@ def test_topic_writes(chroot):
             await store.add_partitions("t1", grown, initial_states(grown, 1))
             assert await store.read_topic("t1") == grown
             assert (await store.read_partition_states([("t1", 2)]))[("t1", 2)].leader == 3
-            with pytest.raises(ValueError):
+            with pytest.raises(ConcurrentUpdate):  # nothing to add: another writer added these first
+                await store.add_partitions("t1", grown)
+            with pytest.raises(ConcurrentUpdate):  # built from a read that another write outdated
                 await store.add_partitions("t1", TopicAssignment("t1", a.topic_id, {0: (9,)}))
+            with pytest.raises(ConcurrentUpdate):  # from the topic of that name before this one
+                await store.add_partitions("t1", TopicAssignment("t1", uuid.uuid4(), {**grown.replicas, 3: (1, 2, 3)}))
             await store.set_topic_config("t1", {"retention.ms": "5"})
             assert await store.read_topic_config("t1") == {"retention.ms": "5"}
             with pytest.raises(UnknownTopic):

@@ -18,7 +18,8 @@ from ..controller.assignment import (AssignmentError, assign_added_partitions, a
                                      validate_manual_assignment)
 from ..controller.partition_change import ElectionType
 from ..coordination.model import NO_LEADER, TopicAssignment
-from ..coordination.zk_metadata import ReassignmentInProgress, TopicExists, UnknownTopic, ZkMetadataStore
+from ..coordination.zk_metadata import (ConcurrentUpdate, ReassignmentInProgress, TopicExists, UnknownTopic,
+                                         ZkMetadataStore)
 from ..kafka_only_settings import NO_EFFECT
 from ..protocol import codec
 from ..protocol.errors import ErrorCode, KafkaError
@@ -41,6 +42,22 @@ _BROKER_SETTING_TYPES = {bool: ConfigType.BOOLEAN, str: ConfigType.STRING, float
 ZERO_UUID = uuid.UUID(int=0)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's log: never a topic (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME)
 METADATA_WAIT_S = 10
+STORE_ATTEMPTS = 5  # of a read-check-write of ZooKeeper that other writers keep changing under it
+
+
+async def serialized(step):
+    """`step()`: a read of ZooKeeper, the request's checks against it and a compare-and-set write.
+    Run again whenever another writer (another admin client, another broker, the controller) changed
+    what it read before its write landed (ConcurrentUpdate): each run checks the request against
+    what the other write left, as Kafka's controller, applying admin requests one after another,
+    would. After STORE_ATTEMPTS such collisions in a row, UNKNOWN_SERVER_ERROR (try again)."""
+    for attempt in range(1, STORE_ATTEMPTS + 1):
+        try:
+            return await step()
+        except ConcurrentUpdate as e:
+            if attempt == STORE_ATTEMPTS:
+                raise KafkaError(ErrorCode.unknown_server_error,
+                                 f"{e} ({STORE_ATTEMPTS} times in a row, other writers first): try again") from None
 
 
 class AdminApis:
@@ -222,7 +239,7 @@ class AdminApis:
         if validate_only:
             return assignment
         try:
-            await self.store.create_topic(assignment, configs)
+            await serialized(lambda: self.store.create_topic(assignment, configs))
         except TopicExists:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists") from None
         log.info("created topic %s: %s", name, replicas)
@@ -319,10 +336,12 @@ class AdminApis:
                 out["error_code"], out["error_message"] = ErrorCode.invalid_topic_exception, "internal topic"
             else:
                 try:
-                    await self.store.delete_topic(assignment.name)
+                    await serialized(lambda: self.store.delete_topic(assignment.name))
                     log.info("deleted topic %s", assignment.name)
                 except UnknownTopic:
                     out["error_code"] = ErrorCode.unknown_topic_or_partition
+                except KafkaError as e:
+                    out["error_code"], out["error_message"] = e.code, e.message
             responses.append(out)
         return {"throttle_time": 0, "responses": responses}
 
@@ -344,26 +363,7 @@ class AdminApis:
             try:
                 if t.name in refused:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-                assignment = self.view.topics.get(t.name)
-                if assignment is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {t.name!r}")
-                if assignment.adding or assignment.removing:
-                    raise ReassignmentInProgress(t.name)
-                if t.count <= len(assignment.replicas):
-                    raise KafkaError(ErrorCode.invalid_partitions, f"topic has {len(assignment.replicas)} "
-                                                                   f"partitions; {t.count} would not add any")
-                manual = None
-                if t.assignments is not None:
-                    first = len(assignment.replicas)
-                    manual = {first + i: tuple(a.broker_ids) for i, a in enumerate(t.assignments)}
-                try:
-                    added = assign_added_partitions(self.view.brokers.values(), assignment.replicas, t.count, manual)
-                except AssignmentError as e:
-                    raise KafkaError(e.code, str(e)) from None
-                if not request.validate_only:
-                    new = TopicAssignment(t.name, assignment.topic_id, {**assignment.replicas, **added})
-                    await self.store.add_partitions(t.name, new)
-                    await self._wait_for_leaders(t.name, t.count)
+                await serialized(lambda: self._add_partitions(t, request.validate_only))
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
             except ReassignmentInProgress:
@@ -371,6 +371,35 @@ class AdminApis:
                 out["error_message"] = f"the partitions of {t.name} are being reassigned"
             results.append(out)
         return {"throttle_time": 0, "results": results}
+
+    async def _add_partitions(self, t, validate_only: bool) -> None:
+        """One topic of a CreatePartitions request, checked against the topic as ZooKeeper has it,
+        not our view: a change made a moment ago may not have reached the view (which says first
+        whether the topic is known at all, and so whether its name may be looked up)."""
+        assignment = await self.store.read_topic(t.name) if t.name in self.view.topics else None
+        if assignment is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {t.name!r}")
+        if assignment.adding or assignment.removing:
+            raise ReassignmentInProgress(t.name)
+        if t.count <= len(assignment.replicas):
+            raise KafkaError(ErrorCode.invalid_partitions, f"topic has {len(assignment.replicas)} "
+                                                           f"partitions; {t.count} would not add any")
+        manual = None
+        if t.assignments is not None:
+            first = len(assignment.replicas)
+            manual = {first + i: tuple(a.broker_ids) for i, a in enumerate(t.assignments)}
+        try:
+            added = assign_added_partitions(self.view.brokers.values(), assignment.replicas, t.count, manual)
+        except AssignmentError as e:
+            raise KafkaError(e.code, str(e)) from None
+        if validate_only:
+            return
+        try:
+            await self.store.add_partitions(t.name, TopicAssignment(t.name, assignment.topic_id,
+                                                                    {**assignment.replicas, **added}))
+        except UnknownTopic:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {t.name!r} was deleted meanwhile") from None
+        await self._wait_for_leaders(t.name, t.count)
 
     # -- configs ---------------------------------------------------------------------------
 
@@ -484,7 +513,7 @@ class AdminApis:
                 _check_config_entries(r)
                 self._check_config_access(header, r)
                 if r.resource_type == RESOURCE_BROKER:
-                    await self._alter_broker_configs(r, apply, request.validate_only)
+                    await serialized(lambda: self._alter_broker_configs(r, apply, request.validate_only))
                     responses.append(out)
                     continue
                 if r.resource_type != RESOURCE_TOPIC:
@@ -493,18 +522,22 @@ class AdminApis:
                     raise KafkaError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
                 if r.resource_name not in self.view.topics:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {r.resource_name!r}")
-                # From ZooKeeper, not our view: a change made a moment ago may not have reached it.
-                updated = apply(await self.store.read_topic_config(r.resource_name) or {}, r)
-                validate_topic_configs(updated, self.config)
-                if not request.validate_only:
-                    await self.store.set_topic_config(r.resource_name, updated)
-                    log.info("topic %s configs now %s", r.resource_name, updated)
+                await serialized(lambda: self._alter_topic_configs(r, apply, request.validate_only))
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
             except UnknownTopic:
                 out["error_code"] = ErrorCode.unknown_topic_or_partition
             responses.append(out)
         return {"throttle_time": 0, "responses": responses}
+
+    async def _alter_topic_configs(self, r, apply, validate_only: bool) -> None:
+        def change(current: dict) -> dict:  # from ZooKeeper, not our view: a change made a moment ago may not be in it
+            updated = apply(current, r)
+            validate_topic_configs(updated, self.config)
+            return updated
+        updated = await self.store.update_topic_config(r.resource_name, change, write=not validate_only)
+        if not validate_only:
+            log.info("topic %s configs now %s", r.resource_name, updated)
 
     async def _alter_broker_configs(self, r, apply, validate_only: bool) -> None:
         """Dynamic broker configs (KIP-226): resource name "" is the cluster-wide default, this
@@ -519,18 +552,21 @@ class AdminApis:
                 raise KafkaError(ErrorCode.invalid_request,
                                  f"Unexpected broker id, expected {self.broker_id}, but received {r.resource_name}")
             entity = str(self.broker_id)
-        updated = apply(await self.store.read_broker_config(entity) or {}, r)
-        fixed = sorted(name for name in updated if name not in dynamic_settings())
-        if fixed:
-            raise KafkaError(ErrorCode.invalid_request,
-                             f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
-        try:
-            for name, value in updated.items():
-                parse_dynamic(name, value)
-        except ConfigError as e:  # INVALID_REQUEST, not INVALID_CONFIG: Kafka's (KAFKA-13609)
-            raise KafkaError(ErrorCode.invalid_request, str(e)) from None
+
+        def change(current: dict) -> dict:
+            updated = apply(current, r)
+            fixed = sorted(name for name in updated if name not in dynamic_settings())
+            if fixed:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+            try:
+                for name, value in updated.items():
+                    parse_dynamic(name, value)
+            except ConfigError as e:  # INVALID_REQUEST, not INVALID_CONFIG: Kafka's (KAFKA-13609)
+                raise KafkaError(ErrorCode.invalid_request, str(e)) from None
+            return updated
+        updated = await self.store.update_broker_config(entity, change, write=not validate_only)
         if not validate_only:
-            await self.store.set_broker_config(entity, updated)
             log.info("dynamic broker configs of %s now %s", entity, updated)
 
     # -- cluster, elections, ISR -------------------------------------------------------------

@@ -66,6 +66,7 @@ _ELECTION_ATTEMPTS = 10
 
 Key = tuple[str, int]
 Callback = Callable[[], Awaitable[None] | None]
+ConfigChange = Callable[[dict[str, str]], Mapping[str, Any]]  # a config's overrides -> the new ones
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -657,11 +658,15 @@ class ZkMetadataStore:
         current = decode_topic_assignment(topic, got[0])
         if current.adding or current.removing:
             raise ReassignmentInProgress(topic)
+        # The caller built new_assignment from what it read: if that is no longer what is there,
+        # another writer came first (the topic recreated, partitions added or moved).
+        if new_assignment.topic_id != current.topic_id:
+            raise ConcurrentUpdate(f"{topic} was deleted and created again meanwhile")
+        if len(new_assignment.replicas) <= len(current.replicas):
+            raise ConcurrentUpdate(f"{topic} has {len(current.replicas)} partitions now")
         for p, replicas in current.replicas.items():
             if new_assignment.replicas.get(p) != replicas:
-                raise ValueError(f"add_partitions may not change existing partition {topic}-{p}")
-        if new_assignment.topic_id != current.topic_id:
-            raise ValueError(f"{topic}: topic id mismatch")
+                raise ConcurrentUpdate(f"the partitions of {topic} changed meanwhile ({topic}-{p})")
         new_states = {p: s for p, s in (states or {}).items() if p not in current.replicas}
         ops: list[Op] = [("set", topic_path(topic),
                           encode_topic_assignment(dataclasses.replace(new_assignment, name=topic)),
@@ -693,31 +698,43 @@ class ZkMetadataStore:
         except (BadVersionError, NoNodeError) as e:
             raise ConcurrentUpdate(f"a topic being reassigned changed meanwhile: {e!r}") from None
 
-    async def read_broker_config(self, entity: str) -> dict[str, str] | None:
-        """Dynamic broker configs of `entity` (a broker id, or <default> for the whole cluster)."""
-        got = await self._get_or_none(broker_config_path(entity))
-        return None if got is None else decode_topic_config(got[0])
-
     async def set_broker_config(self, entity: str, configs: Mapping[str, Any]) -> None:
         """Replace `entity`'s dynamic broker configs (Kafka's /config/brokers/<entity>)."""
-        await self._replace_config(broker_config_path(entity), configs)
+        await self.update_broker_config(entity, lambda _: configs)
 
     async def set_topic_config(self, topic: str, configs: Mapping[str, Any]) -> None:
         """Replace the topic's config overrides (the topic must exist)."""
+        await self.update_topic_config(topic, lambda _: configs)
+
+    async def update_broker_config(self, entity: str, change: ConfigChange, *, write: bool = True) -> dict:
+        """`entity`'s dynamic broker configs as `change` makes them from the current ones, written
+        unless not `write` (see `_update_config`)."""
+        return await self._update_config(broker_config_path(entity), change, (), write)
+
+    async def update_topic_config(self, topic: str, change: ConfigChange, *, write: bool = True) -> dict:
+        """The topic's config overrides as `change` makes them from the current ones, written unless
+        not `write` (see `_update_config`); UnknownTopic if the topic is not there."""
         try:
-            await self._replace_config(topic_config_path(topic), configs, [("check", topic_path(topic), -1)])
+            return await self._update_config(topic_config_path(topic), change, [("check", topic_path(topic), -1)],
+                                              write)
         except NoNodeError:
             raise UnknownTopic(topic) from None
 
-    async def _replace_config(self, path: str, configs: Mapping[str, Any], checks: Sequence[Op] = ()) -> None:
-        """Create or replace a config znode, compare-and-set on its version, with `checks` in the multi."""
-        stat = await self._wait(self.client.exists_async(path))
-        data = encode_topic_config(configs)
-        op = ("create", path, data) if stat is None else ("set", path, data, stat.version)
-        try:
-            await self._commit_atomic([*checks, op], fenced=False)
-        except (BadVersionError, NodeExistsError):
-            raise ConcurrentUpdate(f"{path} changed meanwhile") from None
+    async def _update_config(self, path: str, change: ConfigChange, checks: Sequence[Op], write: bool) -> dict:
+        """Read a config znode, apply `change` (it may raise: nothing is written), and create or
+        replace the znode with the result, compare-and-set on the version read, with `checks` in the
+        multi: ConcurrentUpdate if another writer changed it in between, whose change would else
+        be lost."""
+        got = await self._get_or_none(path)
+        configs = dict(change(decode_topic_config(got[0]) if got else {}))
+        if write:
+            data = encode_topic_config(configs)
+            op = ("create", path, data) if got is None else ("set", path, data, got[1].version)
+            try:
+                await self._commit_atomic([*checks, op], fenced=False)
+            except (BadVersionError, NodeExistsError):
+                raise ConcurrentUpdate(f"{path} changed meanwhile") from None
+        return configs
 
     async def _subtree(self, root: str) -> list[str]:
         """Every path under `root` (inclusive), children before parents; level by level, each

@@ -67,6 +67,7 @@ from .protocol.versions import ApiKey
 BENCH_TOPIC = "bench"
 SINK_TOPIC_ID = uuid.UUID(int=1)
 LATENCY_RECORDS = 5_000  # per side and round of `compare`, at 1,000 records/s
+SOURCE_TREE = str(Path(__file__).resolve().parent.parent)  # this Weir: a side's brokers import it from here
 FETCH_BATCH_RECORDS = 500  # about what confluent-kafka puts in a batch at linger.ms 5 here
 
 
@@ -562,18 +563,16 @@ def _bench_compare(args) -> int:
     if not args.against:
         print("weir bench compare needs --against SOURCE_TREE", file=sys.stderr)
         return 2
-    here = str(Path(__file__).resolve().parent.parent)
-    return _side_by_side(args, {"this tree": (here, {}, sys.executable, {}),
+    return _side_by_side(args, {"this tree": (SOURCE_TREE, {}, sys.executable, {}),
                                 "--against": (str(Path(args.against).resolve()), {}, args.against_python, {})},
                          idle_partitions=args.idle_partitions or 0, idle_topics=args.idle_topics)
 
 
 def _bench_sessions(args) -> int:
     """KIP-227's worth: followers with and without fetch sessions, with idle partitions beside the busy ones."""
-    here = str(Path(__file__).resolve().parent.parent)
     no_sessions = {"max.incremental.fetch.session.cache.slots": "0"}
-    return _side_by_side(args, {"fetch sessions": (here, {}, sys.executable, {}),
-                                "no sessions": (here, no_sessions, sys.executable, {})},
+    return _side_by_side(args, {"fetch sessions": (SOURCE_TREE, {}, sys.executable, {}),
+                                "no sessions": (SOURCE_TREE, no_sessions, sys.executable, {})},
                          idle_partitions=300 if args.idle_partitions is None else args.idle_partitions)
 
 
@@ -702,9 +701,8 @@ def _bench_loops(args) -> int:
     except ImportError:
         print("weir bench loops compares with uvloop: pip install uvloop", file=sys.stderr)
         return 2
-    here = str(Path(__file__).resolve().parent.parent)
-    return _side_by_side(args, {"uvloop": (here, {}, sys.executable, {"WEIR_EVENT_LOOP": "uvloop"}),
-                                "asyncio": (here, {}, sys.executable, {})})
+    return _side_by_side(args, {"uvloop": (SOURCE_TREE, {}, sys.executable, {"WEIR_EVENT_LOOP": "uvloop"}),
+                                "asyncio": (SOURCE_TREE, {}, sys.executable, {})})
 
 
 def _bench_all(args) -> int:

@@ -25,7 +25,8 @@ no other process. Six cycles are timed, rounds alternated:
   each a validation, a log append and a write of its own, far more than by their records.
 
 The ratios are what replication costs the leader, and the three brokers, what cold caches cost, and
-what a request's partitions cost. What this leaves out (the sockets, the event loop's waiting) the cluster benches count.
+what a request's partitions cost. What this leaves out (the sockets, the event loop's waiting) the
+cluster benches count.
 """
 
 from __future__ import annotations

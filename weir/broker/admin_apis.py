@@ -531,7 +531,8 @@ class AdminApis:
         return {"throttle_time": 0, "responses": responses}
 
     async def _alter_topic_configs(self, r, apply, validate_only: bool) -> None:
-        def change(current: dict) -> dict:  # from ZooKeeper, not our view: a change made a moment ago may not be in it
+        # From ZooKeeper, not our view: a change made a moment ago may not have reached it.
+        def change(current: dict) -> dict:
             updated = apply(current, r)
             validate_topic_configs(updated, self.config)
             return updated

@@ -698,17 +698,13 @@ class ZkMetadataStore:
         except (BadVersionError, NoNodeError) as e:
             raise ConcurrentUpdate(f"a topic being reassigned changed meanwhile: {e!r}") from None
 
-    async def set_broker_config(self, entity: str, configs: Mapping[str, Any]) -> None:
-        """Replace `entity`'s dynamic broker configs (Kafka's /config/brokers/<entity>)."""
-        await self.update_broker_config(entity, lambda _: configs)
-
     async def set_topic_config(self, topic: str, configs: Mapping[str, Any]) -> None:
         """Replace the topic's config overrides (the topic must exist)."""
         await self.update_topic_config(topic, lambda _: configs)
 
     async def update_broker_config(self, entity: str, change: ConfigChange, *, write: bool = True) -> dict:
-        """`entity`'s dynamic broker configs as `change` makes them from the current ones, written
-        unless not `write` (see `_update_config`)."""
+        """`entity`'s dynamic broker configs (Kafka's /config/brokers/<entity>) as `change` makes
+        them from the current ones, written unless not `write` (see `_update_config`)."""
         return await self._update_config(broker_config_path(entity), change, (), write)
 
     async def update_topic_config(self, topic: str, change: ConfigChange, *, write: bool = True) -> dict:

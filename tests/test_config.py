@@ -1,6 +1,8 @@
 import pytest
 
-from weir.config import BrokerConfig, ConfigError, read_properties
+from weir.config.broker_config import BrokerConfig, read_properties
+
+from weir.config.settings import ConfigError
 
 
 def test_defaults_are_kafkas():

@@ -6,7 +6,7 @@ import random
 import struct
 
 from weir.client import _ResponseFrames
-from weir.frame_receiver import POOL_BYTES, BufferPool
+from weir.transport.frame_receiver import POOL_BYTES, BufferPool
 
 
 class Collecting:

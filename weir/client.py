@@ -41,17 +41,17 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-from .frame_receiver import FrameReceiver
-from .protocol import legacy_schemas
-from .protocol.codec import build
-from .protocol.errors import ErrorCode, KafkaError
-from .protocol.header import skip_tagged_fields
-from .protocol.schema_overrides import RESPONSE_SCHEMAS
-from .protocol.scram import MECHANISMS as SCRAM_MECHANISMS
-from .protocol.scram import ScramClient, ScramError
-from .protocol.security_protocols import SecurityProtocolOf
-from .protocol.tagged_fields import strip_unknown_tagged_fields
-from .protocol.versions import ApiKey
+from weir.transport.frame_receiver import FrameReceiver
+from weir.protocol import legacy_schemas
+from weir.protocol.codec import build
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.header import skip_tagged_fields
+from weir.protocol.schema_overrides import RESPONSE_SCHEMAS
+from weir.protocol.scram import MECHANISMS as SCRAM_MECHANISMS
+from weir.protocol.scram import ScramClient, ScramError
+from weir.protocol.security_protocols import SecurityProtocolOf
+from weir.protocol.tagged_fields import strip_unknown_tagged_fields
+from weir.protocol.versions import ApiKey
 
 __all__ = [
     "BrokerConnection", "ClusterClient", "ClientError", "ConnectionClosed", "BrokerUnreachable",
@@ -199,7 +199,7 @@ class _Pending:
 
 class _ResponseFrames(FrameReceiver):
     """The socket side of a BrokerConnection: cuts what arrives into response frames for it
-    (weir.frame_receiver), and holds its writers back while the transport's buffer is full. A
+    (weir.transport.frame_receiver), and holds its writers back while the transport's buffer is full. A
     protocol rather than a StreamReader and a reading task: a response reaches its waiter in the
     loop turn it arrives."""
 

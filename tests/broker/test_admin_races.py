@@ -14,8 +14,8 @@ from kio.schema.incremental_alter_configs.v1.request import (AlterableConfig, Al
                                                              IncrementalAlterConfigsRequest)
 
 from weir.broker.admin_apis import AdminApis
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import BrokerInfo, ClusterView, TopicAssignment
 from weir.coordination.zk_client import ZkSession
 from weir.coordination.zk_metadata import ZkMetadataStore
 from weir.protocol.errors import ErrorCode

@@ -7,8 +7,8 @@ import pytest
 
 from log.batches import make_batch
 from weir.broker.replica_manager import HW_CHECKPOINT, ReplicaManager
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.log.log_directory import LOG_START_OFFSET_CHECKPOINT
 
 TOPIC_ID = uuid.uuid4()

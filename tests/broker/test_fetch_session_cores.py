@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from weir.broker.fetch_session_handler import FetchSessionHandler
-from weir.broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, FetchSessionCache, next_epoch
+from weir.replication.fetch_session_handler import FetchSessionHandler
+from weir.replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, FetchSessionCache, next_epoch
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.hot_requests import FetchPartition
 from weir.protocol.hot_responses import FetchPartitionResult

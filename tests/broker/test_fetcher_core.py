@@ -4,8 +4,8 @@ the rules production's fetcher and weir sim's share."""
 import pytest
 from kio.schema.errors import ErrorCode
 
-from weir.broker.fetcher_core import FetcherCore, FetchRound
-from weir.coordination.model import PartitionState
+from weir.replication.fetcher_core import FetcherCore, FetchRound
+from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.record_batch import batch_headers
 from weir.replication import ReplicationConfig

@@ -5,8 +5,8 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.hosted_partitions import HostedPartitions
-from weir.coordination.model import PartitionState, TopicAssignment
+from weir.replication.hosted_partitions import HostedPartitions
+from weir.zk.model import PartitionState, TopicAssignment
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.record_batch import batch_headers
 from weir.replication import ReplicationConfig

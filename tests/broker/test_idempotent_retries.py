@@ -4,8 +4,8 @@ import uuid
 
 from log.batches import make_batch
 from weir.broker.replica_manager import ReplicaManager
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 TOPIC_ID = uuid.uuid4()
 

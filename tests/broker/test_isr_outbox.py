@@ -1,7 +1,7 @@
 """The AlterPartition outbox (IsrOutbox): the sending rules production's isr_sender.py and weir
 sim's share."""
 
-from weir.broker.isr_outbox import IsrOutbox
+from weir.replication.isr_outbox import IsrOutbox
 from weir.replication.leader import AlterPartitionProposal
 
 A, B = ("t", 0), ("t", 1)

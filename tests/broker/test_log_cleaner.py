@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from weir.broker.log_cleaner import LogCleaner
-from weir.coordination.model import PartitionState
+from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.log.cleaner import batches_in
 from weir.protocol.record_batch import read_batch_header

@@ -11,8 +11,8 @@ import pytest
 
 from weir.broker.apis import DataApis
 from weir.broker.replica_manager import ReplicaManager
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.protocol.header import RequestHeader
 from weir.protocol.hot_requests import FetchPartition, FetchRequest, FetchTopic
 from weir.protocol.hot_responses import FileRegion

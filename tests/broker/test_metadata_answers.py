@@ -8,8 +8,8 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from weir.broker.admin_apis import AdminApis
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.protocol.codec import build, request_schema
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader

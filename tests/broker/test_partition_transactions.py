@@ -12,7 +12,7 @@ from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from weir.broker.producer_snapshots import read_producer_snapshot, write_producer_snapshot
-from weir.coordination.model import PartitionState
+from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.errors import KafkaError
 from weir.protocol.record_batch import batch_headers, read_batch_header

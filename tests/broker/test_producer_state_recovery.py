@@ -7,8 +7,8 @@ import pytest
 
 from log.batches import make_batch
 from weir.broker.replica_manager import ReplicaManager
-from weir.config import BrokerConfig
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.broker.producer_snapshots import PRODUCER_SNAPSHOT, read_producer_snapshot, write_producer_snapshot
 from weir.replication.partition import Partition
 from weir.log import LogConfig, PartitionLog

@@ -1,6 +1,6 @@
-"""The replication throttle's rate and the throttled-replica lists (weir/broker/replication_quota.py)."""
+"""The replication throttle's rate and the throttled-replica lists (weir/replication/replication_quota.py)."""
 
-from weir.broker.replication_quota import WINDOW_S, WINDOWS, ReplicationQuota, is_throttled
+from weir.replication.replication_quota import WINDOW_S, WINDOWS, ReplicationQuota, is_throttled
 
 
 def test_the_rate_is_measured_over_the_windows_and_forgets_older_traffic():

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from weir.broker.shutdown_wait import ASK, GAVE_UP, MOVED, TIMED_OUT, WAIT, ShutdownWait
+from weir.replication.shutdown_wait import ASK, GAVE_UP, MOVED, TIMED_OUT, WAIT, ShutdownWait
 
 
 def led(awaits: bool):

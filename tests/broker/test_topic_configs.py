@@ -6,12 +6,13 @@ import uuid
 
 import pytest
 
-from weir.broker import topic_configs
+from weir.config import topic_configs
 from weir.broker.replica_manager import ReplicaManager
-from weir.broker.topic_configs import (DYNAMIC_TOPIC_CONFIG, ConfigType, Synonym, describe, timestamp_bounds,
+from weir.config.topic_configs import (DYNAMIC_TOPIC_CONFIG, ConfigType, Synonym, describe, timestamp_bounds,
                                        validate_topic_configs)
-from weir.config import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, BrokerConfig, ConfigError
-from weir.coordination.model import ClusterView, TopicAssignment
+from weir.config.broker_config import BrokerConfig
+from weir.config.settings import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, ConfigError
+from weir.zk.model import ClusterView, TopicAssignment
 from weir.protocol.compression import CODEC_GZIP, CODEC_ZSTD
 from weir.protocol.errors import ErrorCode, KafkaError
 

@@ -7,7 +7,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from weir.broker.txn_verification import TRANSACTION_STATE_TOPIC, coordinator_of, error_for_producer
-from weir.coordination.model import ClusterView, PartitionState, TopicAssignment
+from weir.zk.model import ClusterView, PartitionState, TopicAssignment
 from weir.transactions.coordinator import partition_for
 
 

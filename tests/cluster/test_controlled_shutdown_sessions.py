@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from cluster_tools import admin, partition_metadata, wait_until
 from weir.broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
-from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 from weir.verify.cluster import Cluster
 from weir.verify.network import ZOOKEEPER, broker_node
 

@@ -15,7 +15,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
-from weir.local_cluster import BrokerProcess
+from weir.lab.local_cluster import BrokerProcess
 
 JS_CLIENTS = Path(__file__).parent.parent / "js"
 
@@ -62,7 +62,7 @@ def test_partitions_move_from_0_1_to_1_2_under_load_losing_nothing(cluster):
 
 
 def weir(bootstrap: str, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "weir.cli", "reassign-partitions", "--bootstrap-server", bootstrap,
+    result = subprocess.run([sys.executable, "-m", "weir.cli.main", "reassign-partitions", "--bootstrap-server", bootstrap,
                              *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, f"exit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
     return result.stdout

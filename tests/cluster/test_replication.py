@@ -160,7 +160,7 @@ def test_preferred_election_restores_balance_after_a_broker_returns(cluster):
     cluster.brokers[1].start()
     wait_until(lambda: all(1 in m[2] for m in partition_metadata(cluster.bootstrap, "balanced").values()),
                "broker 1 back in every ISR")
-    out = subprocess.run([sys.executable, "-m", "weir.cli", "elect-leaders", "--bootstrap-server", cluster.bootstrap,
+    out = subprocess.run([sys.executable, "-m", "weir.cli.main", "elect-leaders", "--bootstrap-server", cluster.bootstrap,
                           "--election-type", "PREFERRED", "--all-topic-partitions"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     leaders = {p: m[0] for p, m in partition_metadata(cluster.bootstrap, "balanced").items()}

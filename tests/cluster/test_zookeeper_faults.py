@@ -3,8 +3,8 @@
 from confluent_kafka import Producer
 
 from cluster_tools import create_topic, wait_until
-from weir.coordination.zookeeper_server import ZooKeeperServer
-from weir.local_cluster import BrokerProcess
+from weir.lab.zookeeper_server import ZooKeeperServer
+from weir.lab.local_cluster import BrokerProcess
 
 
 def try_produce(bootstrap: str) -> str:

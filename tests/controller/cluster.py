@@ -3,7 +3,7 @@
 import uuid
 
 from weir.controller import ControllerConfig, ControllerCore, StateChange
-from weir.coordination.model import BrokerInfo, ClusterView, TopicAssignment
+from weir.zk.model import BrokerInfo, ClusterView, TopicAssignment
 
 
 def brokers(*ids: int, racks: dict[int, str] | None = None) -> dict[int, BrokerInfo]:

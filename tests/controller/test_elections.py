@@ -3,7 +3,7 @@
 import uuid
 
 from weir.controller import ControllerConfig
-from weir.coordination.model import NO_LEADER, TopicAssignment
+from weir.zk.model import NO_LEADER, TopicAssignment
 
 from .cluster import keep_only, make_core, state, written
 

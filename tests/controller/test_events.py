@@ -12,7 +12,7 @@ import pytest
 from weir.controller import ControllerConfig
 from weir.controller.events import (READ_AGAIN, ControllerEvents, CreateStates, ReadCluster, ReadShutdownRequests,
                                    ReadStates, WriteAssignments, WriteStates, run_handler)
-from weir.coordination.model import ClusterView, PartitionState, TopicAssignment
+from weir.zk.model import ClusterView, PartitionState, TopicAssignment
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 from weir.protocol.errors import ErrorCode
 

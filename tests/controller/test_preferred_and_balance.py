@@ -3,7 +3,7 @@
 from kio.schema.errors import ErrorCode
 
 from weir.controller import ControllerConfig, ElectionType
-from weir.coordination.model import NO_LEADER
+from weir.zk.model import NO_LEADER
 
 from .cluster import keep_only, make_core, state, written
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from weir.controller import ControllerConfig, ElectionType, assign_replicas
-from weir.coordination.model import NO_LEADER
+from weir.zk.model import NO_LEADER
 
 from .cluster import brokers, make_core
 

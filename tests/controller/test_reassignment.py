@@ -38,7 +38,7 @@ def test_new_replicas_join_and_catch_up_before_the_old_ones_leave():
     assert assignment(store) == ((2, 3, 1), (3,), (1,))
     # 1 still leads, with the same ISR, in a new leadership for the new replica set
     assert (store.states[KEY].leader, store.states[KEY].leader_epoch, store.states[KEY].isr) == (1, 1, (1, 2))
-    assert events.core.reassignments() == {KEY: ((2, 3, 1), (3,), (1,))}
+    assert events.core.reassignment.reassignments() == {KEY: ((2, 3, 1), (3,), (1,))}
 
     store.ops.clear()
     catch_up(store, events, (1, 2, 3))
@@ -50,7 +50,7 @@ def test_new_replicas_join_and_catch_up_before_the_old_ones_leave():
     assert store.ops.count("WriteAssignments") == 1
     assert "WriteStates" in store.ops[:store.ops.index("WriteAssignments")]
     assert "WriteStates" in store.ops[store.ops.index("WriteAssignments"):]
-    assert events.core.reassignments() == {}
+    assert events.core.reassignment.reassignments() == {}
 
 
 def test_a_leader_in_the_target_keeps_leading_and_only_the_isr_shrinks():
@@ -143,9 +143,9 @@ def test_an_assignment_write_without_an_answer_is_adopted_once_the_store_shows_i
     store.fail_next, store.lands = True, True
     with pytest.raises(ConnectionLost):
         reassign(store, events, {KEY: (2, 3)})
-    assert events.core.reassignments() == {}  # not known to be written: not acted on
+    assert events.core.reassignment.reassignments() == {}  # not known to be written: not acted on
     drive(store, events.handle("metadata"))
-    assert events.core.reassignments() == {KEY: ((2, 3, 1), (3,), (1,))}
+    assert events.core.reassignment.reassignments() == {KEY: ((2, 3, 1), (3,), (1,))}
 
 
 def test_a_new_controller_starts_each_move_in_progress_with_a_new_leadership():

@@ -5,7 +5,7 @@ import dataclasses
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER
+from weir.zk.model import NO_LEADER
 
 from .cluster import brokers, make_core, state, written
 

@@ -1,6 +1,6 @@
 import pytest
 
-from weir.coordination.zookeeper_server import ZooKeeperServer
+from weir.lab.zookeeper_server import ZooKeeperServer
 
 
 @pytest.fixture(scope="module")

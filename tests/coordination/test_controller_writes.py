@@ -16,7 +16,7 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from weir.broker.controller_service import ControllerService
-from weir.config import BrokerConfig
+from weir.config.broker_config import BrokerConfig
 from weir.coordination.zk_client import ZkSession
 from weir.coordination.zk_metadata import ZkMetadataStore
 from weir.coordination.zk_watcher import MetadataWatcher

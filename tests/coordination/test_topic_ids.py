@@ -7,7 +7,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weir.coordination.model import ClusterView, TopicAssignment
+from weir.zk.model import ClusterView, TopicAssignment
 
 
 def _topic(name: str) -> TopicAssignment:

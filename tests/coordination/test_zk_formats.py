@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
-from weir.coordination.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
+from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 from weir.coordination.zk_client import broker_registration
-from weir.coordination.zk_formats import (
+from weir.zk.formats import (
     FormatError, decode_broker_endpoints, decode_broker_registration, decode_controller,
     decode_controller_epoch, decode_partition_state, decode_topic_assignment, decode_topic_config,
     decode_topic_id, encode_controller, encode_controller_epoch, encode_partition_state,

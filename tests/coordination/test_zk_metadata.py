@@ -11,9 +11,9 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from weir.coordination.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
+from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 from weir.coordination.zk_client import KazooState, ZkSession
-from weir.coordination.zk_formats import (CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, encode_controller,
+from weir.zk.formats import (CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, encode_controller,
                                           encode_controller_epoch)
 from weir.coordination.zk_metadata import (ConcurrentUpdate, ControllerFenced, NotController, TopicExists,
                                            UnknownTopic, ZkMetadataStore)

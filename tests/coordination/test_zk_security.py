@@ -3,7 +3,7 @@
 import pytest
 from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
-from weir.config import ConfigError
+from weir.config.settings import ConfigError
 from weir.coordination.zk_security import AclClient, ZkSecurity, znode_acl
 
 LOGIN = 'org.apache.zookeeper.server.auth.DigestLoginModule required username="weir" password="s3cret";'

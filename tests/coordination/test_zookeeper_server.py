@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from weir.coordination import zookeeper_server
-from weir.coordination.zookeeper_server import (
+from weir.lab import zookeeper_server
+from weir.lab.zookeeper_server import (
     ZooKeeperNotInstalled, ZooKeeperServer, ZooKeeperStartError, free_port, free_ports, zookeeper_classpath)
 
 

@@ -1,10 +1,10 @@
-"""The group request handlers (weir.groups.apis) against a stand-in coordinator: what each API
+"""The group request handlers (weir.broker.group_apis) against a stand-in coordinator: what each API
 answers in the coordinator's transient states, as Kafka's GroupCoordinator.scala does."""
 
 import asyncio
 from types import SimpleNamespace
 
-from weir.groups.apis import GroupApis
+from weir.broker.group_apis import GroupApis
 from weir.protocol.codec import build, request_schema
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader

@@ -20,9 +20,9 @@ ALTER_CONFIGS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 33, 43, 44
 
 
 def weir(broker, *args, bootstrap=None, timeout=60) -> subprocess.CompletedProcess:
-    """Run `python -m weir.cli <command> --bootstrap-server B <rest>`; args[0] is the command."""
+    """Run `python -m weir.cli.main <command> --bootstrap-server B <rest>`; args[0] is the command."""
     server = bootstrap or broker.bootstrap
-    argv = [sys.executable, "-m", "weir.cli", args[0], "--bootstrap-server", server, *args[1:]]
+    argv = [sys.executable, "-m", "weir.cli.main", args[0], "--bootstrap-server", server, *args[1:]]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
@@ -105,7 +105,7 @@ def test_topics_create_list_describe_alter_delete(broker):
 
 def test_bootstrap_server_after_the_action_and_replica_assignment(broker):
     # --bootstrap-server is accepted after the action too, as operators type it
-    result = subprocess.run([sys.executable, "-m", "weir.cli", "topics", "create", "--topic", "placed",
+    result = subprocess.run([sys.executable, "-m", "weir.cli.main", "topics", "create", "--topic", "placed",
                              "--replica-assignment", "0,0", "--bootstrap-server", broker.bootstrap],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     ok(result)

@@ -21,7 +21,7 @@ LARGE = b"x" * 5000
 
 
 def weir_configs(broker, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "weir.cli", "configs", "--bootstrap-server", broker.bootstrap,
+    result = subprocess.run([sys.executable, "-m", "weir.cli.main", "configs", "--bootstrap-server", broker.bootstrap,
                              "--entity-type", "brokers", *args], capture_output=True, text=True, timeout=60,
                             stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr

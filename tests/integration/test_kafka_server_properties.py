@@ -9,7 +9,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
-from weir.local_cluster import BrokerProcess
+from weir.lab.local_cluster import BrokerProcess
 
 KAFKA_SERVER_PROPERTIES = Path(__file__).with_name("kafka-3.9-server.properties")
 

@@ -8,7 +8,7 @@ import urllib.request
 
 from waiting import wait_until
 from weir.console.server import parse_metrics
-from weir.coordination.zookeeper_server import free_port, free_ports
+from weir.lab.zookeeper_server import free_port, free_ports
 
 
 class Up:
@@ -21,7 +21,7 @@ class Up:
         self.console_port = free_port()
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "weir.cli", "up", "--data-dir", self.data_dir, "--port", str(self.base),
+            [sys.executable, "-m", "weir.cli.main", "up", "--data-dir", self.data_dir, "--port", str(self.base),
              "--metrics-port", str(self.metrics_base), "--console-port", str(self.console_port),
              "--zookeeper-port", str(free_port()),
              "--override", "zookeeper.session.timeout.ms=6000", *args],
@@ -54,7 +54,7 @@ class Up:
         return "".join(self.lines)
 
     def lab(self, *args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "weir.cli", "lab", *args, "--data-dir", self.data_dir],
+        done = subprocess.run([sys.executable, "-m", "weir.cli.main", "lab", *args, "--data-dir", self.data_dir],
                               capture_output=True, text=True, timeout=150)
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -11,7 +11,7 @@ import pytest
 
 def bench(tmp_path, *args: str) -> str:
     """`weir bench ARGS`'s output, having checked that it left nothing in the temp dir."""
-    run = subprocess.run([sys.executable, "-m", "weir.cli", "bench", *args, "--rounds", "1"],
+    run = subprocess.run([sys.executable, "-m", "weir.cli.main", "bench", *args, "--rounds", "1"],
                          env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=180,
                          stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -39,8 +39,8 @@ def test_the_sink_with_followers_answers_acks_all_only_once_both_followers_echoe
     two follower processes: with one of them stopped, an acks=all record is not acknowledged."""
     from confluent_kafka import KafkaException, Producer
 
-    from weir.bench import BENCH_TOPIC, _start_sink
-    from weir.coordination.zookeeper_server import free_port
+    from weir.bench.clusters import BENCH_TOPIC, _start_sink
+    from weir.lab.zookeeper_server import free_port
 
     port = free_port()
     sink = _start_sink(port, 1, 100, followers=2)

@@ -1,8 +1,8 @@
-"""When `weir up` restarts a broker (weir/supervisor.py), without processes."""
+"""When `weir up` restarts a broker (weir/lab/supervisor.py), without processes."""
 
 import signal
 
-from weir.supervisor import BrokerLife, RestartPolicy, describe_exit
+from weir.lab.supervisor import BrokerLife, RestartPolicy, describe_exit
 
 
 def test_a_death_is_told_as_an_operator_reads_it():

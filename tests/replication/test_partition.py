@@ -3,7 +3,7 @@
 import pytest
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import PartitionState
+from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.replication import ReplicationConfig
 from weir.protocol.errors import KafkaError

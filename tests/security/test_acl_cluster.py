@@ -19,7 +19,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    UserScramCredentialUpsertion)
 
 from waiting import wait_until
-from weir.local_cluster import LocalCluster, SecureSetup
+from weir.lab.local_cluster import LocalCluster, SecureSetup
 
 FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200",  # as tests/conftest.py's
         "group.initial.rebalance.delay.ms": "0"}
@@ -42,7 +42,7 @@ def error_code(err):
 
 
 def weir_acls(cluster, properties, *args) -> str:
-    done = subprocess.run([sys.executable, "-m", "weir.cli", "acls", "--bootstrap-server", cluster.bootstrap,
+    done = subprocess.run([sys.executable, "-m", "weir.cli.main", "acls", "--bootstrap-server", cluster.bootstrap,
                            "--command-config", str(properties), *args], capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr

@@ -232,7 +232,8 @@ def test_key_stores_in_pem_text_and_pkcs12_and_required_client_certificates(tmp_
 
 
 def test_listener_settings_that_cannot_work_stop_the_broker_with_a_readable_message():
-    from weir.config import BrokerConfig, ConfigError
+    from weir.config.broker_config import BrokerConfig
+    from weir.config.settings import ConfigError
     from weir.security.broker_security import inter_broker_security, listener_security
     config = BrokerConfig({"listeners": "SASL_PLAINTEXT://:9092"})
     with pytest.raises(ConfigError, match="GSSAPI: Weir serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):
@@ -252,8 +253,8 @@ def test_listener_settings_that_cannot_work_stop_the_broker_with_a_readable_mess
 
 
 def test_users_add_config_syntax():
-    from weir.admin_cli import UsageError
-    from weir.users_cli import parse_add_config
+    from weir.cli.admin import UsageError
+    from weir.cli.users import parse_add_config
     assert parse_add_config("SCRAM-SHA-512=[iterations=8192,password=a-secret],SCRAM-SHA-256=[password=b]") == {
         "SCRAM-SHA-512": ("a-secret", 8192), "SCRAM-SHA-256": ("b", 4096)}
     with pytest.raises(UsageError):

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from weir.acls_cli import bindings_to_add, confirmed, filters, list_filters
-from weir.admin_cli import UsageError
+from weir.cli.acls import bindings_to_add, confirmed, filters, list_filters
+from weir.cli.admin import UsageError
 from weir.broker.acl_apis import AclApis
 from weir.protocol.codec import build, request_schema
 from weir.protocol.errors import ErrorCode
@@ -220,7 +220,7 @@ def test_weir_acls_remove_without_a_terminal_needs_force(monkeypatch):
 def test_group_and_transaction_handlers_refuse_with_kafkas_errors():
     from weir.broker.txn_apis import TransactionApis
     from weir.broker.txn_markers import TxnMarkerApis
-    from weir.groups.apis import GroupApis
+    from weir.broker.group_apis import GroupApis
     from weir.groups.group import GroupState
 
     a = authz((ResourceType.GROUP, "g", PatternType.LITERAL, Operation.READ),
@@ -285,8 +285,8 @@ def test_admin_handlers_refuse_as_kafka():
     import uuid
 
     from weir.broker.admin_apis import ZERO_UUID, AdminApis
-    from weir.config import BrokerConfig
-    from weir.coordination.model import ClusterView, TopicAssignment
+    from weir.config.broker_config import BrokerConfig
+    from weir.zk.model import ClusterView, TopicAssignment
 
     hidden_id, seen_id, unknown_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     topics = {"hidden": TopicAssignment("hidden", hidden_id, {0: (1,)}),

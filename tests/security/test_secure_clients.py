@@ -20,8 +20,8 @@ import pytest
 from scraping import broker_metrics
 
 from weir.client import AuthenticationFailed, BrokerConnection, ClientSecurity, ClusterClient
-from weir.coordination.zookeeper_server import free_port
-from weir.local_cluster import BrokerProcess, SecureSetup
+from weir.lab.zookeeper_server import free_port
+from weir.lab.local_cluster import BrokerProcess, SecureSetup
 from weir.protocol.errors import ErrorCode
 from weir.protocol.scram import MECHANISM_TYPE_OF, salted_password
 from weir.protocol.versions import ApiKey

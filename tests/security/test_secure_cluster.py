@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from waiting import wait_until
-from weir.local_cluster import LocalCluster, SecureSetup
+from weir.lab.local_cluster import LocalCluster, SecureSetup
 
 TOPIC = "secured"
 PARTITIONS = 3

@@ -23,26 +23,26 @@ def test_weir_up_secure(tmp_path):
         ca = tmp_path / "data" / "tls" / "ca.pem"
         properties = tmp_path / "data" / "tls" / "admin.properties"
         assert ca.exists() and properties.exists()
-        done = subprocess.run([sys.executable, "-m", "weir.cli", "users", "--bootstrap-server", up.bootstrap,
+        done = subprocess.run([sys.executable, "-m", "weir.cli.main", "users", "--bootstrap-server", up.bootstrap,
                                "--command-config", str(properties), "--alter", "--entity-name", "alice",
                                "--add-config", "SCRAM-SHA-512=[iterations=8192,password=alice-secret]"],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
-        described = subprocess.run([sys.executable, "-m", "weir.cli", "users", "--bootstrap-server", up.bootstrap,
+        described = subprocess.run([sys.executable, "-m", "weir.cli.main", "users", "--bootstrap-server", up.bootstrap,
                                     "--command-config", str(properties), "--describe"],
                                    capture_output=True, text=True, timeout=60)
         assert "user-principal 'alice' are SCRAM-SHA-512-iterations=8192" in described.stdout
         assert "user-principal 'admin'" in described.stdout
         zookeeper = next(m.group(1) for line in up.lines if (m := re.search(r"ZooKeeper (\S+)\. Ctrl-C", line)))
         assert zookeeper.endswith("/weir")
-        in_zookeeper = [sys.executable, "-m", "weir.cli", "users", "--zookeeper", zookeeper, "--alter",
+        in_zookeeper = [sys.executable, "-m", "weir.cli.main", "users", "--zookeeper", zookeeper, "--alter",
                         "--entity-name", "bob", "--add-config", "SCRAM-SHA-512=[password=bob-secret]"]
         refused = subprocess.run(in_zookeeper, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 1 and "zookeeper.set.acl" in refused.stderr, refused.stderr
         written = subprocess.run(in_zookeeper + ["--zk-config-file", str(tmp_path / "data" / "tls" / "zookeeper.properties")],
                                  capture_output=True, text=True, timeout=60)
         assert written.returncode == 0, written.stderr
-        granted = subprocess.run([sys.executable, "-m", "weir.cli", "acls", "--bootstrap-server", up.bootstrap,
+        granted = subprocess.run([sys.executable, "-m", "weir.cli.main", "acls", "--bootstrap-server", up.bootstrap,
                                   "--command-config", str(properties), "--add", "--allow-principal", "User:alice",
                                   "--producer", "--topic", "secure-up"], capture_output=True, text=True, timeout=60)
         assert granted.returncode == 0, granted.stderr  # ACLs are on: alice may write only where granted

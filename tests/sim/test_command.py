@@ -1,6 +1,6 @@
 """`weir sim` prints seeds/s, the shrunk trace of a failure and the command to replay it."""
 
-from weir.cli import main
+from weir.cli.main import main
 
 
 def test_failing_seed_prints_shrunk_trace_and_replay(capsys):

@@ -2,7 +2,7 @@
 partition's own (Partition.awaits_leadership_handover, as server.py's), the controller's answer is
 ControllerCore.on_controlled_shutdown, as the real controller's."""
 
-from weir.coordination.model import PartitionState
+from weir.zk.model import PartitionState
 from weir.sim.nemesis import Fault
 from weir.sim.runner import World, run_many, run_seed
 from weir.sim.settings import SimSettings

@@ -1,6 +1,6 @@
 """`weir sim --scenario transactions`: the transaction coordinator and partitions under faults."""
 
-from weir.cli import main
+from weir.cli.main import main
 from weir.sim.runner import run_many, run_seed
 from weir.sim.txn_world import TxnSimSettings, run_transactions_seed
 

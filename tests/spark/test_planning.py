@@ -218,7 +218,7 @@ def test_partitions_gone_or_added_late_are_data_loss(monkeypatch):
 def test_a_timestamp_column_in_milliseconds_as_kafka_write_task_casts_it():
     import datetime
 
-    from weir.spark.sink import _millis
+    from weir.spark.produce import _millis
     aware = datetime.datetime(2024, 5, 1, 12, 0, 0, 123999, tzinfo=datetime.timezone.utc)
     assert _millis(aware) == 1714564800123
     assert _millis(aware.astimezone().replace(tzinfo=None)) == 1714564800123  # naive: local time, as PySpark

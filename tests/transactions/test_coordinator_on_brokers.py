@@ -127,7 +127,7 @@ def test_find_coordinator_init_producer_id_fencing_and_describe(start_broker):
 
 
 def weir_cli(broker, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "weir.cli", *args, "--bootstrap-server", broker.bootstrap],
+    return subprocess.run([sys.executable, "-m", "weir.cli.main", *args, "--bootstrap-server", broker.bootstrap],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -7,7 +7,7 @@ import asyncio
 import uuid
 
 from weir.broker.txn_coordinator import TransactionCoordinatorShell
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.groups.records import encode_batch
 from weir.protocol.errors import ErrorCode
 from weir.transactions.coordinator import partition_for

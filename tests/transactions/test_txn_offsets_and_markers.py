@@ -5,7 +5,7 @@ import asyncio
 import uuid
 
 from weir.broker.marker_sender import MarkerSender, request_body
-from weir.coordination.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.groups.group import UNKNOWN_MEMBER, CommittedOffset, Group, GroupConfig
 from weir.groups.records import (LoggedMarker, LoggedRecord, encode_batch, encode_transactional_batch,
                                  read_offsets_log)

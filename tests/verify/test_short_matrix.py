@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from weir.cli import main
+from weir.cli.main import main
 from weir.verify.runner import RunOptions, expectation, expectation_failures, run_test
 
 SHORT = {"quiet_s": 3, "fault_s": 6, "recovery_s": 4, "rate": 150, "seed": 7}

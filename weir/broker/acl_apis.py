@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-from ..protocol.errors import ErrorCode
-from ..protocol.header import RequestHeader
-from ..protocol.versions import ApiKey
-from ..security.acl_store import AclStore
-from ..security.acls import (AclBinding, AclEntry, AclFilter, InvalidAcl, ResourcePattern, binding_fields, binding_of,
+from weir.protocol.errors import ErrorCode
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.security.acl_store import AclStore
+from weir.security.acls import (AclBinding, AclEntry, AclFilter, InvalidAcl, ResourcePattern, binding_fields, binding_of,
                              check_creatable, entry_fields, filter_of, pattern_fields)
-from ..security.authorization import RequestAuthorizer, cluster_error
+from weir.security.authorization import RequestAuthorizer, cluster_error
 
 log = logging.getLogger(__name__)
 

@@ -12,27 +12,28 @@ from collections import Counter
 import random
 import uuid
 
-from ..config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS, STATIC_BROKER_CONFIG,
-                      ConfigError, dynamic_settings, parse_dynamic)
-from ..controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
+from weir.config.broker_config import dynamic_settings, parse_dynamic
+
+from weir.config.settings import DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS, STATIC_BROKER_CONFIG, ConfigError
+from weir.controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
                                      validate_manual_assignment)
-from ..controller.partition_change import ElectionType
-from ..coordination.model import NO_LEADER, TopicAssignment
-from ..coordination.zk_metadata import (ConcurrentUpdate, ReassignmentInProgress, TopicExists, UnknownTopic,
+from weir.controller.partition_change import ElectionType
+from weir.zk.model import NO_LEADER, TopicAssignment
+from weir.coordination.zk_metadata import (ConcurrentUpdate, ReassignmentInProgress, TopicExists, UnknownTopic,
                                          ZkMetadataStore)
-from ..kafka_only_settings import NO_EFFECT
-from ..protocol import codec
-from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.header import RequestHeader
-from ..protocol.versions import ApiKey
-from ..security.acls import CLUSTER_NAME
-from ..security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
+from weir.config.kafka_only_settings import NO_EFFECT
+from weir.protocol import codec
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.security.acls import CLUSTER_NAME
+from weir.security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
                                       authorized_operations, cluster_error, denied, denied_creation, refusal)
-from .controller_service import ControllerService
-from .replica_manager import ReplicaManager
-from . import topic_configs
-from .topic_configs import LIST_CONFIGS, MAX_INT, MIN_INT, ConfigType, validate_topic_configs
-from .topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
+from weir.broker.controller_service import ControllerService
+from weir.broker.replica_manager import ReplicaManager
+from weir.config import topic_configs
+from weir.config.topic_configs import LIST_CONFIGS, MAX_INT, MIN_INT, ConfigType, validate_topic_configs
+from weir.broker.topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +405,7 @@ class AdminApis:
     # -- configs ---------------------------------------------------------------------------
 
     def describe_configs(self, header: RequestHeader, request) -> dict:
-        """Every topic config (weir.broker.topic_configs) or broker setting, with its source, and
+        """Every topic config (weir.config.topic_configs) or broker setting, with its source, and
         its synonyms and documentation when asked for (KIP-226, KIP-569)."""
         synonyms_wanted = request.include_synonyms
         documentation_wanted = getattr(request, "include_documentation", False)  # v3+

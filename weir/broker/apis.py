@@ -14,20 +14,20 @@ import shutil
 import time
 from pathlib import Path
 
-from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.header import RequestHeader
-from ..protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.header import RequestHeader
+from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
                                       encode_produce_response)
-from ..protocol.record_batch import TRANSACTIONAL_BIT
-from ..protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from ..security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
-from ..transactions.partition_txns import SENTINEL, VerificationGuard
-from .fetch_sessions import FetchSessionCache
-from .fetch_waiters import ParkedFetch, keeps_waiting, records_size
-from .replica_manager import ReplicaManager
-from .topic_configs import MAX_INT
-from .topics import INTERNAL_TOPICS
-from .txn_verification import TxnVerifier
+from weir.protocol.record_batch import TRANSACTIONAL_BIT
+from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from weir.security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
+from weir.transactions.partition_txns import SENTINEL, VerificationGuard
+from weir.replication.fetch_sessions import FetchSessionCache
+from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
+from weir.broker.replica_manager import ReplicaManager
+from weir.config.topic_configs import MAX_INT
+from weir.broker.topics import INTERNAL_TOPICS
+from weir.broker.txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 

@@ -30,15 +30,15 @@ import time
 from collections import deque
 from collections.abc import Coroutine
 
-from ..protocol import codec
-from ..protocol.header import MalformedHeader, RequestHeader, read_request_header, response_header
-from ..protocol.hot_responses import FileRegion
-from ..protocol.errors import ErrorCode
-from ..protocol.versions import ApiKey, is_supported
-from ..security.authenticator import HANDSHAKEN, Answer, Authenticator
-from ..frame_receiver import FrameReceiver
-from ..security.tls import ANONYMOUS, NoRuleApplies, principal_of
-from .apis import CloseConnection, InOrder
+from weir.protocol import codec
+from weir.protocol.header import MalformedHeader, RequestHeader, read_request_header, response_header
+from weir.protocol.hot_responses import FileRegion
+from weir.protocol.errors import ErrorCode
+from weir.protocol.versions import ApiKey, is_supported
+from weir.security.authenticator import HANDSHAKEN, Answer, Authenticator
+from weir.transport.frame_receiver import FrameReceiver
+from weir.security.tls import ANONYMOUS, NoRuleApplies, principal_of
+from weir.broker.apis import CloseConnection, InOrder
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class Connection(FrameReceiver):
             return
         self._idle_timer = asyncio.get_running_loop().call_later(wait, self._close_if_idle)
 
-    # -- frames (weir.frame_receiver) ----------------------------------------------
+    # -- frames (weir.transport.frame_receiver) ----------------------------------------------
 
     def _limit(self) -> tuple[int, str]:
         if self.auth is not None and not self.auth.authenticated and self.auth.completed == 0:

@@ -21,9 +21,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from ..client import BrokerConnection, ClientError
-from ..protocol.errors import ErrorCode
-from ..transactions.coordinator import MarkersToSend, TopicPartition
+from weir.client import BrokerConnection, ClientError
+from weir.protocol.errors import ErrorCode
+from weir.transactions.coordinator import MarkersToSend, TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import json
 import logging
 from pathlib import Path
 
-from ..log.checkpoint_file import write_atomically
-from ..replication.partition import ProducerSnapshot
+from weir.log.checkpoint_file import write_atomically
+from weir.replication.partition import ProducerSnapshot
 
 log = logging.getLogger(__name__)
 PRODUCER_SNAPSHOT = "producer-state.json"

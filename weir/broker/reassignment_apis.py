@@ -1,11 +1,11 @@
 """AlterPartitionReassignments and ListPartitionReassignments (KIP-455), answered by the active
 controller: the rules are weir/controller/reassignment.py's, run on the controller's event queue."""
 
-from ..protocol.errors import ErrorCode
-from ..protocol.header import RequestHeader
-from ..protocol.versions import ApiKey
-from ..security.authorization import RequestAuthorizer, cluster_error, refusal
-from .controller_service import ControllerService
+from weir.protocol.errors import ErrorCode
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.security.authorization import RequestAuthorizer, cluster_error, refusal
+from weir.broker.controller_service import ControllerService
 
 
 class ReassignmentApis:
@@ -55,7 +55,7 @@ class ReassignmentApis:
         wanted = None if request.topics is None else {(t.name, p) for t in request.topics
                                                       for p in t.partition_indexes}
         by_topic: dict[str, list] = {}
-        for (topic, p), (replicas, adding, removing) in core.reassignments().items():
+        for (topic, p), (replicas, adding, removing) in core.reassignment.reassignments().items():
             if wanted is None or (topic, p) in wanted:
                 by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas,
                                                        "adding_replicas": adding, "removing_replicas": removing})

@@ -10,17 +10,17 @@ import asyncio
 import logging
 import time
 
-from ..client import BrokerConnection, ClientError
-from ..protocol.errors import error_code
-from ..protocol.hot_requests import encode_follower_fetch_request
-from ..protocol.hot_responses import decode_fetch_response
-from ..protocol.record_batch import batch_headers
-from ..protocol.versions import ApiKey
-from ..replication.follower import Backoff
-from ..replication.partition import Partition
-from ..replication.truncation import EpochEndOffset
-from .fetch_session_handler import SESSION_ERRORS
-from .fetcher_core import FetcherCore, FetchRound
+from weir.client import BrokerConnection, ClientError
+from weir.protocol.errors import error_code
+from weir.protocol.hot_requests import encode_follower_fetch_request
+from weir.protocol.hot_responses import decode_fetch_response
+from weir.protocol.record_batch import batch_headers
+from weir.protocol.versions import ApiKey
+from weir.replication.follower import Backoff
+from weir.replication.partition import Partition
+from weir.replication.truncation import EpochEndOffset
+from weir.replication.fetch_session_handler import SESSION_ERRORS
+from weir.replication.fetcher_core import FetcherCore, FetchRound
 
 log = logging.getLogger(__name__)
 

@@ -16,24 +16,24 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from ..config import BrokerConfig
-from ..coordination.model import ClusterView, TopicAssignment
-from ..log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
-from ..log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
-from ..log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
-from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.hot_responses import FetchPartitionResult, FileRegion
-from ..replication.epoch_fencing import NO_EPOCH_CHECK
-from ..replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
-from ..replication.partition import Effects, Partition, ProducerSnapshot
-from ..replication.produce_purgatory import ProduceCompletion
-from ..transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
-from . import topic_configs
-from .hosted_partitions import HostedPartitions
-from .isr_outbox import IsrOutbox
-from .replication_quota import ReplicationQuota, is_throttled
-from .producer_snapshots import read_producer_snapshot, write_producer_snapshot
-from .metrics import BrokerMetrics
+from weir.config.broker_config import BrokerConfig
+from weir.zk.model import ClusterView, TopicAssignment
+from weir.log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
+from weir.log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
+from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.hot_responses import FetchPartitionResult, FileRegion
+from weir.replication.epoch_fencing import NO_EPOCH_CHECK
+from weir.replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
+from weir.replication.partition import Effects, Partition, ProducerSnapshot
+from weir.replication.produce_purgatory import ProduceCompletion
+from weir.transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
+from weir.config import topic_configs
+from weir.replication.hosted_partitions import HostedPartitions
+from weir.replication.isr_outbox import IsrOutbox
+from weir.replication.replication_quota import ReplicationQuota, is_throttled
+from weir.broker.producer_snapshots import read_producer_snapshot, write_producer_snapshot
+from weir.broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class ReplicaManager:
 
     def topic_settings(self, topic: str) -> dict:
         """Every topic config of `topic`: its override, else the broker setting it overrides, else
-        the default (weir.broker.topic_configs); cached until the topic's configs change."""
+        the default (weir.config.topic_configs); cached until the topic's configs change."""
         overrides = self.view.topic_configs.get(topic)
         cached = self._topic_settings.get(topic)
         if cached is None or cached[0] is not overrides:

@@ -11,12 +11,12 @@ names a user's mechanism twice.
 import logging
 from collections import defaultdict
 
-from ..protocol.errors import ErrorCode
-from ..protocol.header import RequestHeader
-from ..protocol.scram import MAX_ITERATIONS, MECHANISM_TYPE_OF, MECHANISM_TYPES, MIN_ITERATIONS, ScramCredential
-from ..protocol.versions import ApiKey
-from ..security.authorization import RequestAuthorizer, cluster_error, refusal
-from ..security.scram_store import ConcurrentChange, ScramCredentialStore
+from weir.protocol.errors import ErrorCode
+from weir.protocol.header import RequestHeader
+from weir.protocol.scram import MAX_ITERATIONS, MECHANISM_TYPE_OF, MECHANISM_TYPES, MIN_ITERATIONS, ScramCredential
+from weir.protocol.versions import ApiKey
+from weir.security.authorization import RequestAuthorizer, cluster_error, refusal
+from weir.security.scram_store import ConcurrentChange, ScramCredentialStore
 
 log = logging.getLogger(__name__)
 

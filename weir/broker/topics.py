@@ -1,9 +1,9 @@
-"""Topic names: what is legal. (Topic configs: weir.broker.topic_configs.)"""
+"""Topic names: what is legal. (Topic configs: weir.config.topic_configs.)"""
 
 import re
 from typing import Iterable
 
-from ..protocol.errors import ErrorCode, KafkaError
+from weir.protocol.errors import ErrorCode, KafkaError
 
 # written by the group and transaction coordinators alone
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})

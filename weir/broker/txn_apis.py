@@ -3,7 +3,7 @@
 InitProducerId (idempotent and transactional producers), AddPartitionsToTxn (v4: batched, and
 KIP-890's verify_only from partition leaders), AddOffsetsToTxn, EndTxn, DescribeTransactions,
 ListTransactions. FindCoordinator with key type TRANSACTION is served by the group handlers
-(`weir.groups.apis`), which ask `TransactionCoordinatorShell.find_coordinator`. Each handler turns
+(`weir.broker.group_apis`), which ask `TransactionCoordinatorShell.find_coordinator`. Each handler turns
 a kio request into a call on the shell and returns a dict for kio to encode, or a coroutine when
 the answer waits for a write to `__transaction_state`. Version differences live here
 (`error_for_version`: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH to older clients).
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..protocol.errors import ErrorCode
-from ..protocol.header import RequestHeader
-from ..protocol.versions import ApiKey
-from ..security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error, denied,
+from weir.protocol.errors import ErrorCode
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error, denied,
                                       refusal)
-from ..transactions.coordinator import error_for_version, expected_producer
-from ..transactions.state_log import TransactionState
-from .txn_coordinator import TransactionCoordinatorShell, now_ms
+from weir.transactions.coordinator import error_for_version, expected_producer
+from weir.transactions.state_log import TransactionState
+from weir.broker.txn_coordinator import TransactionCoordinatorShell, now_ms
 
 _MS = timedelta(milliseconds=1)
 # every state is a known ListTransactions filter, as Kafka's TransactionState.fromName (AllStates),

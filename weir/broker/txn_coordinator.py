@@ -25,13 +25,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from ..log import OffsetOutOfRange
-from ..protocol.errors import ErrorCode, KafkaError
-from ..transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
+from weir.log import OffsetOutOfRange
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
                                         TransactionResult, UnexpectedMarkerError, Write)
-from ..transactions.state_log import TRANSACTION_STATE_TOPIC, RecordFormatError, decode_batches, encode_batch
-from ..groups.internal_topic import InternalTopic
-from .marker_sender import MarkerSender
+from weir.transactions.state_log import TRANSACTION_STATE_TOPIC, RecordFormatError, decode_batches, encode_batch
+from weir.broker.internal_topic import InternalTopic
+from weir.broker.marker_sender import MarkerSender
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ import asyncio
 import logging
 import time
 
-from ..groups.placement import OFFSETS_TOPIC
-from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.header import RequestHeader
-from ..protocol.versions import ApiKey
-from ..security.authorization import RequestAuthorizer, cluster_error
-from .replica_manager import ReplicaManager
+from weir.groups.placement import OFFSETS_TOPIC
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.security.authorization import RequestAuthorizer, cluster_error
+from weir.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 

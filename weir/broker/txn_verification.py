@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import logging
 
-from ..client import ClientError
-from ..protocol.errors import ErrorCode
-from ..protocol.versions import SUPPORTED_VERSIONS
-from ..transactions.coordinator import partition_for
-from ..transactions.partition_txns import produce_error_for_verification
+from weir.client import ClientError
+from weir.protocol.errors import ErrorCode
+from weir.protocol.versions import SUPPORTED_VERSIONS
+from weir.transactions.coordinator import partition_for
+from weir.transactions.partition_txns import produce_error_for_verification
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..client import ClusterClient
-from ..http_server import serve_http
-from .state import ConsoleState
+from weir.client import ClusterClient
+from weir.transport.http_server import serve_http
+from weir.console.state import ConsoleState
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def run(args) -> int:
     for item in args.metrics:
         broker, _, url = item.partition("=")
         metrics_urls[int(broker)] = url
-    from ..security.client_config import load_command_config
+    from weir.security.client_config import load_command_config
     console = Console(args.bootstrap_server, args.metrics_port, metrics_urls, load_command_config(args.command_config))
     try:
         asyncio.run(serve(console, args.host, args.port, lambda url: print(f"weir console on {url}", flush=True)))

@@ -45,7 +45,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import BrokerInfo
+from weir.zk.model import BrokerInfo
 
 
 class RackAwareMode(enum.Enum):

@@ -42,7 +42,7 @@ placement in assignment.py):
   change and leaves the partition offline once the broker stops): the broker does not ask again.
 - TOPIC DELETION. The topic's partitions leave the view; their replicas are told to delete them.
 - REASSIGNMENT (KIP-455): in reassignment.py, the rules and their application to the view
-  (ReassignmentDecisions, a part of this class).
+  (Reassignments, which decides on the same DecidedStates as this class).
 
 Theory of operation: one `ControllerCore` per controller tenure, built from everything read from
 the metadata store (a ClusterView), with the controller epoch that tenure won. Every event method
@@ -67,13 +67,12 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.controller.partition_change import (ElectionType, changed_state, elect_preferred_leader,
                                               elect_unclean_leader, initial_state, is_acceptable_leader,
-                                              next_state, with_partition_epoch)
-from weir.controller.reassignment import ReassignmentDecisions
-
-TopicPartition = tuple[str, int]
+                                              next_state)
+from weir.controller.reassignment import Reassignments
+from weir.controller.state_change import DecidedStates, StateChange, TopicPartition
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 # A new controller checks leader balance this long after its election, then every
@@ -92,28 +91,6 @@ class ControllerConfig:
     def __post_init__(self) -> None:
         assert 0 <= self.leader_imbalance_per_broker_percentage <= 100
         assert self.leader_imbalance_check_interval_seconds > 0
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    """One compare-and-set for the shell: write `new` if the znode's version is still
-    `old.partition_epoch` (create it if `old` is None); `new.partition_epoch` is the version it
-    will have. Then send the state to `notify` (the live assigned replicas)."""
-    topic: str
-    partition: int
-    old: PartitionState | None
-    new: PartitionState
-    notify: tuple[int, ...]
-    reason: str  # the rule that decided it, for logs
-
-    @property
-    def key(self) -> TopicPartition:
-        return self.topic, self.partition
-
-    @property
-    def expected_version(self) -> int | None:
-        """None: create the znode."""
-        return None if self.old is None else self.old.partition_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,36 +123,38 @@ class TopicDeletion:
     partitions: dict[int, tuple[int, ...]]
 
 
-class ControllerCore(ReassignmentDecisions):
+class ControllerCore:
     def __init__(self, view: ClusterView, config: ControllerConfig = ControllerConfig()) -> None:
         for name, topic in view.topics.items():
             assert name == topic.name
             for p, replicas in topic.replicas.items():
                 assert replicas and len(set(replicas)) == len(replicas), (name, p, replicas)
-        self.view = view
         self.config = config
-        self.shutting_down: set[int] = set()
-        self._unconfirmed: dict[TopicPartition, int] = {}  # writes handed out, not yet reported
-        # Moved partitions owed a new leadership (reassignment.py), with the leader epoch it must
-        # exceed; a new controller owes one to every move in progress, as Kafka's resumes them.
-        self._leadership_owed: dict[TopicPartition, int] = {
-            (name, p): view.states[(name, p)].leader_epoch for name, a in view.topics.items()
-            for p in a.replicas if a.is_reassigning(p) and (name, p) in view.states}
+        self.decided = DecidedStates(view)
+        self.reassignment = Reassignments(self.decided)  # KIP-455's moves, on the same decided states
 
     # ----- views
 
     @property
+    def view(self) -> ClusterView:
+        return self.decided.view
+
+    @property
+    def shutting_down(self) -> set[int]:
+        return self.decided.shutting_down
+
+    @property
     def live(self) -> frozenset[int]:
-        return frozenset(self.view.brokers)
+        return self.decided.live
 
     @property
     def has_unconfirmed_writes(self) -> bool:
-        return bool(self._unconfirmed)
+        return bool(self.decided.unconfirmed)
 
     @property
     def unconfirmed_keys(self) -> list[TopicPartition]:
         """Partitions whose state in the view was decided but not yet confirmed by the store."""
-        return sorted(self._unconfirmed)
+        return sorted(self.decided.unconfirmed)
 
     def is_stale_broker_epoch(self, broker: int, epoch: int) -> bool:
         """`epoch` (-1: not said) names another incarnation of `broker` than its current
@@ -185,8 +164,7 @@ class ControllerCore(ReassignmentDecisions):
         return epoch != -1 and registered is not None and epoch != registered
 
     def replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
-        assignment = self.view.topics.get(topic)
-        return None if assignment is None else assignment.replicas.get(partition)
+        return self.decided.replicas(topic, partition)
 
     def unclean_allowed(self, topic: str) -> bool:
         """The topic's `unclean.leader.election.enable`, else the broker default."""
@@ -224,7 +202,7 @@ class ControllerCore(ReassignmentDecisions):
         self.view.brokers = dict(brokers)
         if broker_epochs is not None:
             self.view.broker_epochs = dict(broker_epochs)
-        self.shutting_down &= set(brokers) - bounced
+        self.shutting_down.intersection_update(set(brokers) - bounced)
         if not bounced:
             return self._reconcile(self.view.states.keys(), "broker_change")
         # One write per partition: first as if the bounced brokers were gone, then back.
@@ -240,7 +218,7 @@ class ControllerCore(ReassignmentDecisions):
             back = next_state(replicas, gone, live=self.live, shutting_down=self.shutting_down,
                               unclean_allowed=unclean, controller_epoch=self.view.controller_epoch)
             if back is not old:
-                changes.append(self._apply(key, old, back, "broker_bounce"))
+                changes.append(self.decided.apply(key, old, back, "broker_bounce"))
         return changes
 
     def on_topic_created(self, assignment: TopicAssignment,
@@ -276,8 +254,8 @@ class ControllerCore(ReassignmentDecisions):
             return TopicDeletion(topic, {})
         for p in assignment.replicas:
             self.view.states.pop((topic, p), None)
-            self._unconfirmed.pop((topic, p), None)
-            self._leadership_owed.pop((topic, p), None)
+            self.decided.unconfirmed.pop((topic, p), None)
+            self.reassignment.forget((topic, p))
         return TopicDeletion(topic, dict(assignment.replicas))
 
     def on_alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
@@ -318,7 +296,7 @@ class ControllerCore(ReassignmentDecisions):
                              controller_epoch=self.view.controller_epoch, remove_from_isr={state.leader})
             assert new.leader not in (NO_LEADER, state.leader), "an added member is acceptable"
             reason = "controlled_shutdown"
-        change = self._apply(key, state, new, reason)
+        change = self.decided.apply(key, state, new, reason)
         return AlterPartitionOutcome(ErrorCode.none, change.new, change)
 
     def elect_leaders(self, election: ElectionType,
@@ -338,7 +316,7 @@ class ControllerCore(ReassignmentDecisions):
                                controller_epoch=self.view.controller_epoch)
             results[key] = error
             if new is not state:
-                changes.append(self._apply(key, state, new, f"{election.name.lower()}_election"))
+                changes.append(self.decided.apply(key, state, new, f"{election.name.lower()}_election"))
         return ElectLeadersOutcome(results, changes)
 
     def check_leader_balance(self) -> list[StateChange]:
@@ -357,7 +335,7 @@ class ControllerCore(ReassignmentDecisions):
             error, new = elect_preferred_leader(replicas, state, live=self.live, shutting_down=self.shutting_down,
                                                 controller_epoch=self.view.controller_epoch)
             if error is ErrorCode.none:
-                changes.append(self._apply(key, state, new, "leader_balance"))
+                changes.append(self.decided.apply(key, state, new, "leader_balance"))
         return changes
 
     def on_controlled_shutdown(self, broker_id: int) -> ControlledShutdownOutcome:
@@ -377,7 +355,7 @@ class ControllerCore(ReassignmentDecisions):
             if state.leader == broker_id and new.leader == NO_LEADER:
                 new = state  # no one else to lead: it keeps the partition (reported as remaining)
             if new is not state:
-                changes.append(self._apply(key, state, new, "controlled_shutdown"))
+                changes.append(self.decided.apply(key, state, new, "controlled_shutdown"))
         remaining = sorted(k for k, s in self.view.states.items() if s.leader == broker_id)
         return ControlledShutdownOutcome(ErrorCode.none, changes, remaining)
 
@@ -385,14 +363,8 @@ class ControllerCore(ReassignmentDecisions):
 
     def on_state_written(self, change: StateChange, version: int) -> None:
         """The compare-and-set of `change` succeeded; the znode's version is now `version`."""
-        assert version == change.new.partition_epoch, ("the write bumped the version by one", version, change)
-        if change.new.leader_epoch > self._leadership_owed.get(change.key, change.new.leader_epoch):
-            del self._leadership_owed[change.key]
-        pending = self._unconfirmed.get(change.key, 0)
-        if pending <= 1:
-            self._unconfirmed.pop(change.key, None)
-        else:
-            self._unconfirmed[change.key] = pending - 1
+        self.decided.confirm(change, version)
+        self.reassignment.on_state_written(change)
 
     def on_write_conflict(self, change: StateChange, stored: PartitionState | None) -> list[StateChange]:
         """The compare-and-set of `change` failed; `stored` is what the store holds now (None: no
@@ -403,7 +375,7 @@ class ControllerCore(ReassignmentDecisions):
         """What the store holds for `key` is the truth (after a conflict, or a write whose outcome
         is unknown): put it in the view in place of any decided-but-unconfirmed state, and decide
         again from it."""
-        self._unconfirmed.pop(key, None)
+        self.decided.unconfirmed.pop(key, None)
         if stored is None:  # the znode is gone (the topic is being deleted): nothing to decide
             self.view.states.pop(key, None)
             return []
@@ -412,29 +384,6 @@ class ControllerCore(ReassignmentDecisions):
 
     # ----- internals
 
-
-    def _notify(self, topic: str, partition: int) -> tuple[int, ...]:
-        replicas = self.replicas(topic, partition) or ()
-        return tuple(r for r in replicas if r in self.view.brokers)
-
-    def _apply(self, key: TopicPartition, old: PartitionState | None, new: PartitionState,
-               reason: str) -> StateChange:
-        """Record a decided state in the view (as if written) and hand it to the shell."""
-        replicas = self.replicas(*key)
-        assert replicas is not None
-        assert new.leader == NO_LEADER or new.leader in new.isr, ("the leader is in the ISR", new)
-        assert set(new.isr) <= set(replicas) and new.isr, ("ISR ⊆ replicas, not empty", new, replicas)
-        if old is None:
-            assert new.partition_epoch == 0 and new.leader_epoch == 0
-        else:
-            new = with_partition_epoch(new, old.partition_epoch + 1)
-            assert new.leader_epoch >= old.leader_epoch, "leader epochs never go down"
-            assert new.leader == old.leader or new.leader_epoch > old.leader_epoch, \
-                "every leader change bumps the leader epoch"
-        self.view.states[key] = new
-        self._unconfirmed[key] = self._unconfirmed.get(key, 0) + 1
-        return StateChange(key[0], key[1], old, new, self._notify(*key), reason)
-
     def _create_states(self, topic: str, replicas_by_partition: Mapping[int, tuple[int, ...]]) -> list[StateChange]:
         changes = []
         for p in sorted(replicas_by_partition):
@@ -442,7 +391,7 @@ class ControllerCore(ReassignmentDecisions):
             assert key not in self.view.states, key
             new = initial_state(replicas_by_partition[p], live=self.live, shutting_down=self.shutting_down,
                                 controller_epoch=self.view.controller_epoch)
-            changes.append(self._apply(key, None, new, "new_partition"))
+            changes.append(self.decided.apply(key, None, new, "new_partition"))
         return changes
 
     def _reconcile(self, keys: Iterable[TopicPartition], reason: str) -> list[StateChange]:
@@ -456,6 +405,6 @@ class ControllerCore(ReassignmentDecisions):
                              unclean_allowed=self.unclean_allowed(key[0]),
                              controller_epoch=self.view.controller_epoch)
             if new is not old:
-                changes.append(self._apply(key, old, new, reason))
+                changes.append(self.decided.apply(key, old, new, reason))
         return changes
 

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..coordination.model import ClusterView, PartitionState, TopicAssignment
-from ..protocol.errors import ErrorCode
-from .decisions import ControllerConfig, ControllerCore, StateChange
-from .partition_change import ElectionType
-from .reassignment import Move
+from weir.zk.model import ClusterView, PartitionState, TopicAssignment
+from weir.protocol.errors import ErrorCode
+from weir.controller.decisions import ControllerConfig, ControllerCore, StateChange
+from weir.controller.partition_change import ElectionType
+from weir.controller.reassignment import Move
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class ControllerEvents:
                 added = {p: r for p, r in assignment.replicas.items() if p not in old.replicas}
                 changes += core.on_partitions_added(name, added)
             elif assignment != old and assignment != core.view.topics.get(name):
-                if not core.on_assignment_changed(assignment):
+                if not core.reassignment.on_assignment_changed(assignment):
                     log.warning("controller: not adopting the stored assignment of %s: an ISR is outside it", name)
         for name, configs in now.topic_configs.items():
             if name in now.topics and configs != known.topic_configs.get(name):
@@ -240,7 +240,7 @@ class ControllerEvents:
     def _reassign(self, targets, allow_replication_factor_change: bool = True) -> Handler:
         """AlterPartitionReassignments; `targets`: {partition: target replicas, None to cancel}
         → {partition: (error, message)}."""
-        outcome = self.core.reassign(targets, allow_replication_factor_change)
+        outcome = self.core.reassignment.reassign(targets, allow_replication_factor_change)
         yield from self._write(outcome.changes)
         refused = yield from self._move(outcome.moves)
         results = dict(outcome.results)
@@ -251,8 +251,8 @@ class ControllerEvents:
         return results
 
     def _complete_reassignments(self) -> Handler:
-        yield from self._write(self.core.owed_leaderships())
-        changes, moves = self.core.complete_reassignments()
+        yield from self._write(self.core.reassignment.owed_leaderships())
+        changes, moves = self.core.reassignment.complete_reassignments()
         if moves:
             yield from self._write(changes)
             yield from self._move(moves)
@@ -260,13 +260,13 @@ class ControllerEvents:
     def _move(self, moves: dict[TopicPartition, Move]) -> Handler:
         """Write the assignments of `moves` once their states are written → {partition: error}
         of the moves refused."""
-        assignments, refused = self.core.assignments_for(moves)
+        assignments, refused = self.core.reassignment.assignments_for(moves)
         if assignments:
             yield WriteAssignments(tuple(assignments.values()))
             for name, a in assignments.items():
                 log.info("controller: %s replicas now %s (adding %s, removing %s)", name, a.replicas, a.adding,
                          a.removing)
-            yield from self._write(self.core.on_assignments_written(assignments))
+            yield from self._write(self.core.reassignment.on_assignments_written(assignments))
         return refused
 
     def _controlled_shutdown(self, broker_id: int) -> Handler:

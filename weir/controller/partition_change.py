@@ -47,7 +47,7 @@ from collections.abc import Collection, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER, PartitionState
+from weir.zk.model import NO_LEADER, PartitionState
 
 
 class ElectionType(enum.IntEnum):

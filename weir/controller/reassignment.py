@@ -32,17 +32,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER, PartitionState, TopicAssignment
+from weir.zk.model import NO_LEADER, PartitionState, TopicAssignment
 from weir.controller.partition_change import changed_state, is_acceptable_leader
-
-if TYPE_CHECKING:
-    from weir.controller.decisions import StateChange
-
-TopicPartition = tuple[str, int]
+from weir.controller.state_change import DecidedStates, StateChange, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +110,24 @@ class ReassignOutcome:
     moves: dict[TopicPartition, Move]
 
 
-class ReassignmentDecisions:
-    """The rules above applied to the controller's view: ControllerCore's part for moves (it
-    provides `view`, `live`, `shutting_down`, `_apply`, `_unconfirmed` and `_leadership_owed`)."""
+class Reassignments:
+    """The rules above applied to the controller's decided states, beside ControllerCore's."""
+
+    def __init__(self, decided: DecidedStates) -> None:
+        self.decided = decided
+        view = decided.view
+        # Moved partitions owed a new leadership, with the leader epoch it must exceed; a new
+        # controller owes one to every move in progress, as Kafka's resumes them.
+        self._leadership_owed: dict[TopicPartition, int] = {
+            (name, p): view.states[(name, p)].leader_epoch for name, a in view.topics.items()
+            for p in a.replicas if a.is_reassigning(p) and (name, p) in view.states}
+
+    def on_state_written(self, change: StateChange) -> None:
+        if change.new.leader_epoch > self._leadership_owed.get(change.key, change.new.leader_epoch):
+            del self._leadership_owed[change.key]
+
+    def forget(self, key: TopicPartition) -> None:
+        self._leadership_owed.pop(key, None)
 
     def reassign(self, targets: Mapping[TopicPartition, Sequence[int] | None],
                  allow_replication_factor_change: bool = True) -> ReassignOutcome:
@@ -126,8 +136,8 @@ class ReassignmentDecisions:
         results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
         changes, moves = [], {}
         for key, target in sorted(targets.items()):
-            assignment = self.view.topics.get(key[0])
-            state = self.view.states.get(key)
+            assignment = self.decided.view.topics.get(key[0])
+            state = self.decided.view.states.get(key)
             if assignment is None or key[1] not in assignment.replicas or state is None:
                 results[key] = ErrorCode.unknown_topic_or_partition, None
                 continue
@@ -138,22 +148,22 @@ class ReassignmentDecisions:
                     continue
                 move = Move(original)
             else:
-                problem = invalid_target(target, self.view.brokers, original)
+                problem = invalid_target(target, self.decided.view.brokers, original)
                 if problem is None and not allow_replication_factor_change and len(target) != len(original):
                     problem = f"the replication factor would change from {len(original)} to {len(target)}"
                 if problem is not None:
                     results[key] = ErrorCode.invalid_replica_assignment, f"{key[0]}-{key[1]}: {problem}"
                     continue
                 move = move_to(original, tuple(target))
-            new = state_within(state, move.replicas, move.target, live=self.live, shutting_down=self.shutting_down,
-                               controller_epoch=self.view.controller_epoch)
+            new = state_within(state, move.replicas, move.target, live=self.decided.live, shutting_down=self.decided.shutting_down,
+                               controller_epoch=self.decided.view.controller_epoch)
             if new is None:
                 results[key] = (ErrorCode.invalid_replica_assignment,
                                 f"{key[0]}-{key[1]}: no in-sync replica of {list(move.replicas)} could lead: "
                                 f"that would need an unclean leader election")
                 continue
             if new is not state:
-                changes.append(self._apply(key, state, new, "reassignment"))
+                changes.append(self.decided.apply(key, state, new, "reassignment"))
             moves[key] = move
             results[key] = ErrorCode.none, None
         return ReassignOutcome(results, changes, moves)
@@ -163,11 +173,11 @@ class ReassignmentDecisions:
         the controller that decided it was replaced)."""
         changes = []
         for key, epoch in sorted(self._leadership_owed.items()):
-            state = self.view.states.get(key)
+            state = self.decided.view.states.get(key)
             if state is None or state.leader_epoch > epoch:  # gone, or paid by another write
                 del self._leadership_owed[key]
-            elif key not in self._unconfirmed:
-                changes.append(self._apply(key, state, new_leadership(state, self.view.controller_epoch),
+            elif key not in self.decided.unconfirmed:
+                changes.append(self.decided.apply(key, state, new_leadership(state, self.decided.view.controller_epoch),
                                            "reassignment_new_replicas"))
         return changes
 
@@ -175,19 +185,19 @@ class ReassignmentDecisions:
         """Partitions whose target replicas are all in the ISR finish: the state changes (ISR
         and leader within the target) to write first, then the moves."""
         changes, moves = [], {}
-        for name, assignment in sorted(self.view.topics.items()):
+        for name, assignment in sorted(self.decided.view.topics.items()):
             for p in sorted(set(assignment.adding) | set(assignment.removing)):
                 key = (name, p)
-                state = self.view.states.get(key)
+                state = self.decided.view.states.get(key)
                 target = assignment.target_replicas(p)
-                if state is None or key in self._unconfirmed or not is_complete(target, state):
+                if state is None or key in self.decided.unconfirmed or not is_complete(target, state):
                     continue
-                new = state_within(state, target, target, live=self.live, shutting_down=self.shutting_down,
-                                   controller_epoch=self.view.controller_epoch)
+                new = state_within(state, target, target, live=self.decided.live, shutting_down=self.decided.shutting_down,
+                                   controller_epoch=self.decided.view.controller_epoch)
                 if new is None:
                     continue  # no target replica may lead yet
                 if new is not state:
-                    changes.append(self._apply(key, state, new, "reassignment_completed"))
+                    changes.append(self.decided.apply(key, state, new, "reassignment_completed"))
                 moves[key] = Move(target)
         return changes, moves
 
@@ -199,53 +209,53 @@ class ReassignmentDecisions:
         assignments: dict[str, TopicAssignment] = {}
         refused: dict[TopicPartition, ErrorCode] = {}
         for (topic, p), move in sorted(moves.items()):
-            current = assignments.get(topic) or self.view.topics.get(topic)
-            state = self.view.states.get((topic, p))
+            current = assignments.get(topic) or self.decided.view.topics.get(topic)
+            state = self.decided.view.states.get((topic, p))
             if current is None or state is None:
                 refused[(topic, p)] = ErrorCode.unknown_topic_or_partition
                 continue
-            if (not set(state.isr) <= set(move.replicas) or (topic, p) in self._unconfirmed
+            if (not set(state.isr) <= set(move.replicas) or (topic, p) in self.decided.unconfirmed
                     or state.leader not in (NO_LEADER, *move.replicas)):
                 refused[(topic, p)] = ErrorCode.request_timed_out
                 continue
             assignments[topic] = _with_move(current, p, move)
-        return {t: a for t, a in assignments.items() if a != self.view.topics[t]}, refused
+        return {t: a for t, a in assignments.items() if a != self.decided.view.topics[t]}, refused
 
     def on_assignments_written(self, assignments: Mapping[str, TopicAssignment]) -> list[StateChange]:
         """The moves are in the store: each moved partition starts a new leadership (reassignment.py)."""
         changes = []
         for name, assignment in sorted(assignments.items()):
-            current = self.view.topics.get(name)
+            current = self.decided.view.topics.get(name)
             if current is None:
                 continue
-            self.view.topics[name] = assignment
+            self.decided.view.topics[name] = assignment
             for p in sorted(assignment.replicas):
                 moved = (current.replicas[p], current.adding.get(p), current.removing.get(p)) != (
                     assignment.replicas[p], assignment.adding.get(p), assignment.removing.get(p))
-                state = self.view.states.get((name, p))
+                state = self.decided.view.states.get((name, p))
                 if moved and state is not None:
                     self._leadership_owed[(name, p)] = state.leader_epoch
-                    changes.append(self._apply((name, p), state, new_leadership(state, self.view.controller_epoch),
+                    changes.append(self.decided.apply((name, p), state, new_leadership(state, self.decided.view.controller_epoch),
                                                "reassignment_new_replicas"))
         return changes
 
     def on_assignment_changed(self, assignment: TopicAssignment) -> bool:
         """The store shows another assignment of a topic's partitions (our own write seen after
         an unknown outcome, or another writer's): adopt it if every ISR is within it."""
-        current = self.view.topics.get(assignment.name)
+        current = self.decided.view.topics.get(assignment.name)
         if current is None or current.replicas.keys() != assignment.replicas.keys():
             return False
         for p, replicas in assignment.replicas.items():
-            state = self.view.states.get((assignment.name, p))
+            state = self.decided.view.states.get((assignment.name, p))
             if state is not None and not set(state.isr) <= set(replicas):
                 return False
-        self.view.topics[assignment.name] = assignment
+        self.decided.view.topics[assignment.name] = assignment
         return True
 
     def reassignments(self) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
         """ListPartitionReassignments: (replicas, adding, removing) of each partition in progress."""
         return {(name, p): (a.replicas[p], a.adding.get(p, ()), a.removing.get(p, ()))
-                for name, a in sorted(self.view.topics.items()) for p in sorted(a.replicas) if a.is_reassigning(p)}
+                for name, a in sorted(self.decided.view.topics.items()) for p in sorted(a.replicas) if a.is_reassigning(p)}
 
 
 def _with_move(assignment: TopicAssignment, partition: int, move: Move) -> TopicAssignment:

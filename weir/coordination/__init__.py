@@ -1,1 +1,2 @@
-"""ZooKeeper coordination: a locally managed ZooKeeper server and the client side brokers use."""
+"""The broker's side of ZooKeeper, through kazoo: the session, registration and controller
+election, the partition-state store, the metadata watcher, ACLs on znodes, producer id blocks."""

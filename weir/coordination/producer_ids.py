@@ -6,7 +6,7 @@ import json
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from .zk_client import ZkSession
+from weir.coordination.zk_client import ZkSession
 
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BLOCK_SIZE = 1000

@@ -28,7 +28,7 @@ from typing import Any
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from .zk_security import ZkSecurity
+from weir.coordination.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 

@@ -42,9 +42,9 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
                               RolledBackError, RuntimeInconsistency)
 from kazoo.protocol.states import EventType
 
-from .model import NO_LEADER, PartitionState, TopicAssignment
-from .zk_client import KazooState, ZkSession
-from .zk_formats import (ADMIN_DELETE_TOPICS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH,
+from weir.zk.model import NO_LEADER, PartitionState, TopicAssignment
+from weir.coordination.zk_client import KazooState, ZkSession
+from weir.zk.formats import (ADMIN_DELETE_TOPICS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH,
                          PERSISTENT_PATHS, TOPICS_PATH, decode_controller, decode_controller_epoch,
                          decode_partition_state, decode_topic_assignment, decode_topic_config,
                          encode_controller, encode_controller_epoch, encode_partition_state,

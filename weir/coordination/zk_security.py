@@ -27,7 +27,7 @@ from typing import Any
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
-from ..config import ConfigError
+from weir.config.settings import ConfigError
 
 SENSITIVE_ROOTS = ("/config/users", "/config/brokers")  # Kafka's ZkData.SensitiveRootPaths (it also has /delegation_token)
 
@@ -48,7 +48,7 @@ class ZkSecurity:
     def from_settings(cls, get: Callable[[str], Any]) -> "ZkSecurity":
         """From `zookeeper.set.acl` and `zookeeper.digest.jaas.config`, as `get(name)` gives them (a
         broker's config, or a tool's properties file)."""
-        from ..security.jaas import JaasError, parse_jaas
+        from weir.security.jaas import JaasError, parse_jaas
         set_acl = str(get("zookeeper.set.acl") or "false").strip().lower() == "true"
         jaas = get("zookeeper.digest.jaas.config") or ""
         try:

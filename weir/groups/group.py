@@ -58,9 +58,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..protocol.errors import ErrorCode
-from .consumer_protocol import subscribed_topics
-from .records import GroupValue, MemberRecord
+from weir.protocol.errors import ErrorCode
+from weir.groups.consumer_protocol import subscribed_topics
+from weir.groups.records import GroupValue, MemberRecord
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER = ""

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from ..protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
+from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
                                      TRANSACTIONAL_BIT, read_batch_header)
-from ..protocol.records import encode_batch as encode_batch_of
-from ..protocol.varint import VarintError, read_varlong
+from weir.protocol.records import encode_batch as encode_batch_of
+from weir.protocol.varint import VarintError, read_varlong
 
 OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
@@ -275,7 +275,7 @@ def read_offsets_log(data: bytes) -> tuple[list[LoggedRecord | LoggedMarker], in
     """Every record and transaction marker of the whole batches at the start of `data`, in log
     order; also the offset after the last whole batch (-1 if none) and how many batches were
     skipped (compressed: the coordinators never write those; a control batch the cleaner emptied)."""
-    from ..transactions.markers import MarkerFormatError, read_marker  # groups sit below transactions
+    from weir.transactions.markers import MarkerFormatError, read_marker  # groups sit below transactions
     out: list[LoggedRecord | LoggedMarker] = []
     pos = 0
     next_offset = -1

@@ -11,7 +11,7 @@ is parsed here without kio. Layout (request header v1/v2):
 import struct
 from dataclasses import dataclass
 
-from .varint import read_uvarint
+from weir.protocol.varint import read_uvarint
 
 _FIXED = struct.Struct(">hhih")
 CORRELATION = struct.Struct(">i")

@@ -17,7 +17,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from .varint import read_uvarint, write_uvarint
+from weir.protocol.varint import read_uvarint, write_uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -181,7 +181,7 @@ class BodyReader:
 
     def nullable_view(self) -> memoryview | None:
         """Nullable bytes, not copied: a view of the message's bytes. A large frame's buffer is
-        reused once no view of it is left (weir.frame_receiver): hold the view, not a pointer."""
+        reused once no view of it is left (weir.transport.frame_receiver): hold the view, not a pointer."""
         n = self._length(_I32, "bytes")
         if n < 0:
             return None

@@ -15,9 +15,9 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from .errors import wire_message
-from .hot_requests import BodyReader, Malformed
-from .varint import write_uvarint
+from weir.protocol.errors import wire_message
+from weir.protocol.hot_requests import BodyReader, Malformed
+from weir.protocol.varint import write_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

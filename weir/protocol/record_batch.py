@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from .compression import decompress
+from weir.protocol.compression import decompress
 
 
 HEADER_SIZE = 61

@@ -10,7 +10,7 @@ import struct
 
 from crc32c import crc32c
 
-from .record_batch import MAGIC
+from weir.protocol.record_batch import MAGIC
 
 
 def zigzag_varint(value: int) -> bytes:

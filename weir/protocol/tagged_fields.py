@@ -51,7 +51,7 @@ from kio.serial._introspect import get_field_tag
 from kio.serial._introspect import get_schema_field_type
 from kio.serial._introspect import is_optional
 
-from .varint import write_uvarint
+from weir.protocol.varint import write_uvarint
 
 __all__ = ("MalformedMessage", "check_framing", "strip_unknown_tagged_fields")
 

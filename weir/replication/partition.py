@@ -44,7 +44,7 @@ from typing import Hashable, Iterable, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER, PartitionState
+from weir.zk.model import NO_LEADER, PartitionState
 from weir.protocol.errors import KafkaError
 from weir.protocol.hot_responses import FetchPartitionResult
 from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT

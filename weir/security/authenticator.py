@@ -28,10 +28,10 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..protocol.errors import ErrorCode
-from ..protocol.scram import MECHANISMS as SCRAM_MECHANISMS
-from ..protocol.scram import ScramCredential, ScramError, ScramServer
-from ..protocol.versions import ApiKey
+from weir.protocol.errors import ErrorCode
+from weir.protocol.scram import MECHANISMS as SCRAM_MECHANISMS
+from weir.protocol.scram import ScramCredential, ScramError, ScramServer
+from weir.protocol.versions import ApiKey
 
 SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 ALLOWED_BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..protocol.errors import ErrorCode
-from ..protocol.header import RequestHeader
-from ..protocol.versions import ApiKey
-from .acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from weir.protocol.errors import ErrorCode
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.security.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
 TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 Op = Operation

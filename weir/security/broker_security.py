@@ -15,12 +15,13 @@ SCRAM users live in ZooKeeper (/config/users/<user>), managed with AlterUserScra
 import ssl
 from dataclasses import dataclass, field
 
-from ..client import ClientSecurity
-from ..config import BrokerConfig, ConfigError
-from .authenticator import SUPPORTED_MECHANISMS
-from .jaas import JaasError, parse_jaas, plain_users
-from .listeners import Listener
-from .tls import TlsConfigError, client_context, parse_principal_rules, server_context
+from weir.client import ClientSecurity
+from weir.config.broker_config import BrokerConfig
+from weir.config.settings import ConfigError
+from weir.security.authenticator import SUPPORTED_MECHANISMS
+from weir.security.jaas import JaasError, parse_jaas, plain_users
+from weir.security.listeners import Listener
+from weir.security.tls import TlsConfigError, client_context, parse_principal_rules, server_context
 
 
 @dataclass

@@ -15,9 +15,9 @@ the host-name check.
 import ssl
 from collections.abc import Mapping
 
-from ..client import ClientSecurity
-from .jaas import parse_jaas
-from .listeners import PROTOCOLS
+from weir.client import ClientSecurity
+from weir.security.jaas import parse_jaas
+from weir.security.listeners import PROTOCOLS
 
 
 def client_security(props: Mapping[str, str]) -> ClientSecurity:
@@ -52,7 +52,7 @@ def load_command_config(path: str | None) -> ClientSecurity | None:
         return None
     from pathlib import Path
 
-    from ..config import read_properties
+    from weir.config.broker_config import read_properties
     return client_security(read_properties(Path(path).read_text()))
 
 

@@ -14,7 +14,7 @@ listener named by `security.inter.broker.protocol`).
 
 from dataclasses import dataclass
 
-from ..protocol.security_protocols import PROTOCOLS, SecurityProtocolOf
+from weir.protocol.security_protocols import PROTOCOLS, SecurityProtocolOf
 
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 

@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote_plus
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from ..protocol.scram import ScramCredential, ScramError
+from weir.protocol.scram import ScramCredential, ScramError
 
 USERS_PATH = "/config/users"
 CACHE_S = 1.0

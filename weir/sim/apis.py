@@ -11,7 +11,7 @@ import random
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.fetch_sessions import FetchSessionCache
+from weir.replication.fetch_sessions import FetchSessionCache
 from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting
 from weir.protocol.errors import KafkaError
 from weir.protocol.hot_requests import FetchPartition
@@ -87,7 +87,7 @@ class SimApis:
     def fetch(self, src, rid, replica_epoch: int, session_id: int, session_epoch: int, sends: list,
               forgotten: list) -> None:
         """A follower's Fetch of the partitions it follows from us, in its fetch session
-        (weir/broker/fetch_sessions.py): `sends` the (key, current leader epoch, fetch offset,
+        (weir/replication/fetch_sessions.py): `sends` the (key, current leader epoch, fetch offset,
         log start) of those it names. Answered with the partitions that have news."""
         broker = self.broker
         named: dict[str, list] = {}

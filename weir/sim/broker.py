@@ -1,7 +1,7 @@
 """A simulated broker: simulated I/O around the broker's own partition objects.
 
 Every decision about a partition is weir.replication.partition.Partition's, and what the
-controller's decisions do to the hosted replicas is weir.broker.hosted_partitions', as in the real
+controller's decisions do to the hosted replicas is weir.replication.hosted_partitions', as in the real
 broker; this file (ReplicaManager's part) only supplies memory logs, carries messages, timers and
 process life, and the modules beside it mirror the real shell's: apis.py (Produce, Fetch,
 OffsetForLeaderEpoch), replica_fetcher.py (around production's FetcherCore), isr_sender.py
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.hosted_partitions import HostedPartitions
-from weir.broker.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
-from weir.coordination.model import NO_LEADER, TopicAssignment
-from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
+from weir.replication.hosted_partitions import HostedPartitions
+from weir.replication.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
+from weir.zk.model import NO_LEADER, TopicAssignment
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from weir.coordination.model import NO_LEADER
+from weir.zk.model import NO_LEADER
 from weir.replication.follower import FollowerState
 
 

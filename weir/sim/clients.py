@@ -16,7 +16,7 @@ import random
 
 from kio.schema.errors import ErrorCode
 
-from weir.coordination.model import NO_LEADER
+from weir.zk.model import NO_LEADER
 
 CLIENT = "c"
 ACKS = (-1, -1, -1, 1, 0)

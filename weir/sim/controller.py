@@ -20,8 +20,8 @@ from kio.schema.errors import ErrorCode
 from weir.controller.decisions import ControllerConfig
 from weir.controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates,
                                     ReadCluster, ReadShutdownRequests, ReadStates, WriteAssignments)
-from weir.coordination.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
-from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
+from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 
 from weir.sim.zookeeper import BAD_VERSION, FENCED, OK, state_path

@@ -1,13 +1,13 @@
 """A simulated broker's AlterPartition sender (weir/broker/isr_sender.py in production): the
-messages and timers around production's outbox (weir/broker/isr_outbox.py). No controller, no
+messages and timers around production's outbox (weir/replication/isr_outbox.py). No controller, no
 answer in time, or a refusal of the whole request: the outbox sends again after its backoff."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.isr_outbox import IsrOutbox, isr_change_result
-from weir.coordination.model import NO_LEADER
+from weir.replication.isr_outbox import IsrOutbox, isr_change_result
+from weir.zk.model import NO_LEADER
 
 
 class SimIsrSender:

@@ -9,7 +9,7 @@ new (its long poll), as production's does.
 
 from __future__ import annotations
 
-from weir.broker.fetcher_core import FetcherCore, FetchRound
+from weir.replication.fetcher_core import FetcherCore, FetchRound
 
 
 class SimFetcher:

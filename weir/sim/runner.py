@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from weir.controller.assignment import assign_replicas
-from weir.coordination.model import BrokerInfo, TopicAssignment
+from weir.zk.model import BrokerInfo, TopicAssignment
 
 from weir.sim import mutants as mutants_module
 from weir.sim.broker import SimBroker

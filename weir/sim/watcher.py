@@ -6,8 +6,8 @@ that the metadata changed, and run for controller whenever /controller is empty.
 
 from __future__ import annotations
 
-from weir.coordination.model import NO_LEADER
-from weir.coordination.zk_formats import CONTROLLED_SHUTDOWN_PATH
+from weir.zk.model import NO_LEADER
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 
 from weir.sim.controller import SimController
 from weir.sim.zookeeper import BROKERS, CONTROLLER, NODE_EXISTS, OK, state_path

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weir.coordination.model import PartitionState, TopicAssignment
+from weir.zk.model import PartitionState, TopicAssignment
 
 from weir.sim.network import ZK
 

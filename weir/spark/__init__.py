@@ -17,13 +17,13 @@ SOURCE_NAME = "weir"
 
 def register(spark) -> None:
     """Make `format("weir")` available in this SparkSession."""
-    from .source import WeirDataSource
+    from weir.spark.source import WeirDataSource
     spark.dataSource.register(WeirDataSource)
 
 
 def __getattr__(name: str):
     if name == "WeirDataSource":
-        from .source import WeirDataSource
+        from weir.spark.source import WeirDataSource
         return WeirDataSource
     raise AttributeError(name)
 

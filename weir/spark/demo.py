@@ -151,7 +151,7 @@ class PageViewProducer:
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """partition -> leader broker id, fresh from the cluster."""
-    from ..client import ClusterClient
+    from weir.client import ClusterClient
 
     async def ask() -> dict[int, int]:
         async with ClusterClient(bootstrap) as client:
@@ -194,8 +194,8 @@ def counting_query(spark, bootstrap: str, out_dir: Path, checkpoint: Path, *, av
 def wait_caught_up(query, bootstrap: str, timeout_s: float) -> bool:
     """Wait until the query's last micro-batch ended at every partition's high watermark and no
     trigger is running (so stopping it interrupts nothing)."""
-    from .log_reader import from_json_offsets, list_offsets
-    from .options import LATEST, parse_read_options
+    from weir.spark.log_reader import from_json_offsets, list_offsets
+    from weir.spark.options import LATEST, parse_read_options
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": EVENTS_TOPIC}, streaming=True)
     tps = [(EVENTS_TOPIC, p) for p in range(6)]
     latest = list_offsets(opts, {tp: LATEST for tp in tps})
@@ -226,8 +226,8 @@ def final_counts(spark, out_dir: Path) -> dict:
 
 def run_pipeline(data_dir: Path | None = None, *, events: int = 20_000, rate: float = 1_000, minutes: int = 5,
                  kill: bool = True, spark=None, zookeeper_connect: str | None = None, echo=print) -> DemoResult:
-    from ..local_cluster import LocalCluster
-    from . import local_session
+    from weir.lab.local_cluster import LocalCluster
+    from weir.spark import local_session
     began = time.monotonic()
     data_dir = Path(data_dir or tempfile.mkdtemp(prefix="weir-demo-"))
     overrides = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200",
@@ -336,7 +336,7 @@ def _print_result(result: DemoResult, echo) -> None:
 # -- the command -----------------------------------------------------------------------------------
 
 def register(sub) -> None:
-    """`weir demo pipeline`: registered by weir/cli.py."""
+    """`weir demo pipeline`: registered by weir/cli/main.py."""
     demo = sub.add_parser("demo", help="run a demo (pipeline: Weir -> Spark streaming -> Parquet, with a broker killed)")
     demo.add_argument("name", choices=["pipeline"])
     demo.add_argument("--events", type=int, default=20_000)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from itertools import chain
 
-from .options import SECURITY_PREFIXES, WriteOptions
-from .sink import ProduceError, flush_or_fail, producer_config, send_rows
+from weir.spark.options import SECURITY_PREFIXES, WriteOptions
+from weir.spark.produce import ProduceError, flush_or_fail, producer_config, send_rows
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a micro-batch
 TRANSACTION_TIMEOUT_S = 120

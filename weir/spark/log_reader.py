@@ -30,12 +30,12 @@ import logging
 import time
 from collections.abc import Iterator
 
-from ..client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, KafkaError
-from ..protocol.hot_responses import decode_fetch_response
-from ..protocol.versions import ApiKey
-from ..transactions.read_committed import AbortedTransactionFilter
-from .options import EARLIEST, LATEST, OptionError, ReadOptions
-from .records import Columns, decode
+from weir.client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, KafkaError
+from weir.protocol.hot_responses import decode_fetch_response
+from weir.protocol.versions import ApiKey
+from weir.transactions.read_committed import AbortedTransactionFilter
+from weir.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
+from weir.spark.records import Columns, decode
 
 log = logging.getLogger("weir.spark")
 
@@ -62,7 +62,7 @@ def report_data_loss(opts: ReadOptions, message: str) -> None:
 def _client(opts: ReadOptions) -> ClusterClient:
     extra = {}
     if opts.security:  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*: built where it is used (an
-        from ..security.client_config import client_security  # SSLContext does not travel to executors)
+        from weir.security.client_config import client_security  # SSLContext does not travel to executors)
         extra["security"] = client_security(dict(opts.security))
     return ClusterClient(opts.bootstrap, client_id=CLIENT_ID, timeout_s=30, retries=5, retry_backoff_s=0.2, **extra)
 

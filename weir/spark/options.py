@@ -400,7 +400,7 @@ def parse_write_options(options) -> WriteOptions:
         if not raw.isdigit():
             raise OptionError(f"option batchId must be a micro-batch id (an integer >= 0), not {raw!r}")
         batch_id = int(raw)
-    from ..security.client_config import librdkafka_config
+    from weir.security.client_config import librdkafka_config
     try:
         producer_config = librdkafka_config(producer_config)  # Java's JAAS and trust store names too
     except ValueError as e:
@@ -456,7 +456,7 @@ def _security(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """The Kafka client security settings among the options, checked (prefix removed)."""
     props = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items() if k.startswith(SECURITY_PREFIXES)))
     if props:
-        from ..security.client_config import client_security
+        from weir.security.client_config import client_security
         try:
             client_security(dict(props))
         except (ValueError, OSError) as e:

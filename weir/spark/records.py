@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..log._record_walk import columns
-from ..protocol.compression import DecompressionError
-from ..protocol.record_batch import (CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_TYPE_BIT, read_batch_header,
+from weir.log._record_walk import columns
+from weir.protocol.compression import DecompressionError
+from weir.protocol.record_batch import (CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_TYPE_BIT, read_batch_header,
                                     records_section)
 
 MAX_OFFSET = 2**63 - 1

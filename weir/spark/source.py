@@ -29,11 +29,11 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from .log_reader import (RangeReader, TopicPartition, discover_partitions, from_json_offsets, list_offsets,
+from weir.spark.log_reader import (RangeReader, TopicPartition, discover_partitions, from_json_offsets, list_offsets,
                          report_data_loss, resolve_ending, resolve_starting, to_json_offsets)
-from .options import EARLIEST, LATEST, OptionError, ReadOptions, parse_read_options, parse_write_options
-from .planning import OffsetRange, rate_limit, split_ranges
-from .records import ArrowBatches
+from weir.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, parse_read_options, parse_write_options
+from weir.spark.planning import OffsetRange, rate_limit, split_ranges
+from weir.spark.records import ArrowBatches
 
 try:  # Spark 4.2+: admission control (read limits) and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -111,13 +111,13 @@ class WeirDataSource(DataSource):
         return WeirStreamReader(opts, check_projection(schema, opts.include_headers))
 
     def writer(self, schema: StructType, overwrite: bool):
-        from .sink import WeirWriter
+        from weir.spark.sink import WeirWriter
         if overwrite:
             raise OptionError("a Weir topic is append-only: use mode('append')")
         return WeirWriter(parse_write_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from .sink import WeirStreamWriter
+        from weir.spark.sink import WeirStreamWriter
         if overwrite:
             raise OptionError("a Weir topic is append-only: use outputMode('append') or 'update'")
         return WeirStreamWriter(parse_write_options(self.options), schema)

@@ -1,2 +1,3 @@
-"""Transactions (KIP-98): the transaction coordinator's pure core (`coordinator`) and the
-records it keeps in `__transaction_state` (`state_log`). Not wired into the broker yet."""
+"""Transactions (KIP-98), pure: the transaction coordinator's core (`coordinator`), the records it
+keeps in `__transaction_state` (`state_log`), a partition's transaction state and markers. The
+shell is the broker's (weir/broker/txn_*.py)."""

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from ..protocol.record_batch import (CONTROL_BIT, CRC_START, MAGIC, TRANSACTIONAL_BIT, read_batch_header,
+from weir.protocol.record_batch import (CONTROL_BIT, CRC_START, MAGIC, TRANSACTIONAL_BIT, read_batch_header,
                                      records_section)
-from ..protocol import varint
-from ..protocol.records import encode_record
+from weir.protocol import varint
+from weir.protocol.records import encode_record
 
 NO_SEQUENCE = -1
 CONTROL_KEY_VERSION = 0

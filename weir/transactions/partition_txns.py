@@ -90,9 +90,9 @@ from typing import Iterable
 
 from kio.schema.errors import ErrorCode
 
-from ..protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, read_batch_header
-from .markers import EndTxnMarker, read_marker
-from .txn_index import AbortedTxn
+from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, read_batch_header
+from weir.transactions.markers import EndTxnMarker, read_marker
+from weir.transactions.txn_index import AbortedTxn
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -39,8 +39,8 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from ..groups.records import decode_batches, encode_batch
-from ..protocol.varint import VarintError, read_uvarint, write_uvarint
+from weir.groups.records import decode_batches, encode_batch
+from weir.protocol.varint import VarintError, read_uvarint, write_uvarint
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",

@@ -51,7 +51,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 
-from .history import FAIL, INFO, INVOKE, OK
+from weir.verify.history import FAIL, INFO, INVOKE, OK
 
 LOST_WRITE = "lost-write"
 DUPLICATE = "duplicate"

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .nemesis import KINDS, MATRIX_KINDS
+from weir.verify.nemesis import KINDS, MATRIX_KINDS
 
 
 def _on_off(text: str) -> list[bool]:
@@ -67,8 +67,8 @@ def _raise_interrupt(signum, frame):
 
 
 def run_command(args) -> int:
-    from .report import matrix_table, summary_table
-    from .runner import NOT_RECOVERED, RunOptions, VerifyError, expectation, run_matrix, run_test
+    from weir.verify.report import matrix_table, summary_table
+    from weir.verify.runner import NOT_RECOVERED, RunOptions, VerifyError, expectation, run_matrix, run_test
 
     overrides = {}
     for item in args.override:

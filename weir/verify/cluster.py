@@ -27,10 +27,10 @@ from pathlib import Path
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
                                    ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
-from ..coordination.zookeeper_server import ZooKeeperServer, free_port
-from ..client import PLAINTEXT
-from ..local_cluster import BrokerProcess, SecureSetup
-from .network import LOOPBACK, ZOOKEEPER, Network, broker_node
+from weir.lab.zookeeper_server import ZooKeeperServer, free_port
+from weir.client import PLAINTEXT
+from weir.lab.local_cluster import BrokerProcess, SecureSetup
+from weir.verify.network import LOOPBACK, ZOOKEEPER, Network, broker_node
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class Cluster:
     # -- looking at it (through the proxies, as a client) -----------------------------------
 
     def admin(self) -> AdminClient:
-        from .workload import rdkafka_log
+        from weir.verify.workload import rdkafka_log
         return AdminClient({**self.connection, "socket.timeout.ms": 3000, "logger": rdkafka_log})
 
     def metadata(self, topic: str | None = None, timeout_s: float = 5):
@@ -178,8 +178,8 @@ class Cluster:
         """Move a partition to `replicas` (AlterPartitionReassignments at the controller)."""
         import asyncio
 
-        from ..client import ClusterClient
-        from ..reassign_partitions_cli import alter_reassignments
+        from weir.client import ClusterClient
+        from weir.cli.reassign_partitions import alter_reassignments
 
         async def move() -> None:
             async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3,

@@ -37,9 +37,9 @@ import logging
 import random
 import threading
 
-from .cluster import Cluster
-from .history import INFO, History
-from .network import ZOOKEEPER, broker_node
+from weir.verify.cluster import Cluster
+from weir.verify.history import INFO, History
+from weir.verify.network import ZOOKEEPER, broker_node
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import json
 import math
 from collections import Counter
 
-from .checker import ANOMALIES, safety_anomalies
-from .history import FAIL, INFO, INVOKE, OK
+from weir.verify.checker import ANOMALIES, safety_anomalies
+from weir.verify.history import FAIL, INFO, INVOKE, OK
 
 COLOURS = {OK: "#3b7dd8", INFO: "#f0a020", FAIL: "#d0302b"}
 FAULT_FILL = "#bbbbbb"

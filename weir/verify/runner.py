@@ -30,13 +30,13 @@ from pathlib import Path
 
 from confluent_kafka.admin import NewTopic
 
-from .checker import LOST_WRITE, check
-from .cluster import Cluster
-from .history import History
-from .nemesis import MATRIX_KINDS, Nemesis
-from .report import write_matrix_report, write_run_report
-from .txn_workload import TransactionalWorkload
-from .workload import Workload, rdkafka_log
+from weir.verify.checker import LOST_WRITE, check
+from weir.verify.cluster import Cluster
+from weir.verify.history import History
+from weir.verify.nemesis import MATRIX_KINDS, Nemesis
+from weir.verify.report import write_matrix_report, write_run_report
+from weir.verify.txn_workload import TransactionalWorkload
+from weir.verify.workload import Workload, rdkafka_log
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class RunOptions:
 
 
 def _broker_supports(cluster: Cluster, api_key: int) -> bool:
-    from ..client import BrokerConnection
+    from weir.client import BrokerConnection
 
     host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
 

@@ -20,8 +20,8 @@ import time
 
 from confluent_kafka import KafkaException, Producer
 
-from .history import FAIL, INFO, OK
-from .workload import Workload, log, rdkafka_log
+from weir.verify.history import FAIL, INFO, OK
+from weir.verify.workload import Workload, log, rdkafka_log
 
 TXN_SIZE = 4
 ABORT_RATIO = 0.2

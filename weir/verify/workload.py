@@ -24,7 +24,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from .history import FAIL, INFO, OK, History
+from weir.verify.history import FAIL, INFO, OK, History
 
 log = logging.getLogger(__name__)
 # librdkafka's own lines (timeouts, disconnections: expected under faults), kept off the terminal;

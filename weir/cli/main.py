@@ -1,0 +1,128 @@
+"""The `weir` command."""
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+from weir.config.broker_config import BrokerConfig
+
+from weir.config.settings import ConfigError
+
+
+def _broker(args) -> int:
+    from weir.broker.server import Broker
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+        broker = Broker(config)  # reads key stores and JAAS settings
+    except (ConfigError, OSError) as e:
+        print(f"weir: {e}", file=sys.stderr)
+        return 2
+    run_event_loop(broker.run_until_signalled())
+    return 0
+
+
+def run_event_loop(main) -> None:
+    """The standard asyncio loop; uvloop with WEIR_EVENT_LOOP=uvloop, if installed. `weir bench
+    loops` measured uvloop no faster for RF=3 acks=all at full rate (0.90-0.98x the records/s,
+    1.01-1.13x the CPU: its transports give up the zero-copy sendfile of large fetch answers), and
+    at 1,000 records/s about 6% less CPU a record, within the p99's noise. A broker's cost is its
+    Python, not its loop's (see `weir bench leader`'s cold figure)."""
+    if os.environ.get("WEIR_EVENT_LOOP") == "uvloop":
+        import uvloop
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
+
+
+def _bench(args) -> int:
+    from weir.bench.clusters import run_bench
+    return run_bench(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="weir", description="Weir: a Kafka-compatible commit log.")
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    broker = sub.add_parser("broker", help="run one broker in the foreground")
+    broker.add_argument("config", nargs="?", help="server.properties file")
+    broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a broker setting, overriding the file")
+    broker.set_defaults(func=_broker)
+
+    from weir.lab import up
+    up.register(sub)
+    from weir.console import server as console
+    console.register(sub)
+
+    bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
+    bench.add_argument("workload", nargs="?", default="all",
+                       choices=["all", "produce", "consume", "replication", "loops", "compare", "sessions", "spark",
+                                "leader"])
+    bench.add_argument("--against", metavar="SOURCE_TREE",
+                       help="compare: the other Weir source tree (a git worktree of another commit, say)")
+    bench.add_argument("--against-python", metavar="PYTHON", default=sys.executable,
+                       help="compare: the interpreter that runs the other tree's brokers (a venv's bin/python "
+                            "with Weir's dependencies; default: this one)")
+    bench.add_argument("--records", type=int, default=1_000_000)
+    bench.add_argument("--record-size", type=int, default=100)
+    bench.add_argument("--rounds", type=int, default=3)
+    bench.add_argument("--idle-partitions", type=int,
+                       help="sessions (default 300) and compare (default 0): partitions of an RF=3 topic beside the "
+                            "6 written, which nobody writes")
+    bench.add_argument("--idle-topics", type=int, default=0,
+                       help="compare: topics of one partition beside the one written, which nobody writes")
+    bench.set_defaults(func=_bench)
+
+    # -- admin tools: topics, configs, elect-leaders, cluster (weir/cli/admin.py) --
+    from weir.cli.admin import register as register_admin_commands
+    register_admin_commands(sub)
+    from weir.cli.delete_records import register as register_delete_records_command
+    register_delete_records_command(sub)
+    from weir.cli.consumer_groups import register as register_consumer_groups_command
+    register_consumer_groups_command(sub)
+    from weir.cli.transactions import register as register_transactions_command
+    register_transactions_command(sub)
+    from weir.cli.log_dirs import register as register_log_dirs_command
+    register_log_dirs_command(sub)
+    from weir.cli.reassign_partitions import register as register_reassign_partitions_command
+    register_reassign_partitions_command(sub)
+    from weir.cli.users import register as register_users_command
+    register_users_command(sub)
+    from weir.cli.acls import register as register_acls_command
+    register_acls_command(sub)
+    # -- end admin tools --
+
+    # -- deterministic simulator: weir sim (weir/sim/command.py) --
+    from weir.sim.command import register as register_sim_command
+    register_sim_command(sub)
+    # -- end simulator --
+
+    # -- verify: the Jepsen-style harness (weir/verify/) --
+    from weir.verify.cli import register as register_verify_command
+    register_verify_command(sub)
+    # -- end verify --
+
+    # -- demo: weir demo pipeline, Weir -> Spark -> Parquet (weir/spark/demo.py) --
+    from weir.spark.demo import register as register_demo_command
+    register_demo_command(sub)
+    # -- end demo --
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+def console() -> int:
+    """The `weir` command, and `python -m weir.cli.main` (how LocalCluster starts brokers). kio registers
+    Hypothesis strategies for its types whenever Hypothesis imports (a test dependency of ours):
+    0.17 s of CPU at every start for nothing a broker or a command uses. Only here: an importer of
+    weir.cli.main (a test) may need Hypothesis."""
+    sys.modules.setdefault("hypothesis", None)
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(console())

@@ -1,0 +1,1 @@
+"""Bytes over sockets: the framed Kafka transport and the HTTP server of metrics and the console."""

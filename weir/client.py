@@ -55,7 +55,7 @@ from weir.protocol.versions import ApiKey
 
 __all__ = [
     "BrokerConnection", "ClusterClient", "ClientError", "ConnectionClosed", "BrokerUnreachable",
-    "RequestTimedOut", "UnsupportedVersion", "KafkaError", "ErrorCode", "BrokerInfo",
+    "RequestTimedOut", "UnsupportedVersion", "KafkaError", "ErrorCode", "Node",
     "PartitionInfo", "TopicInfo", "parse_bootstrap", "check_error", "highest_known_version",
     "REFRESH_ERRORS", "encode_request", "decode_response", "ClientSecurity", "AuthenticationFailed",
 ]
@@ -581,7 +581,7 @@ def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
 
 
 @dataclass(frozen=True)
-class BrokerInfo:
+class Node:
     node_id: int
     host: str
     port: int
@@ -629,7 +629,7 @@ class ClusterClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
-        self.brokers: dict[int, BrokerInfo] = {}
+        self.brokers: dict[int, Node] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id: str | None = None
         self.controller_id: int = -1
@@ -722,7 +722,7 @@ class ClusterClient:
         raise last  # type: ignore[misc]
 
     def _apply_metadata(self, response, full: bool) -> None:
-        self.brokers = {int(b.node_id): BrokerInfo(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+        self.brokers = {int(b.node_id): Node(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
                         for b in response.brokers}
         self.cluster_id = getattr(response, "cluster_id", None)
         self.controller_id = int(getattr(response, "controller_id", -1))

@@ -24,4 +24,4 @@ def test_controller_core_imports_no_io_and_reads_no_clock():
             assert not set(names) & FORBIDDEN_MODULES, (source, names)
             if names == ["weir"]:
                 module = node.names[0].name if isinstance(node, ast.Import) else node.module
-                assert module.startswith(("weir.controller", "weir.zk.model")), (source, module)
+                assert module.startswith(("weir.controller", "weir.zk.model", "weir.protocol")), (source, module)

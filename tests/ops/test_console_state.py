@@ -1,9 +1,9 @@
 """The console's picture of a cluster (weir/console/state.py), from made-up Metadata and metrics."""
 
-from weir.client import BrokerInfo, PartitionInfo, TopicInfo
+from weir.client import Node, PartitionInfo, TopicInfo
 from weir.console.state import ConsoleState
 
-BROKERS = {b: BrokerInfo(b, "127.0.0.1", 9092 + b) for b in (0, 1, 2)}
+BROKERS = {b: Node(b, "127.0.0.1", 9092 + b) for b in (0, 1, 2)}
 
 
 def topic(*partitions: PartitionInfo) -> dict:

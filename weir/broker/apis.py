@@ -14,6 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
+from weir.clock import now_ms
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
@@ -39,9 +40,6 @@ READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class CloseConnection(Exception):

@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Coroutine
 
+from weir.clock import now_ms
 from weir.protocol import codec
 from weir.protocol.header import MalformedHeader, RequestHeader, read_request_header, response_header
 from weir.protocol.hot_responses import FileRegion
@@ -46,9 +47,6 @@ _SIZE = struct.Struct(">i")
 SENDFILE_MIN_BYTES = 256 * 1024  # below this, copying beats sendfile's per-call cost
 MAX_QUEUED_FRAMES = 64
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Connection(FrameReceiver):
@@ -237,7 +235,7 @@ class Connection(FrameReceiver):
             return None
         api_key, version = header.api_key, header.api_version
         if auth is not None:
-            refused = auth.refuses(api_key, _now_ms())
+            refused = auth.refuses(api_key, now_ms())
             if refused is not None:
                 self.close(f"{refused} (client {header.client_id!r})")
                 return None
@@ -293,7 +291,7 @@ class Connection(FrameReceiver):
                 return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
             return {"error_code": ErrorCode.illegal_sasl_state, "auth_bytes": b"",
                     "error_message": f"SaslAuthenticate on listener {self.listener}, which does not use SASL"}
-        now = _now_ms()
+        now = now_ms()
         if header.api_key == ApiKey.SASL_HANDSHAKE:
             answer = auth.handshake(header.api_version, request.mechanism, now)
         else:
@@ -314,7 +312,7 @@ class Connection(FrameReceiver):
         except Exception as e:  # ZooKeeper unreachable: this attempt fails; the client may try again
             log.warning("cannot read the SCRAM credential of %r: %r", user, e)
             credential = None
-        answer = self.auth.credential(credential, _now_ms())
+        answer = self.auth.credential(credential, now_ms())
         self._count_outcome()
         return answer
 
@@ -351,7 +349,7 @@ class Connection(FrameReceiver):
 
     def _raw_sasl_token(self, frame: bytes) -> Coroutine | None:
         """A SASL token after a v0 SaslHandshake (Kafka before 1.0): answered with a raw frame."""
-        answer = self.auth.authenticate(-1, bytes(frame), _now_ms())
+        answer = self.auth.authenticate(-1, bytes(frame), now_ms())
         self._count_outcome()
 
         async def finish(answer: Answer) -> None:

@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 
+from weir.clock import now_ms
 from weir.log import OffsetOutOfRange
 from weir.protocol.record_batch import read_batch_header
 from weir.transactions.partition_txns import SENTINEL, AppendOrigin
@@ -49,9 +50,6 @@ _STORE_ERRORS = {
 }
 _OFFSET_SIZE_ERRORS = {ErrorCode.message_too_large, ErrorCode.record_list_too_large}
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupCoordinator:

@@ -11,6 +11,7 @@ import logging
 import time
 
 from weir.client import BrokerConnection, ClientError
+from weir.clock import now_ms
 from weir.protocol.errors import error_code
 from weir.protocol.hot_requests import encode_follower_fetch_request
 from weir.protocol.hot_responses import decode_fetch_response
@@ -27,9 +28,6 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 15  # by topic id, with our broker epoch (KIP-903)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ReplicaFetcher:
@@ -139,7 +137,7 @@ class ReplicaFetcher:
                 log.info("fetch session with broker %d: error %d; fetching every partition again", self.leader_id,
                          answer.error_code)
             return
-        now_ms = _now_ms()
+        now_ms = now_ms()
         for topic_id, answered in answer.topics:
             name = names.get(topic_id)  # ids tell a re-created topic of the same name apart
             for r in answered:

@@ -13,6 +13,7 @@ import time
 from kazoo.exceptions import NodeExistsError
 
 from weir.client import BrokerConnection
+from weir.clock import now_ms
 from weir.config.broker_config import BrokerConfig
 from weir.config.settings import DEFAULT_ENTITY
 from weir.coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
@@ -54,9 +55,6 @@ PRODUCE_EXPIRY_CHECK_MS = 100
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 class BrokerApis:
     """Every handler this broker serves, by api key."""
@@ -95,7 +93,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         if config.no_effect:
             log.info("accepted, no effect in Weir: %s", ", ".join(sorted(config.no_effect)))
-        self.replicas = ReplicaManager(config, _now_ms())
+        self.replicas = ReplicaManager(config, now_ms())
         self.zk = ZkSession(config["zookeeper.connect"], session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000,
                             on_state=self._on_zk_state, security=self.zk_security)
         await self.zk.start(config["zookeeper.connection.timeout.ms"] / 1000)
@@ -162,7 +160,7 @@ class Broker:
                 log.error("metrics.port %d: %s; serving no metrics", config["metrics.port"], e)
         await self._register()
         self.replicas.can_lead = True
-        self.replicas.apply_view(self.watcher.view, _now_ms())
+        self.replicas.apply_view(self.watcher.view, now_ms())
         await self.controller.start()
         await self._wait_for_controller()
         if config["log.cleaner.enable"]:
@@ -209,7 +207,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                work(_now_ms())
+                work(now_ms())
             except Exception:
                 log.exception("periodic task failed")
 
@@ -254,7 +252,7 @@ class Broker:
             self.controller.elect()
         await self.watcher.wait_current(60)
         self.replicas.can_lead = True
-        self.replicas.apply_view(self.watcher.view, _now_ms())
+        self.replicas.apply_view(self.watcher.view, now_ms())
         log.info("ZooKeeper session is back; leading again where the controller says so")
 
     def _on_metadata_change(self, kind: str, key) -> None:
@@ -280,14 +278,14 @@ class Broker:
         changed = self.config.set_dynamic(dynamic.get(DEFAULT_ENTITY, {}), dynamic.get(str(self.broker_id), {}))
         if changed:
             log.info("dynamic broker configs: %s", ", ".join(f"{n}={self.config[n]}" for n in sorted(changed)))
-            self.replicas.on_broker_config_changed(_now_ms())
+            self.replicas.on_broker_config_changed(now_ms())
             self.controller.on_broker_config_changed(changed)
 
     def _apply_pending(self) -> None:
         keys, self._pending_keys = self._pending_keys, None
         if not self.replicas.can_lead and not self._registered:
             return
-        self.replicas.apply_view(self.watcher.view, _now_ms(), None if "all" in keys else keys)
+        self.replicas.apply_view(self.watcher.view, now_ms(), None if "all" in keys else keys)
 
     # -- stop ----------------------------------------------------------------------------
 

@@ -3,10 +3,12 @@
 import re
 from typing import Iterable
 
+from weir.groups.placement import OFFSETS_TOPIC
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.transactions.state_log import TRANSACTION_STATE_TOPIC
 
 # written by the group and transaction coordinators alone
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
 

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from weir.clock import now_ms
 from weir.log import OffsetOutOfRange
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
@@ -38,9 +39,6 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms for markers and completions
 ANSWER_WAIT_S = 120  # a bound on any request's wait for its write (each write is bounded anyway)
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class _NeedProducerId(Exception):

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from weir.clock import now_ms
 from weir.groups.placement import OFFSETS_TOPIC
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
@@ -44,9 +44,6 @@ from weir.broker.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 class TxnMarkerApis:
     def __init__(self, replicas: ReplicaManager, authz: RequestAuthorizer | None = None) -> None:
@@ -55,7 +52,7 @@ class TxnMarkerApis:
         self.handlers = {ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers}
 
     def write_txn_markers(self, header: RequestHeader, request):
-        now = _now_ms()
+        now = now_ms()
         timeout_ms = self.replicas.config["request.timeout.ms"]
         results = []  # per marker: (marker, {(topic, index): error})
         waiting = []  # (marker's errors, key, future)

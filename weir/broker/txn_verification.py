@@ -34,10 +34,10 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.versions import SUPPORTED_VERSIONS
 from weir.transactions.coordinator import partition_for
 from weir.transactions.partition_txns import produce_error_for_verification
+from weir.transactions.state_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
 RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.network_exception,

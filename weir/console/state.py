@@ -27,7 +27,7 @@ class ConsoleState:
 
     def picture(self, now_ms: int, brokers: dict, controller_id: int, topics: dict,
                 metrics_by_broker: dict[int, dict[str, list]]) -> dict:
-        """brokers: id → client.BrokerInfo (live ones); topics: name → client.TopicInfo."""
+        """brokers: id → client.Node (live ones); topics: name → client.TopicInfo."""
         for b in brokers.values():
             self.known_brokers[b.node_id] = f"{b.host}:{b.port}"
         leo, hw, under_min, lag = {}, {}, {}, []

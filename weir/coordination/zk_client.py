@@ -29,10 +29,10 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from weir.coordination.zk_security import ZkSecurity
+from weir.zk.formats import BROKER_IDS_PATH
 
 log = logging.getLogger(__name__)
 
-BROKER_IDS_PATH = "/brokers/ids"
 
 StateHandler = Callable[[str], Awaitable[None] | None]
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from weir.zk.formats import BROKER_IDS_PATH
 from weir.zk.model import PartitionState, TopicAssignment
 
 from weir.sim.network import ZK
 
-BROKERS = "/brokers/ids"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 OK, NODE_EXISTS, NO_NODE, BAD_VERSION, SESSION_EXPIRED, FENCED = (
@@ -52,7 +52,7 @@ def config_path(topic: str) -> str:
 
 
 def broker_path(broker_id: int) -> str:
-    return f"{BROKERS}/{broker_id}"
+    return f"{BROKER_IDS_PATH}/{broker_id}"
 
 
 @dataclass
@@ -250,7 +250,7 @@ class ZooKeeper:
         sid = session.sid
         self._watch(self.data_watches, CONTROLLER, sid)
         if watch_brokers:
-            self._watch(self.child_watches, BROKERS, sid)
+            self._watch(self.child_watches, BROKER_IDS_PATH, sid)
         states, configs, assignments = {}, {}, {}
         for topic, partitions in topics.items():
             self._watch(self.data_watches, config_path(topic), sid)
@@ -263,7 +263,7 @@ class ZooKeeper:
                 node = self.znodes.get(path)
                 if node is not None:
                     states[(topic, p)] = (node.data, node.mzxid)
-        brokers = {int(name): n.czxid for name, n in self.children(BROKERS).items()}
+        brokers = {int(name): n.czxid for name, n in self.children(BROKER_IDS_PATH).items()}
         return OK, {"brokers": brokers, "states": states, "configs": configs, "topics": assignments,
                     "controller": self.controller_id(), "controller_epoch": self.get(CONTROLLER_EPOCH),
                     "controller_epoch_zxid": self.znodes[CONTROLLER_EPOCH].mzxid}

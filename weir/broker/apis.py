@@ -25,7 +25,7 @@ from weir.security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_e
 from weir.transactions.partition_txns import SENTINEL, VerificationGuard
 from weir.replication.fetch_sessions import FetchSessionCache
 from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
-from weir.broker.replica_manager import ReplicaManager
+from weir.broker.replica_manager import FetchParams, ReplicaManager
 from weir.config.topic_configs import MAX_INT
 from weir.broker.topics import INTERNAL_TOPICS
 from weir.broker.txn_verification import TxnVerifier
@@ -254,8 +254,8 @@ class DataApis:
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
 
         def read(first: bool) -> list:
-            return self._read_all(wanted, request.max_bytes, replica_id, replica_epoch, by_id, first=first,
-                                  read_committed=read_committed, refused=refused, told=context.told)
+            params = FetchParams(replica_id, replica_epoch, read_committed, now_ms(), first)
+            return self._read_all(params, wanted, request.max_bytes, by_id, refused=refused, told=context.told)
         results = read(True)
         max_wait_s = request.max_wait.total_seconds()
         keys = keeps_waiting(results, request.min_bytes, max_wait_s) and [
@@ -278,12 +278,11 @@ class DataApis:
                     call_soon=loop.call_soon, call_at=loop.call_at)
         return answered
 
-    def _read_all(self, wanted, max_bytes: int, replica_id: int, replica_epoch: int, by_id: bool, *, first: bool,
-                  read_committed: bool = False, refused: set[str] | None = None, told: dict) -> list:
+    def _read_all(self, params: FetchParams, wanted, max_bytes: int, by_id: bool, *,
+                  refused: set[str] | None = None, told: dict) -> list:
         out = []
         budget = max(max_bytes, 0)
         min_one = True  # Kafka's minOneMessage: until a partition has given records (KIP-74)
-        now = now_ms()
         for name, topic_key, partitions in wanted:
             results = []
             for p in partitions:
@@ -296,10 +295,9 @@ class DataApis:
                 # The first partition with records gives at least one whole batch (KIP-74), even
                 # past max_bytes or partition_max_bytes (0 too), so a consumer progresses past a
                 # batch larger than its limits; the partitions after it keep to what is left.
-                result = self.replicas.read(name, p.partition, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, now, replica_epoch, first=first,
+                result = self.replicas.read(params, name, p.partition, p.fetch_offset,
+                                            min(p.partition_max_bytes, budget), p.current_leader_epoch,
                                             log_start_offset=getattr(p, "log_start_offset", -1),
-                                            read_committed=read_committed,
                                             told=told.get((topic_key, p.partition)) if told else None,
                                             min_one_batch=min_one)
                 results.append(result)  # None: the fetch session's answer leaves it out

@@ -137,7 +137,7 @@ class ReplicaFetcher:
                 log.info("fetch session with broker %d: error %d; fetching every partition again", self.leader_id,
                          answer.error_code)
             return
-        now_ms = now_ms()
+        now = now_ms()
         for topic_id, answered in answer.topics:
             name = names.get(topic_id)  # ids tell a re-created topic of the same name apart
             for r in answered:
@@ -147,7 +147,7 @@ class ReplicaFetcher:
                     replicas.follower_quota.record(len(records), time.monotonic())
                 decision = self.core.on_partition_answer(
                     round_, key, error_code(r.error_code), r.high_watermark, records,
-                    batch_headers(records) if records else (), now_ms, r.log_start_offset)
+                    batch_headers(records) if records else (), now, r.log_start_offset)
                 if decision is not None and not isinstance(decision, Backoff):
                     replicas.waiters.notify(key)
 

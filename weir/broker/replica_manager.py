@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -58,6 +59,20 @@ class AppendResult(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What one pass over a Fetch request asks of each partition it names (Kafka's FetchParams): a
+    consumer's (replica_id < 0: committed data only; `read_committed`: below the last stable
+    offset, with the aborted transactions of what it returns, KIP-98) or a follower's (up to the
+    LEO), the follower's incarnation being `replica_epoch` (its broker epoch, KIP-903). A long
+    poll reads again with `first` false: the follower's position is taken once per request."""
+    replica_id: int
+    replica_epoch: int
+    read_committed: bool
+    now_ms: int
+    first: bool = True
 
 
 class ReplicaManager:
@@ -325,25 +340,22 @@ class ReplicaManager:
 
     # -- fetch -----------------------------------------------------------------------
 
-    def read(self, topic: str, index: int, offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now_ms: int, replica_epoch: int = -1, *, first: bool = True,
-             log_start_offset: int = -1, read_committed: bool = False,
-             told: tuple[int, int, int] | None = None, min_one_batch: bool = True) -> FetchPartitionResult | None:
-        """A fetch from a consumer (replica_id < 0: committed data only; `read_committed`: below
-        the last stable offset, with the aborted transactions of what it returns, KIP-98) or a
-        follower (up to the LEO), the follower's incarnation being `replica_epoch` (its broker
-        epoch, KIP-903) and its log starting at `log_start_offset`. A long poll reads again with
-        `first` false: the follower's position is taken once per request. None when the
-        follower's fetch session was `told` all there is (`Partition.answer_fetch`). With
-        `min_one_batch` the first batch comes whole whatever `max_bytes` (KIP-74)."""
+    def read(self, params: FetchParams, topic: str, index: int, offset: int, max_bytes: int,
+             current_leader_epoch: int, *, log_start_offset: int = -1, told: tuple[int, int, int] | None = None,
+             min_one_batch: bool = True) -> FetchPartitionResult | None:
+        """One partition of a fetch (`params`), the follower's log starting at `log_start_offset`.
+        None when the follower's fetch session was `told` all there is (`Partition.answer_fetch`).
+        With `min_one_batch` the first batch comes whole whatever `max_bytes` (KIP-74)."""
+        replica_id, now_ms = params.replica_id, params.now_ms
         follower = replica_id >= 0
         try:
             partition = self.hosted(topic, index)
         except KafkaError as e:
             return FetchPartitionResult(index, e.code)
-        answer = partition.answer_fetch(offset, current_leader_epoch, replica_id, now_ms, replica_epoch=replica_epoch,
-                                        log_start_offset=log_start_offset, first=first, proven=self.can_lead,
-                                        read_committed=read_committed, told=told)
+        answer = partition.answer_fetch(offset, current_leader_epoch, replica_id, now_ms,
+                                        replica_epoch=params.replica_epoch, log_start_offset=log_start_offset,
+                                        first=params.first, proven=self.can_lead,
+                                        read_committed=params.read_committed, told=told)
         if answer is None:
             return None
         result, limit, effects = answer

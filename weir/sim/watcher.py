@@ -10,7 +10,8 @@ from weir.zk.model import NO_LEADER
 from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 
 from weir.sim.controller import SimController
-from weir.sim.zookeeper import BROKERS, CONTROLLER, NODE_EXISTS, OK, state_path
+from weir.sim.zookeeper import CONTROLLER, NODE_EXISTS, OK, state_path
+from weir.zk.formats import BROKER_IDS_PATH
 
 RETRY_MS = 100
 
@@ -58,8 +59,8 @@ class SimWatcher:
             return
         if path == CONTROLLER:
             self.zk.request("get", CONTROLLER, True, callback=self._on_controller_znode)
-        elif path == BROKERS:
-            self.zk.request("children", BROKERS, True, callback=lambda status, r: status == OK
+        elif path == BROKER_IDS_PATH:
+            self.zk.request("children", BROKER_IDS_PATH, True, callback=lambda status, r: status == OK
                             and broker.on_live_brokers(frozenset(int(name) for name in r)))
             if broker.controller is not None:
                 broker.controller.on_metadata_change()

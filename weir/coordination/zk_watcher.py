@@ -92,6 +92,28 @@ class _Dirty:
         self.broker_configs |= other.broker_configs
 
 
+@dataclasses.dataclass
+class _Batch:
+    """What one reconcile has read and decided so far, from stage to stage."""
+    dirty: _Dirty
+    events: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
+    brokers_changed: bool = False
+    deleted: set[str] = dataclasses.field(default_factory=set)
+    new_topics: dict[str, TopicAssignment] = dataclasses.field(default_factory=dict)
+    changed_topics: dict[str, TopicAssignment] = dataclasses.field(default_factory=dict)
+    configs_read: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    state_reads: set[Key] = dataclasses.field(default_factory=set)
+    states_read: dict[Key, PartitionState | None] = dataclasses.field(default_factory=dict)
+    zxids: dict[Key, int] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.state_reads |= self.dirty.states
+
+    def assignment_of(self, topic: str, view: ClusterView) -> TopicAssignment | None:
+        return self.new_topics.get(topic) or self.changed_topics.get(topic) or (
+            None if topic in self.deleted else view.topics.get(topic))
+
+
 class MetadataWatcher:
     """The watched ClusterView of one ZkSession. `await start()` returns once it is loaded."""
 
@@ -316,19 +338,27 @@ class MetadataWatcher:
     # -- one batch -----------------------------------------------------------------------------------
 
     async def _reconcile(self, d: _Dirty) -> list[tuple[str, Any]]:
-        view = self.view
+        """One batch of changes in three stages of reads (children and the controller; the
+        registrations, assignments and configs they name; the partition states those name),
+        then applied to the view; the events to hand on, in the order they happened."""
         session_id = self.session.session_id  # the session every read of this batch is made in
         if d.full:
             d.broker_ids = d.topic_names = d.controller = True
-            d.brokers |= set(view.brokers)
-            d.topics |= set(view.topics)
-            d.configs |= set(view.topics)
+            d.brokers |= set(self.view.brokers)
+            d.topics |= set(self.view.topics)
+            d.configs |= set(self.view.topics)
             d.broker_config_names = True
-            d.broker_configs |= set(view.broker_configs)
-        events: list[tuple[str, Any]] = []
-        brokers_changed = False
+            d.broker_configs |= set(self.view.broker_configs)
+        batch = _Batch(d)
+        await self._read_children_and_controller(batch)
+        await self._read_registrations_assignments_and_configs(batch)
+        await self._read_states(batch)
+        self._apply_topics_configs_and_states(batch)
+        self.view.session_id = session_id
+        return batch.events
 
-        # Stage 1: children and the controller.
+    async def _read_children_and_controller(self, batch: "_Batch") -> None:
+        d, view = batch.dirty, self.view
         ids, names, controller, epoch, entities = await asyncio.gather(
             self._children(BROKER_IDS_PATH) if d.broker_ids else self._none(),
             self._children(TOPICS_PATH) if d.topic_names else self._none(),
@@ -347,7 +377,7 @@ class MetadataWatcher:
                 log.warning("unreadable controller znode: %s", e)
             if (controller_id, controller_epoch) != (view.controller_id, view.controller_epoch):
                 view.controller_id, view.controller_epoch = controller_id, controller_epoch
-                events.append(("controller", None))
+                batch.events.append(("controller", None))
         if ids is not None:
             live = set()
             for child in ids:
@@ -357,34 +387,45 @@ class MetadataWatcher:
                     continue
             for gone in set(view.brokers) - live:
                 self._drop_broker(gone)
-                brokers_changed = True
+                batch.brokers_changed = True
             d.brokers = {b for b in d.brokers if b in live}
             d.brokers |= live if d.full else live - set(view.brokers)
-        deleted: set[str] = set()
         if names is not None:
             present = set(names)
             for gone in set(view.topics) - present:
-                self._drop_topic(gone, events)
-                deleted.add(gone)
+                self._drop_topic(gone, batch.events)
+                batch.deleted.add(gone)
             new = present - set(view.topics)
             d.topics |= new
             d.configs |= new
-        d.topics -= deleted
-        d.configs -= deleted
+        d.topics -= batch.deleted
+        d.configs -= batch.deleted
 
-        # Stage 2: broker registrations, topic assignments, topic configs, dynamic broker configs.
-        broker_ids = sorted(d.brokers)
-        topics = sorted(d.topics)
-        configs = sorted(d.configs)
-        entities = sorted(d.broker_configs)
-        results = await self._get_many([*(broker_path(b) for b in broker_ids),
-                                        *(topic_path(t) for t in topics),
-                                        *(topic_config_path(t) for t in configs),
-                                        *(broker_config_path(e) for e in entities)])
-        broker_results = results[:len(broker_ids)]
-        topic_results = results[len(broker_ids):len(broker_ids) + len(topics)]
-        config_results = results[len(broker_ids) + len(topics):len(results) - len(entities)]
-        for entity, got in zip(entities, results[len(results) - len(entities):]):
+    async def _read_registrations_assignments_and_configs(self, batch: "_Batch") -> None:
+        d = batch.dirty
+        broker_ids, topics = sorted(d.brokers), sorted(d.topics)
+        configs, entities = sorted(d.configs), sorted(d.broker_configs)
+        results = iter(await self._get_many([*(broker_path(b) for b in broker_ids),
+                                             *(topic_path(t) for t in topics),
+                                             *(topic_config_path(t) for t in configs),
+                                             *(broker_config_path(e) for e in entities)]))
+        registrations = [(b, next(results)) for b in broker_ids]
+        assignments = [(t, next(results)) for t in topics]
+        topic_configs = [(t, next(results)) for t in configs]
+        self._apply_broker_configs([(e, next(results)) for e in entities], batch.events)
+        self._apply_registrations(registrations, batch)
+        if batch.brokers_changed:
+            batch.events.insert(0, ("brokers", None))
+        self._sort_assignments(assignments, batch)
+        for t, got in topic_configs:
+            try:
+                batch.configs_read[t] = decode_topic_config(got[0]) if got else {}
+            except FormatError as e:
+                log.warning("unreadable config of topic %s: %s", t, e)
+
+    def _apply_broker_configs(self, results: list[tuple[str, Any]], events: list[tuple[str, Any]]) -> None:
+        view = self.view
+        for entity, got in results:
             try:
                 read = decode_topic_config(got[0]) if got else {}
             except FormatError as e:
@@ -397,11 +438,13 @@ class MetadataWatcher:
                     view.broker_configs.pop(entity, None)
                 events.append(("broker_config", entity))
 
-        for b, got in zip(broker_ids, broker_results):
+    def _apply_registrations(self, results: list[tuple[int, Any]], batch: "_Batch") -> None:
+        view = self.view
+        for b, got in results:
             if got is None:
                 if b in view.brokers:
                     self._drop_broker(b)
-                    brokers_changed = True
+                    batch.brokers_changed = True
                 continue
             try:
                 info = decode_broker_registration(b, got[0])
@@ -418,83 +461,71 @@ class MetadataWatcher:
                 self.endpoints[b] = endpoints
                 view.broker_epochs[b] = stat.czxid
                 view.broker_sessions[b] = stat.ephemeralOwner
-                brokers_changed = True
-        if brokers_changed:
-            events.insert(0, ("brokers", None))
+                batch.brokers_changed = True
 
-        new_topics: dict[str, TopicAssignment] = {}
-        changed_topics: dict[str, TopicAssignment] = {}
-        state_reads: set[Key] = set(d.states)
-        for t, got in zip(topics, topic_results):
+    def _sort_assignments(self, results: list[tuple[str, Any]], batch: "_Batch") -> None:
+        """Each topic read: gone, new, or changed; the partition states to read for it."""
+        for t, got in results:
             if got is None:
-                if t in view.topics:
-                    self._drop_topic(t, events)
-                deleted.add(t)
+                if t in self.view.topics:
+                    self._drop_topic(t, batch.events)
+                batch.deleted.add(t)
                 continue
             try:
                 assignment = decode_topic_assignment(t, got[0])
             except FormatError as e:
                 log.warning("unreadable assignment of topic %s: %s", t, e)
                 continue
-            old = view.topics.get(t)
+            old = self.view.topics.get(t)
             if old is None:
-                new_topics[t] = assignment
-                state_reads |= {(t, p) for p in assignment.replicas}
+                batch.new_topics[t] = assignment
+                batch.state_reads |= {(t, p) for p in assignment.replicas}
             else:
                 if old != assignment:
-                    changed_topics[t] = assignment
+                    batch.changed_topics[t] = assignment
                 added = set(assignment.replicas) - set(old.replicas)
-                state_reads |= {(t, p) for p in (assignment.replicas if d.full else added)}
+                batch.state_reads |= {(t, p) for p in (assignment.replicas if batch.dirty.full else added)}
 
-        def assignment_of(topic: str) -> TopicAssignment | None:
-            return new_topics.get(topic) or changed_topics.get(topic) or (
-                None if topic in deleted else view.topics.get(topic))
-
-        configs_read: dict[str, dict[str, str]] = {}
-        for t, got in zip(configs, config_results):
-            try:
-                configs_read[t] = decode_topic_config(got[0]) if got else {}
-            except FormatError as e:
-                log.warning("unreadable config of topic %s: %s", t, e)
-
-        # Stage 3: partition states (only of partitions that exist in a live topic).
-        keys = sorted(k for k in state_reads
-                      if (a := assignment_of(k[0])) is not None and k[1] in a.replicas)
+    async def _read_states(self, batch: "_Batch") -> None:
+        """The partition states to read, of partitions that exist in a live topic."""
+        keys = sorted(k for k in batch.state_reads
+                      if (a := batch.assignment_of(k[0], self.view)) is not None and k[1] in a.replicas)
         states = await self._get_many([partition_state_path(t, p) for t, p in keys])
-        read: dict[Key, PartitionState | None] = {}
-        zxids: dict[Key, int] = {}
         for key, got in zip(keys, states):
             if got is None:
-                read[key] = None
+                batch.states_read[key] = None
                 continue
             try:
-                read[key] = decode_partition_state(got[0], got[1].version)
-                zxids[key] = got[1].mzxid
+                batch.states_read[key] = decode_partition_state(got[0], got[1].version)
+                batch.zxids[key] = got[1].mzxid
             except FormatError as e:
                 log.warning("unreadable state of %s-%d: %s", key[0], key[1], e)
 
         # A state znode gone from a topic we believe alive: is the whole topic going (a delete by
         # several multis, or not yet noticed)? One unwatched read per such topic tells.
-        vanished = sorted({key[0] for key, state in read.items()
-                           if state is None and key[0] not in new_topics and key in view.states})
+        vanished = sorted({key[0] for key, state in batch.states_read.items()
+                           if state is None and key[0] not in batch.new_topics and key in self.view.states})
         if vanished:
             alive = await asyncio.gather(*(self._get_unwatched(topic_path(t)) for t in vanished))
             for t, got in zip(vanished, alive):
                 if got is None:
-                    self._drop_topic(t, events)
-                    deleted.add(t)
+                    self._drop_topic(t, batch.events)
+                    batch.deleted.add(t)
 
-        # Apply: new topics whole, then changes to existing ones.
+    def _apply_topics_configs_and_states(self, batch: "_Batch") -> None:
+        """New topics whole, then changes to existing ones."""
+        view, events, deleted, new_topics = self.view, batch.events, batch.deleted, batch.new_topics
+        read, zxids = batch.states_read, batch.zxids
         for t, assignment in new_topics.items():
             view.topics[t] = assignment
-            view.topic_configs[t] = configs_read.get(t, {})
+            view.topic_configs[t] = batch.configs_read.get(t, {})
             for p in assignment.replicas:
                 state = read.get((t, p))
                 if state is not None:
                     view.states[(t, p)] = state
                     view.state_zxids[(t, p)] = zxids[(t, p)]
             events.append(("topic", t))
-        for t, assignment in changed_topics.items():
+        for t, assignment in batch.changed_topics.items():
             if t in deleted:
                 continue
             for p in set(view.topics[t].replicas) - set(assignment.replicas):
@@ -503,7 +534,7 @@ class MetadataWatcher:
                     events.append(("partition", (t, p)))
             view.topics[t] = assignment
             events.append(("topic", t))
-        for t, config in configs_read.items():
+        for t, config in batch.configs_read.items():
             if t in new_topics or t in deleted or t not in view.topics:
                 continue
             if view.topic_configs.get(t) != config:
@@ -521,8 +552,6 @@ class MetadataWatcher:
                 view.states[key] = state
                 view.state_zxids[key] = zxids[key]
                 events.append(("partition", key))
-        view.session_id = session_id
-        return events
 
     def _drop_broker(self, broker_id: int) -> None:
         view = self.view

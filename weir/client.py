@@ -425,7 +425,7 @@ class BrokerConnection:
         # The deadline fails the future itself. Not asyncio.wait_for: on Python 3.11 it returns the
         # result, and the caller's task loses its cancellation, when the answer and the cancel come
         # in the same loop iteration (a replica fetcher cancelled at shutdown went on fetching for
-        # ever); nor asyncio.timeout, which costs a replica fetcher 3 us more per request.
+        # ever); nor asyncio.timeout, which costs a replica fetcher more per request.
         timer = None if timeout is None else asyncio.get_running_loop().call_later(
             timeout, self._time_out, future, api_key, version, timeout)
         try:

@@ -749,9 +749,8 @@ def _bench_all(args) -> int:
                 run = functools.partial(_produce, bootstrap, 10_000, args.record_size, topic, acks, rate=1000)
                 steady_runs[name].append(run() if cluster is None else _with_cpu(cluster, 10_000, run))
         steady = {name: _median(runs) for name, runs in steady_runs.items()}
-        # Spark is imported only now: its ~40,000 objects (the process had ~22,000) make every full
-        # garbage collection slower, and the consumer above would pay for them (1.0-1.4M records/s
-        # against 1.5-1.7M without them, same client loop, against the no-op source).
+        # Spark is imported only now: its objects make every full garbage collection slower, and
+        # the consumer above would pay for them.
         from weir.bench.spark import report, spark_vs_parquet
         spark = spark_vs_parquet(one.bootstrap, args.records, args.record_size, 4, args.rounds)
     finally:

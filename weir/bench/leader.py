@@ -1,6 +1,5 @@
-"""`weir bench leader`: what a leader's Python costs per record, in one process, steady to a few per
-cent from run to run (the cluster benches move 15-20% on this machine, with the host's stalls and
-five processes sharing two cores).
+"""`weir bench leader`: what a leader's Python costs per record, in one process, steady from run to
+run where the cluster benches are not (docs/benchmarks.md).
 
 The same DataApis, ReplicaManager, partition and log a broker runs, on a temp dir, answer requests
 decoded from the bytes a client or a follower sends; there are no sockets, no connection layer and
@@ -17,8 +16,8 @@ no other process. Six cycles are timed, rounds alternated:
   and fetched again: the Python of all three brokers per record.
 - RF=3 acks=all cold: the first cycle with the CPU's private caches (L1, L2) evicted before each
   request, untimed. In a cluster on two cores, the other brokers and the client run between two
-  requests of a broker and leave its caches so: this is most of why a broker spends about twice as
-  much per record in a cluster as here, warm.
+  requests of a broker and leave its caches so: this is most of why a broker spends more per
+  record in a cluster than here, warm.
 - RF=1 acks=1, wide: a Produce of 456 records, as `weir bench all`'s client sends one broker at full
   rate, once in one partition and once in six partitions of 76 records (as that client does). The
   second costs several times the first: a broker's CPU goes by the partitions its requests carry,

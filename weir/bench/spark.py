@@ -122,7 +122,7 @@ def spark_vs_parquet(bootstrap: str, records: int, record_size: int, partitions:
             if schema is not None:
                 reader = reader.schema(schema)
             # the source's own split: a Spark partition per topic partition (of up to 1M offsets);
-            # splitting further (8 Spark partitions over 4 topic partitions, 2 cores) read 25% slower
+            # splitting further (more Spark partitions than topic partitions) reads slower
             return reader.option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC).load()
         weir = weir_read()
         parquet_path = str(Path(scratch) / "rows.parquet")

@@ -454,7 +454,7 @@ class ReplicaManager:
     def checkpoint(self) -> None:
         """Every log.flush.offset.checkpoint.interval.ms and at close: each partition's producer
         snapshot (only where it differs from the one on disk: writing every idle partition's file
-        each minute stalled the loop ~0.1 s per 1,000 partitions), the recovery points, the HWs."""
+        each minute stalls the loop), the recovery points, the HWs."""
         for key, partition in self.partitions.items():
             on_disk = (partition.log.directory, partition.producer_snapshot())
             if self._snapshots_on_disk.get(key) != on_disk:

@@ -24,11 +24,9 @@ def _broker(args) -> int:
 
 
 def run_event_loop(main) -> None:
-    """The standard asyncio loop; uvloop with WEIR_EVENT_LOOP=uvloop, if installed. `weir bench
-    loops` measured uvloop no faster for RF=3 acks=all at full rate (0.90-0.98x the records/s,
-    1.01-1.13x the CPU: its transports give up the zero-copy sendfile of large fetch answers), and
-    at 1,000 records/s about 6% less CPU a record, within the p99's noise. A broker's cost is its
-    Python, not its loop's (see `weir bench leader`'s cold figure)."""
+    """The standard asyncio loop; uvloop with WEIR_EVENT_LOOP=uvloop, if installed (`weir bench
+    loops` found it no faster: its transports give up the zero-copy sendfile of large fetch
+    answers; docs/benchmarks.md)."""
     if os.environ.get("WEIR_EVENT_LOOP") == "uvloop":
         import uvloop
         uvloop.run(main)
@@ -118,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 def console() -> int:
     """The `weir` command, and `python -m weir.cli.main` (how LocalCluster starts brokers). kio registers
     Hypothesis strategies for its types whenever Hypothesis imports (a test dependency of ours):
-    0.17 s of CPU at every start for nothing a broker or a command uses. Only here: an importer of
+    CPU at every start for nothing a broker or a command uses (docs/benchmarks.md). Only here: an importer of
     weir.cli.main (a test) may need Hypothesis."""
     sys.modules.setdefault("hypothesis", None)
     return main()

@@ -2,8 +2,8 @@
 
 A broker that dies (any exit `weir up` did not ask for) is started again after a back-off: 1 s,
 doubled for each death within a minute of its last start (a broker that keeps failing is not
-restarted in a hot loop), at most 30 s. One that `weir cluster stop` stopped stays down until
-`weir cluster start`. `--no-restart` leaves dead brokers down too.
+restarted in a hot loop), at most 30 s. One that `weir lab stop` stopped stays down until
+`weir lab start`. `--no-restart` leaves dead brokers down too.
 """
 
 from __future__ import annotations

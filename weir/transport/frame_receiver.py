@@ -4,8 +4,8 @@
 The socket reads into a fixed buffer, from which small frames are copied out; a large frame (a
 Produce, a follower's Fetch answer) is read straight into a buffer of its own, which becomes the
 frame: its bytes are not copied on the way. Those buffers come from a pool and serve later large
-frames once nothing holds a view of them: fresh memory costs a page fault every 4 KiB (about
-3 ms for a 1 MiB frame on the 2-core machine of `weir bench`), more than the rest of receiving it.
+frames once nothing holds a view of them: fresh memory costs a page fault every 4 KiB, more than
+the rest of receiving a large frame (docs/benchmarks.md).
 """
 
 import asyncio

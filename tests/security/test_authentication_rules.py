@@ -253,7 +253,7 @@ def test_listener_settings_that_cannot_work_stop_the_broker_with_a_readable_mess
 
 
 def test_users_add_config_syntax():
-    from weir.cli.admin import UsageError
+    from weir.cli.common import UsageError
     from weir.cli.users import parse_add_config
     assert parse_add_config("SCRAM-SHA-512=[iterations=8192,password=a-secret],SCRAM-SHA-256=[password=b]") == {
         "SCRAM-SHA-512": ("a-secret", 8192), "SCRAM-SHA-256": ("b", 4096)}

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from weir.cli.acls import bindings_to_add, confirmed, filters, list_filters
-from weir.cli.admin import UsageError
+from weir.cli.common import UsageError
 from weir.broker.acl_apis import AclApis
 from weir.protocol.codec import build, request_schema
 from weir.protocol.errors import ErrorCode

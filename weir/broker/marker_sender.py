@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable
 
 from weir.client import BrokerConnection, ClientError
 from weir.protocol.errors import ErrorCode
+from weir.protocol.versions import ApiKey
 from weir.transactions.coordinator import MarkersToSend, TopicPartition
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 1
 NO_LEADER = -1
 FAILURE_LOG_INTERVAL_S = 10
@@ -96,7 +96,7 @@ class MarkerSender:
             conn = self._connections.get(broker_id)
             if conn is None or conn.closed:
                 conn = self._connections[broker_id] = await self._connect(broker_id)
-            response = await conn.request(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
+            response = await conn.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
                                           timeout_s=self.timeout_s)
             errors = response_errors(response, markers)
         except (ClientError, OSError) as e:

@@ -31,14 +31,13 @@ import logging
 
 from weir.client import ClientError
 from weir.protocol.errors import ErrorCode
-from weir.protocol.versions import SUPPORTED_VERSIONS
+from weir.protocol.versions import ApiKey, is_supported
 from weir.transactions.coordinator import partition_for
 from weir.transactions.partition_txns import produce_error_for_verification
 from weir.transactions.state_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
-ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
 RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.network_exception,
                        ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
@@ -53,8 +52,7 @@ def error_for_producer(coordinator_error: ErrorCode) -> ErrorCode:
 
 
 def verification_supported() -> bool:
-    span = SUPPORTED_VERSIONS.get(ADD_PARTITIONS_TO_TXN)  # type: ignore[call-overload]
-    return span is not None and span[0] <= VERIFY_VERSION <= span[1]
+    return is_supported(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION)
 
 
 def coordinator_of(view, transactional_id: str) -> int | None:
@@ -87,7 +85,7 @@ class TxnVerifier:
             topics.setdefault(topic, []).append(index)
         try:
             conn = await self.connect(coordinator)
-            response = await conn.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {"transactions": [{
+            response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {"transactions": [{
                 "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
                 "verify_only": True,
                 "topics": [{"name": name, "partitions": indexes} for name, indexes in topics.items()]}]},

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-from weir.cli.admin import UsageError, common_options, run_command
+from weir.cli.common import UsageError, common_options, run_command
 from weir.client import ClusterClient, KafkaError
 from weir.protocol.errors import ErrorCode
 from weir.protocol.versions import ApiKey

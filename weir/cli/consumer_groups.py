@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from weir.cli.admin import UsageError, common_options, run_command
+from weir.cli.common import UsageError, common_options, run_command, table
 from weir.client import ClusterClient, ErrorCode, KafkaError, check_error
 from weir.groups.consumer_protocol import assigned_partitions
 from weir.protocol.versions import ApiKey
@@ -82,13 +82,6 @@ async def list_offsets(client: ClusterClient, keys, timestamp: int) -> dict[tupl
 
 
 # -- the actions ---------------------------------------------------------------------------
-
-def table(header: list[str], rows: list[list]) -> None:
-    widths = [max(len(str(v)) for v in column) + 2 for column in zip(header, *rows)]
-    print()
-    for row in [header, *rows]:
-        print("".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
-
 
 async def list_action(client: ClusterClient, args) -> int:
     for name in await all_groups(client):

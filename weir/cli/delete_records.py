@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from weir.cli.admin import UsageError, common_options, error_text, run_command
+from weir.cli.common import UsageError, common_options, error_text, run_command
 from weir.client import ClusterClient, ErrorCode, KafkaError
 from weir.protocol.versions import ApiKey
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from weir.cli.admin import UsageError, common_options, run_command
+from weir.cli.common import UsageError, common_options, run_command
 from weir.client import ClusterClient, check_error
 from weir.protocol.versions import ApiKey
 

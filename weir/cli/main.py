@@ -74,23 +74,12 @@ def main(argv: list[str] | None = None) -> int:
                        help="compare: topics of one partition beside the one written, which nobody writes")
     bench.set_defaults(func=_bench)
 
-    # -- admin tools: topics, configs, elect-leaders, cluster (weir/cli/admin.py) --
-    from weir.cli.admin import register as register_admin_commands
-    register_admin_commands(sub)
-    from weir.cli.delete_records import register as register_delete_records_command
-    register_delete_records_command(sub)
-    from weir.cli.consumer_groups import register as register_consumer_groups_command
-    register_consumer_groups_command(sub)
-    from weir.cli.transactions import register as register_transactions_command
-    register_transactions_command(sub)
-    from weir.cli.log_dirs import register as register_log_dirs_command
-    register_log_dirs_command(sub)
-    from weir.cli.reassign_partitions import register as register_reassign_partitions_command
-    register_reassign_partitions_command(sub)
-    from weir.cli.users import register as register_users_command
-    register_users_command(sub)
-    from weir.cli.acls import register as register_acls_command
-    register_acls_command(sub)
+    # -- admin tools: one module per command in weir/cli/, their shared helpers in weir/cli/common.py --
+    from weir.cli import (acls, cluster, configs, consumer_groups, delete_records, elect_leaders, log_dirs,
+                          reassign_partitions, topics, transactions, users)
+    for command in (topics, configs, elect_leaders, cluster, delete_records, consumer_groups, transactions, log_dirs,
+                    reassign_partitions, users, acls):
+        command.register(sub)
     # -- end admin tools --
 
     # -- deterministic simulator: weir sim (weir/sim/command.py) --

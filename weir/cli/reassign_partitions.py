@@ -25,8 +25,8 @@ import json
 import random
 import sys
 
-from weir.cli.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, UsageError, common_options, error_text, \
-    run_command
+from weir.cli.common import (OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, UsageError, common_options, error_text,
+                             run_command)
 from weir.client import ClusterClient, ErrorCode, KafkaError
 from weir.controller.assignment import AssignmentError, RackAwareMode, assign_replicas
 from weir.zk.model import BrokerInfo

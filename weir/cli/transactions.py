@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import time
 
-from weir.cli.admin import common_options, run_command
+from weir.cli.common import common_options, run_command, table
 from weir.client import ClusterClient, check_error
-from weir.cli.consumer_groups import table
 from weir.protocol.versions import ApiKey
 
 KEY_TYPE_TRANSACTION = 1

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-from weir.cli.admin import UsageError, common_options, error_text
+from weir.cli.common import UsageError, common_options, error_text, run_command
 from weir.client import ClientError, ClusterClient, KafkaError
 from weir.protocol.errors import ErrorCode
 from weir.protocol.scram import MECHANISM_TYPE_OF, MECHANISM_TYPES, MIN_ITERATIONS, ScramCredential, salted_password
@@ -108,7 +108,6 @@ def run(args) -> int:
     try:
         if args.zookeeper:
             return users_in_zookeeper(args)
-        from weir.cli.admin import run_command
         return run_command(users_command, args)
     except (UsageError, ValueError, KafkaError, ClientError, OSError) as e:
         print(f"Error: {error_text(e)}", file=sys.stderr)

@@ -25,6 +25,7 @@ from weir.protocol.schema_overrides import REQUEST_SCHEMAS, RESPONSE_SCHEMAS
 from weir.protocol.header import RequestHeader, response_header, skip_tagged_fields
 from weir.protocol.hot_requests import decode_fetch_request, decode_produce_request
 from weir.protocol.tagged_fields import check_framing, strip_unknown_tagged_fields
+from weir.protocol.versions import ApiKey
 
 
 class MalformedRequest(ValueError):
@@ -93,7 +94,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     schema = response_schema(api_key, version)
     out = io.BytesIO()
     # ApiVersions answers with header v0 even in flexible versions (KIP-511).
-    flexible_header = schema.__flexible__ and api_key != 18
+    flexible_header = schema.__flexible__ and api_key != ApiKey.API_VERSIONS
     out.write(response_header(correlation_id, flexible_header))
     _writer(api_key, version)(out, build(schema, body))
     return out.getvalue()

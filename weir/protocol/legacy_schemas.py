@@ -15,7 +15,7 @@ from kio.schema.types import ProducerId, TopicName
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
-WRITE_TXN_MARKERS = 27
+from weir.protocol.versions import ApiKey
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,7 +23,7 @@ class WritableTxnMarkerTopic:
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     name: TopicName = field(metadata={"kafka_type": "string"})
     partition_indexes: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
@@ -34,7 +34,7 @@ class WritableTxnMarker:
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     producer_id: ProducerId = field(metadata={"kafka_type": "int64"})
     producer_epoch: i16 = field(metadata={"kafka_type": "int16"})
@@ -48,7 +48,7 @@ class WriteTxnMarkersRequest:
     __type__: ClassVar = EntityType.request
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     markers: tuple[WritableTxnMarker, ...]
 
@@ -58,7 +58,7 @@ class WritableTxnMarkerPartitionResult:
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
@@ -69,7 +69,7 @@ class WritableTxnMarkerTopicResult:
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     name: TopicName = field(metadata={"kafka_type": "string"})
     partitions: tuple[WritableTxnMarkerPartitionResult, ...]
@@ -80,7 +80,7 @@ class WritableTxnMarkerResult:
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     producer_id: ProducerId = field(metadata={"kafka_type": "int64"})
     topics: tuple[WritableTxnMarkerTopicResult, ...]
@@ -91,10 +91,10 @@ class WriteTxnMarkersResponse:
     __type__: ClassVar = EntityType.response
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __api_key__: ClassVar[i16] = i16(ApiKey.WRITE_TXN_MARKERS)
     __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     markers: tuple[WritableTxnMarkerResult, ...]
 
 
-REQUESTS = {(WRITE_TXN_MARKERS, 0): WriteTxnMarkersRequest}
-RESPONSES = {(WRITE_TXN_MARKERS, 0): WriteTxnMarkersResponse}
+REQUESTS = {(ApiKey.WRITE_TXN_MARKERS, 0): WriteTxnMarkersRequest}
+RESPONSES = {(ApiKey.WRITE_TXN_MARKERS, 0): WriteTxnMarkersResponse}

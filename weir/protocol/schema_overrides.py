@@ -16,6 +16,8 @@ from kio.index import load_request_schema
 from kio.schema.describe_transactions.v0 import response as _v0
 from kio.static.primitive import i16, i32Timedelta, i64
 
+from weir.protocol.versions import ApiKey
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DescribedTransaction:
@@ -45,14 +47,11 @@ class DescribeTransactionsResponseV0:
     transaction_states: tuple[DescribedTransaction, ...]
 
 
-RESPONSE_SCHEMAS: dict[tuple[int, int], type] = {(65, 0): DescribeTransactionsResponseV0}
-
-
-OFFSET_COMMIT = 8
+RESPONSE_SCHEMAS: dict[tuple[int, int], type] = {(ApiKey.DESCRIBE_TRANSACTIONS, 0): DescribeTransactionsResponseV0}
 
 
 def _offset_commit_with_plain_retention(version: int) -> type:
-    base = load_request_schema(OFFSET_COMMIT, version)
+    base = load_request_schema(ApiKey.OFFSET_COMMIT, version)
 
     @dataclass(frozen=True, slots=True, kw_only=True)
     class OffsetCommitRequest(base):
@@ -62,4 +61,4 @@ def _offset_commit_with_plain_retention(version: int) -> type:
 
 
 REQUEST_SCHEMAS: dict[tuple[int, int], type] = {
-    (OFFSET_COMMIT, version): _offset_commit_with_plain_retention(version) for version in (2, 3, 4)}
+    (ApiKey.OFFSET_COMMIT, version): _offset_commit_with_plain_retention(version) for version in (2, 3, 4)}

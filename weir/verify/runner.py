@@ -30,6 +30,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import NewTopic
 
+from weir.protocol.versions import ApiKey
 from weir.verify.checker import LOST_WRITE, check
 from weir.verify.cluster import Cluster
 from weir.verify.history import History
@@ -41,7 +42,6 @@ from weir.verify.workload import Workload, rdkafka_log
 log = logging.getLogger(__name__)
 
 TOPIC = "weir-verify"
-INIT_PRODUCER_ID = 22
 RECOVERY_WAIT_S = 60
 NOT_RECOVERED = f"some partition had no leader or not a full ISR {RECOVERY_WAIT_S} s after every fault healed"
 IDEMPOTENT_RETRIES = 2147483647  # librdkafka's default
@@ -156,7 +156,7 @@ def run_test(opts: RunOptions, interrupted: threading.Event | None = None) -> di
         except (RuntimeError, TimeoutError, OSError) as e:  # ZooKeeper missing, a broker that would not start
             raise VerifyError(f"the cluster did not start: {e} (logs in {run_dir})") from e
         timings["cluster_started"] = history.now()
-        if opts.idempotent and not _broker_supports(cluster, INIT_PRODUCER_ID):
+        if opts.idempotent and not _broker_supports(cluster, ApiKey.INIT_PRODUCER_ID):
             raise VerifyError("--idempotent: the brokers do not implement InitProducerId (api key 22) yet, "
                               "so an idempotent producer cannot run against them")
         _create_topic(cluster, opts)

@@ -5,8 +5,8 @@ import itertools
 
 import pytest
 
-from weir.lab.zookeeper_server import ZooKeeperServer
 from weir.lab.local_cluster import BrokerProcess, LocalCluster
+from weir.lab.zookeeper_server import ZooKeeperServer
 
 # Short timeouts so failures are detected in seconds, not Kafka's production minutes.
 FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}

@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
-
 from log.batches import make_batch
-from weir.client import (BrokerConnection, BrokerUnreachable, ClusterClient, ConnectionClosed, ErrorCode,
-                         KafkaError, RequestTimedOut, UnsupportedVersion, encode_request, parse_bootstrap)
+
+from weir.client import (BrokerConnection, BrokerUnreachable, ClusterClient, ConnectionClosed, ErrorCode, KafkaError,
+                         RequestTimedOut, UnsupportedVersion, encode_request, parse_bootstrap)
 from weir.protocol.versions import ApiKey
 
 ZERO = uuid.UUID(int=0)

@@ -1,7 +1,6 @@
 import pytest
 
 from weir.config.broker_config import BrokerConfig, read_properties
-
 from weir.config.settings import ConfigError
 
 

@@ -41,7 +41,6 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-from weir.transport.frame_receiver import FrameReceiver
 from weir.protocol import legacy_schemas
 from weir.protocol.codec import build
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -52,6 +51,7 @@ from weir.protocol.scram import ScramClient, ScramError
 from weir.protocol.security_protocols import SecurityProtocolOf
 from weir.protocol.tagged_fields import strip_unknown_tagged_fields
 from weir.protocol.versions import ApiKey
+from weir.transport.frame_receiver import FrameReceiver
 
 __all__ = [
     "BrokerConnection", "ClusterClient", "ClientError", "ConnectionClosed", "BrokerUnreachable",

@@ -15,12 +15,12 @@ from kio.schema.incremental_alter_configs.v1.request import (AlterableConfig, Al
 
 from weir.broker.admin_apis import AdminApis
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import BrokerInfo, ClusterView, TopicAssignment
 from weir.coordination.zk_client import ZkSession
 from weir.coordination.zk_metadata import ZkMetadataStore
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
+from weir.zk.model import BrokerInfo, ClusterView, TopicAssignment
 
 BROKERS = (1, 2, 3)
 

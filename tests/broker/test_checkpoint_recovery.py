@@ -4,12 +4,12 @@ disk or an operator left in them, the partitions open, lead and take writes (as 
 import uuid
 
 import pytest
-
 from log.batches import make_batch
+
 from weir.broker.replica_manager import HW_CHECKPOINT, ReplicaManager
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.log.log_directory import LOG_START_OFFSET_CHECKPOINT
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 TOPIC_ID = uuid.uuid4()
 

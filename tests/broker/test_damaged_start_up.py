@@ -10,9 +10,9 @@ import shutil
 import uuid
 
 import pytest
-
 from log.batches import batch_crc_ok, make_batch, patched, record_values
 from test_checkpoint_recovery import manager as start_on
+
 from weir.broker.replica_manager import ReplicaManager
 from weir.log.checkpoint_file import encode_topic_id
 from weir.protocol.record_batch import batch_headers

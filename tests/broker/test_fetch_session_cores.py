@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from weir.replication.fetch_session_handler import FetchSessionHandler
-from weir.replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, FetchSessionCache, next_epoch
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.hot_requests import FetchPartition
 from weir.protocol.hot_responses import FetchPartitionResult
+from weir.replication.fetch_session_handler import FetchSessionHandler
+from weir.replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, FetchSessionCache, next_epoch
 
 
 def ask(index, offset, epoch=5, log_start=0, max_bytes=1 << 20):

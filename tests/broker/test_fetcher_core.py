@@ -3,17 +3,16 @@ the rules production's fetcher and weir sim's share."""
 
 import pytest
 from kio.schema.errors import ErrorCode
+from log.batches import make_batch
 
-from weir.replication.fetcher_core import FetcherCore, FetchRound
-from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.record_batch import batch_headers
 from weir.replication import ReplicationConfig
+from weir.replication.fetcher_core import FetcherCore, FetchRound
 from weir.replication.follower import SendFetch, SendOffsetForLeaderEpoch
 from weir.replication.partition import Partition
 from weir.replication.truncation import EpochEndOffset
-
-from log.batches import make_batch
+from weir.zk.model import PartitionState
 
 NOW = 1_000
 BACKOFF_MS = 1_000

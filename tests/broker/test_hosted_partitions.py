@@ -4,15 +4,14 @@ the rules ReplicaManager and weir sim's broker share, with a shell that records 
 import uuid
 
 from kio.schema.errors import ErrorCode
+from log.batches import make_batch
 
-from weir.replication.hosted_partitions import HostedPartitions
-from weir.zk.model import PartitionState, TopicAssignment
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.record_batch import batch_headers
 from weir.replication import ReplicationConfig
+from weir.replication.hosted_partitions import HostedPartitions
 from weir.replication.partition import FOLLOWER, LEADER, OFFLINE, Partition
-
-from log.batches import make_batch
+from weir.zk.model import PartitionState, TopicAssignment
 
 NOW = 1_000
 TOPIC_ID = uuid.UUID(int=7)

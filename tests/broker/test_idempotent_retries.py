@@ -3,6 +3,7 @@
 import uuid
 
 from log.batches import make_batch
+
 from weir.broker.replica_manager import ReplicaManager
 from weir.config.broker_config import BrokerConfig
 from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 
 from weir.broker.log_cleaner import LogCleaner
-from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.log.cleaner import batches_in
 from weir.protocol.record_batch import read_batch_header
@@ -19,6 +18,7 @@ from weir.protocol.records import encode_batch
 from weir.protocol.varint import read_uvarint
 from weir.replication import ReplicationConfig
 from weir.replication.partition import Partition
+from weir.zk.model import PartitionState
 
 NOW = 1_000
 HOUR = 3_600_000

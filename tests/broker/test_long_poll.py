@@ -8,17 +8,16 @@ import datetime
 import uuid
 
 import pytest
+from log.batches import make_batch
 
 from weir.broker.apis import DataApis
 from weir.broker.replica_manager import ReplicaManager
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.protocol.header import RequestHeader
 from weir.protocol.hot_requests import FetchPartition, FetchRequest, FetchTopic
 from weir.protocol.hot_responses import FileRegion
 from weir.protocol.versions import ApiKey
-
-from log.batches import make_batch
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 ME = 1
 MAX_WAIT_S = 30

@@ -9,11 +9,11 @@ from kio.serial import entity_reader
 
 from weir.broker.admin_apis import AdminApis
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.protocol.codec import build, request_schema
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 
 def metadata(view: ClusterView, version: int, topics, listener: str = ""):

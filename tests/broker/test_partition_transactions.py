@@ -12,7 +12,6 @@ from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from weir.broker.producer_snapshots import read_producer_snapshot, write_producer_snapshot
-from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.errors import KafkaError
 from weir.protocol.record_batch import batch_headers, read_batch_header
@@ -20,6 +19,7 @@ from weir.protocol.records import encode_batch
 from weir.replication import ReplicationConfig
 from weir.replication.follower import SendOffsetForLeaderEpoch
 from weir.replication.partition import Partition
+from weir.zk.model import PartitionState
 
 NOW = 1_000
 P, Q = 70, 80

@@ -4,16 +4,16 @@ import json
 import uuid
 
 import pytest
-
 from log.batches import make_batch
+
+from weir.broker.producer_snapshots import PRODUCER_SNAPSHOT, read_producer_snapshot, write_producer_snapshot
 from weir.broker.replica_manager import ReplicaManager
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
-from weir.broker.producer_snapshots import PRODUCER_SNAPSHOT, read_producer_snapshot, write_producer_snapshot
-from weir.replication.partition import Partition
 from weir.log import LogConfig, PartitionLog
 from weir.protocol.record_batch import read_batch_header
+from weir.replication.partition import Partition
 from weir.replication.producer_state import Duplicate
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 TOPIC_ID = uuid.uuid4()
 STAMP = 1_000  # every batch's timestamp: a duplicate is answered with it

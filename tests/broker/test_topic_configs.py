@@ -6,15 +6,15 @@ import uuid
 
 import pytest
 
-from weir.config import topic_configs
 from weir.broker.replica_manager import ReplicaManager
-from weir.config.topic_configs import (DYNAMIC_TOPIC_CONFIG, ConfigType, Synonym, describe, timestamp_bounds,
-                                       validate_topic_configs)
+from weir.config import topic_configs
 from weir.config.broker_config import BrokerConfig
 from weir.config.settings import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, ConfigError
-from weir.zk.model import ClusterView, TopicAssignment
+from weir.config.topic_configs import (DYNAMIC_TOPIC_CONFIG, ConfigType, Synonym, describe, timestamp_bounds,
+                                       validate_topic_configs)
 from weir.protocol.compression import CODEC_GZIP, CODEC_ZSTD
 from weir.protocol.errors import ErrorCode, KafkaError
+from weir.zk.model import ClusterView, TopicAssignment
 
 # Kafka 3.9's LogConfig, with the broker setting each one overrides (ServerTopicConfigSynonyms).
 KAFKA_TOPIC_CONFIGS = {

@@ -7,8 +7,8 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from weir.broker.txn_verification import TRANSACTION_STATE_TOPIC, coordinator_of, error_for_producer
-from weir.zk.model import ClusterView, PartitionState, TopicAssignment
 from weir.transactions.coordinator import partition_for
+from weir.zk.model import ClusterView, PartitionState, TopicAssignment
 
 
 def view_with(leaders: dict[int, int], live=(0, 1, 2)) -> ClusterView:

@@ -5,7 +5,6 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from waiting import WAIT_S, wait_until  # noqa: F401 (tests import it from here)
 
 

@@ -6,13 +6,12 @@ acknowledged is lost."""
 import datetime
 import json
 
+from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
 from confluent_kafka import Producer
+from integration.raw_protocol import FETCH, NONE, RawClient, metadata
 from kazoo.client import KazooClient
 from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 from kio.schema.fetch.v15.request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
-
-from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
-from integration.raw_protocol import FETCH, NONE, RawClient, metadata
 
 ALTER_PARTITION = 56
 NOT_LEADER_OR_FOLLOWER = 6

@@ -10,15 +10,14 @@ import json
 import time
 
 import pytest
-
+from cluster_tools import admin, partition_metadata, wait_until
 from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from cluster_tools import admin, partition_metadata, wait_until
 from weir.broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
-from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 from weir.verify.cluster import Cluster
 from weir.verify.network import ZOOKEEPER, broker_node
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 
 
 @pytest.fixture

@@ -3,11 +3,10 @@ consumers start there, and a follower that was down while the records went catch
 leader's log start (Kafka's truncateFullyAndStartAt)."""
 
 import pytest
+from cluster_tools import admin, create_topic, partition_metadata, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
-
-from cluster_tools import admin, create_topic, partition_metadata, wait_until
 from waiting import watermarks
 
 OFFSET_OUT_OF_RANGE = 1

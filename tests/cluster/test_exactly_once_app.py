@@ -12,9 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
-
 from cluster_tools import create_topic, partition_metadata, wait_until
+from confluent_kafka import Consumer, Producer
 from eos_app import CHANGELOG, INPUT, OUTPUT
 
 APP = Path(__file__).with_name("eos_app.py")

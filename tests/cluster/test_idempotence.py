@@ -1,8 +1,7 @@
 """The idempotent producer: retries through a leader failover write each record exactly once, in order."""
 
-from kafka import KafkaProducer
-
 from cluster_tools import SteadyProducer, create_topic, partition_metadata, read_all, wait_until
+from kafka import KafkaProducer
 
 
 def test_idempotent_producer_survives_leader_kill_without_duplicates_or_reordering(cluster):

@@ -9,12 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
-from cluster_tools import SteadyProducer, admin, create_topic, partition_metadata, read_all, wait_until
 from weir.lab.local_cluster import BrokerProcess
 
 JS_CLIENTS = Path(__file__).parent.parent / "js"

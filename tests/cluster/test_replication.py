@@ -4,10 +4,9 @@ import subprocess
 import sys
 
 import pytest
+from cluster_tools import SteadyProducer, create_topic, partition_metadata, read_all, wait_until
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-
-from cluster_tools import (SteadyProducer, create_topic, partition_metadata, read_all, wait_until)
 
 
 def leader_of(cluster, topic, partition=0):

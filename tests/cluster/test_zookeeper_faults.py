@@ -1,10 +1,10 @@
 """A broker that cannot prove its ZooKeeper session is alive stops acknowledging writes."""
 
+from cluster_tools import create_topic, wait_until
 from confluent_kafka import Producer
 
-from cluster_tools import create_topic, wait_until
-from weir.lab.zookeeper_server import ZooKeeperServer
 from weir.lab.local_cluster import BrokerProcess
+from weir.lab.zookeeper_server import ZooKeeperServer
 
 
 def try_produce(bootstrap: str) -> str:

@@ -11,10 +11,10 @@ import pytest
 
 from weir.controller import ControllerConfig
 from weir.controller.events import (READ_AGAIN, ControllerEvents, CreateStates, ReadCluster, ReadShutdownRequests,
-                                   ReadStates, WriteAssignments, WriteStates, run_handler)
-from weir.zk.model import ClusterView, PartitionState, TopicAssignment
+                                    ReadStates, WriteAssignments, WriteStates, run_handler)
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
 from weir.protocol.errors import ErrorCode
+from weir.zk.model import ClusterView, PartitionState, TopicAssignment
 
 from .cluster import brokers
 

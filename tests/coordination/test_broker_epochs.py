@@ -9,14 +9,14 @@ import uuid
 
 import pytest
 
-from weir.controller.events import registered_after_their_states
-from weir.replication.partition import FOLLOWER, LEADER, OFFLINE
 from weir.broker.replica_manager import ReplicaManager
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment
+from weir.controller.events import registered_after_their_states
 from weir.coordination.zk_client import ZkSession
-from weir.zk.formats import partition_state_path
 from weir.coordination.zk_watcher import MetadataWatcher
+from weir.replication.partition import FOLLOWER, LEADER, OFFLINE
+from weir.zk.formats import partition_state_path
+from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 from .test_zk_metadata import Changes, assignment, controller_store, initial_states, run
 

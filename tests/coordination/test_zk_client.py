@@ -7,8 +7,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType
 
-from weir.coordination.zk_client import (
-    BROKER_IDS_PATH, BrokerIdInUse, KazooState, ZkSession, split_chroot)
+from weir.coordination.zk_client import BROKER_IDS_PATH, BrokerIdInUse, KazooState, ZkSession, split_chroot
 
 EVENT_TIMEOUT_S = 15  # generous upper bounds: every wait below ends on an event, not a timer
 

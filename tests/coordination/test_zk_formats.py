@@ -5,13 +5,13 @@ import uuid
 
 import pytest
 
-from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 from weir.coordination.zk_client import broker_registration
-from weir.zk.formats import (
-    FormatError, decode_broker_endpoints, decode_broker_registration, decode_controller,
-    decode_controller_epoch, decode_partition_state, decode_topic_assignment, decode_topic_config,
-    decode_topic_id, encode_controller, encode_controller_epoch, encode_partition_state,
-    encode_topic_assignment, encode_topic_config, encode_topic_id, parse_path, partition_state_path)
+from weir.zk.formats import (FormatError, decode_broker_endpoints, decode_broker_registration, decode_controller,
+                             decode_controller_epoch, decode_partition_state, decode_topic_assignment,
+                             decode_topic_config, decode_topic_id, encode_controller, encode_controller_epoch,
+                             encode_partition_state, encode_topic_assignment, encode_topic_config, encode_topic_id,
+                             parse_path, partition_state_path)
+from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 
 
 def test_topic_id_is_kafka_style_base64url():

@@ -11,13 +11,12 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 from weir.coordination.zk_client import KazooState, ZkSession
-from weir.zk.formats import (CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, encode_controller,
-                                          encode_controller_epoch)
-from weir.coordination.zk_metadata import (ConcurrentUpdate, ControllerFenced, NotController, TopicExists,
-                                           UnknownTopic, ZkMetadataStore)
+from weir.coordination.zk_metadata import (ConcurrentUpdate, ControllerFenced, NotController, TopicExists, UnknownTopic,
+                                           ZkMetadataStore)
 from weir.coordination.zk_watcher import MetadataWatcher
+from weir.zk.formats import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, encode_controller, encode_controller_epoch
+from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 
 EVENT_TIMEOUT_S = 15
 

@@ -8,8 +8,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from weir.lab import zookeeper_server
-from weir.lab.zookeeper_server import (
-    ZooKeeperNotInstalled, ZooKeeperServer, ZooKeeperStartError, free_port, free_ports, zookeeper_classpath)
+from weir.lab.zookeeper_server import (ZooKeeperNotInstalled, ZooKeeperServer, ZooKeeperStartError, free_port,
+                                       free_ports, zookeeper_classpath)
 
 
 def process_exists(pid: int) -> bool:

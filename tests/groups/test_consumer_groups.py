@@ -11,6 +11,7 @@ import threading
 from collections import Counter
 
 from waiting import wait_until
+
 from weir.client import BrokerConnection
 from weir.groups.placement import partition_for
 from weir.protocol.versions import ApiKey

@@ -5,8 +5,8 @@ acceptJoiningMember do (KAFKA-9885)."""
 
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
-
 from waiting import wait_until
+
 from .test_consumer_groups import GROUP_SETTINGS, create_topic
 
 

@@ -5,10 +5,9 @@ import struct
 
 import pytest
 
-from weir.groups.group import (FAR_FUTURE, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult,
-                               SyncResult)
 from weir.groups.consumer_protocol import subscribed_topics
-from weir.groups.records import GroupValue, read_group_value, group_value
+from weir.groups.group import FAR_FUTURE, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult, SyncResult
+from weir.groups.records import GroupValue, group_value, read_group_value
 from weir.protocol.errors import ErrorCode
 
 S = GroupState

@@ -7,7 +7,6 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
-
 from waiting import wait_until
 
 from .test_consumer_groups import GROUP_SETTINGS, create_topic, produce

@@ -2,12 +2,11 @@
 real broker, as Kafka measures it: Java's String.length(), UTF-16 code units, whatever its UTF-8
 size (GroupMetadataManager.validateOffsetMetadataLength)."""
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka.errors import OffsetMetadataTooLargeError
 from kafka.structs import OffsetAndMetadata, TopicPartition
-
-import pytest
 
 
 def test_metadata_is_measured_in_utf16_code_units_as_kafka_does(broker):

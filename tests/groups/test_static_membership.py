@@ -5,8 +5,8 @@ librdkafka sends JoinGroup v5, so a restarted leader cannot be told to skip the 
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
-
 from waiting import wait_until
+
 from .test_consumer_groups import GROUP_SETTINGS, create_topic
 
 

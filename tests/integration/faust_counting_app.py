@@ -22,10 +22,9 @@ import os
 import sys
 
 import faust
+from counting_app import APP_ID, BATCH_BYTES, INPUT, OUTPUT, OVERRIDES, RESET
 from faust.tables.recovery import Recovery
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
-
-from counting_app import APP_ID, BATCH_BYTES, INPUT, OUTPUT, OVERRIDES, RESET
 
 app = faust.App(APP_ID, broker=f"kafka://{os.environ['BOOTSTRAP']}", store="memory://", web_enabled=False,
                 datadir=os.environ["DATADIR"], topic_partitions=2, key_serializer="raw", value_serializer="json",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-
-from log.batches import COMPRESS as CODECS, encode_record, raw_batch, zigzag_varint
+from log.batches import COMPRESS as CODECS
+from log.batches import encode_record, raw_batch, zigzag_varint
 from raw_protocol import PRODUCE, PRODUCE_V, BrokerClosed, RawClient, header_bytes, request_payload, sized
 
 COMPRESS = {0: lambda b: b, **CODECS}

@@ -6,7 +6,6 @@ librdkafka refuses a config named twice before sending it."""
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kio.schema.alter_configs.v2 import request as legacy
 from kio.schema.incremental_alter_configs.v1 import request as incremental
-
 from raw_protocol import RawClient, assert_healthy
 from waiting import wait_until
 

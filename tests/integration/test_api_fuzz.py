@@ -10,13 +10,12 @@ WEIR_API_FUZZ_SEED=random (the seed is printed; WEIR_API_FUZZ_SEED=N replays one
 
 import time
 
+from api_fuzzer import Vocabulary, fuzz
+from clients import confluent_consume, confluent_produce
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.alter_configs.v0.request import AlterConfigsRequest, AlterConfigsResource
-
-from api_fuzzer import Vocabulary, fuzz
 from fuzz_budget import fuzz_budget
-from clients import confluent_consume, confluent_produce
+from kio.schema.alter_configs.v0.request import AlterConfigsRequest, AlterConfigsResource
 from raw_protocol import RawClient, create_topic, metadata
 
 SECONDS, SEED = fuzz_budget("WEIR_API_FUZZ", 40)

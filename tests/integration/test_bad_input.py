@@ -17,26 +17,28 @@ import time
 import uuid
 
 import pytest
+from clients import confluent_consume, confluent_produce, make_messages
 from crc32c import crc32c
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.fetch.v13.request import FetchPartition as FetchPartitionV13, FetchRequest as FetchRequestV13
+from kio.schema.fetch.v13.request import FetchPartition as FetchPartitionV13
+from kio.schema.fetch.v13.request import FetchRequest as FetchRequestV13
 from kio.schema.fetch.v13.request import FetchTopic as FetchTopicV13
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v8.request import PartitionProduceData as PartitionProduceDataV8
-from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8, TopicProduceData as TopicProduceDataV8
+from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8
+from kio.schema.produce.v8.request import TopicProduceData as TopicProduceDataV8
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v13.request import PartitionProduceData as PartitionProduceDataV13
-from kio.schema.produce.v13.request import ProduceRequest as ProduceRequestV13, TopicProduceData as TopicProduceDataV13
-
-from clients import confluent_consume, confluent_produce, make_messages
+from kio.schema.produce.v13.request import ProduceRequest as ProduceRequestV13
+from kio.schema.produce.v13.request import TopicProduceData as TopicProduceDataV13
 from log.batches import encode_record, make_batch, patched, raw_batch, record_values
-from raw_protocol import (API_VERSIONS, CLIENT_ID, CORRUPT_MESSAGE, CREATE_TOPICS, FETCH, INVALID_RECORD, INVALID_TIMESTAMP,
-                          INVALID_TOPIC_EXCEPTION,
-                          MESSAGE_TOO_LARGE, METADATA, METADATA_V, NONE, PRODUCE, PRODUCE_V, TIMEOUT_S,
-                          UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_COMPRESSION_TYPE, UNSUPPORTED_VERSION, RawClient,
-                          assert_healthy, create_topic, fetch, header_bytes, list_offset, metadata, produce,
-                          request_payload, sized, wait_for_log)
+from raw_protocol import (API_VERSIONS, CLIENT_ID, CORRUPT_MESSAGE, CREATE_TOPICS, FETCH, INVALID_RECORD,
+                          INVALID_TIMESTAMP, INVALID_TOPIC_EXCEPTION, MESSAGE_TOO_LARGE, METADATA, METADATA_V, NONE,
+                          PRODUCE, PRODUCE_V, TIMEOUT_S, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_COMPRESSION_TYPE,
+                          UNSUPPORTED_VERSION, RawClient, assert_healthy, create_topic, fetch, header_bytes,
+                          list_offset, metadata, produce, request_payload, sized, wait_for_log)
 from waiting import wait_until
+
 from weir.protocol.versions import SUPPORTED_VERSIONS
 
 UNKNOWN_TOPIC_ID = 100

@@ -10,12 +10,9 @@ import struct
 import time
 
 import pytest
-
-from clients import (aiokafka_produce, confluent_consume, confluent_produce, kafka_python_produce,
-                     kafkajs_produce)
+from clients import aiokafka_produce, confluent_consume, confluent_produce, kafka_python_produce, kafkajs_produce
 from log.batches import make_batch, patched, record_values
-from raw_protocol import (INVALID_TIMESTAMP, NONE, RawClient, assert_healthy, create_topic, fetch, list_offset,
-                          produce)
+from raw_protocol import INVALID_TIMESTAMP, NONE, RawClient, assert_healthy, create_topic, fetch, list_offset, produce
 from waiting import wait_until
 
 STACKS = {"confluent-kafka": confluent_produce, "kafka-python": kafka_python_produce,

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-
 from counting_app import CHANGELOG, CHANGELOG_CONFIGS, INPUT, OUTPUT, OVERRIDES, RESET, count
 from waiting import wait_until
 

@@ -1,9 +1,8 @@
 """Real clients produce 100k keyed records with headers and read them back, per codec."""
 
 import pytest
-
-from clients import (confluent_consume, confluent_produce, kafka_python_consume, kafka_python_produce,
-                     kcat_consume, kcat_produce, make_messages, platformatic_group_consume, platformatic_produce,
+from clients import (confluent_consume, confluent_produce, kafka_python_consume, kafka_python_produce, kcat_consume,
+                     kcat_produce, make_messages, platformatic_group_consume, platformatic_produce,
                      sarama_group_consume, sarama_produce)
 
 PARTITIONS = 3

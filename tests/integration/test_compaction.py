@@ -11,7 +11,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
-
 from waiting import wait_until
 
 KEYS, UPDATES = 100, 100  # 10,000 updates

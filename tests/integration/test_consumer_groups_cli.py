@@ -5,7 +5,6 @@ shown without --execute, done with it), delete offsets, delete the group."""
 import time
 
 from confluent_kafka import Consumer, Producer
-
 from test_admin_cli import failed, ok, weir
 
 GROUP_SETTINGS = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}

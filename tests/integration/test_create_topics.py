@@ -7,7 +7,6 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
-
 from raw_protocol import (CREATE_TOPICS, CREATE_TOPICS_V, NONE, UNKNOWN_TOPIC_OR_PARTITION, CreatableTopic,
                           CreateTopicsRequest, RawClient, metadata)
 

@@ -5,10 +5,8 @@ does: what it cannot use it rebuilds from the log (indexes, producer state), put
 import json
 
 import pytest
-
-from confluent_kafka import Producer
-
 from clients import confluent_consume, confluent_produce
+from confluent_kafka import Producer
 from test_durability import create_topic
 from waiting import watermarks
 

@@ -8,7 +8,6 @@ import uuid
 
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopicsV1
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
-
 from raw_protocol import RawClient, create_topic, metadata
 
 DELETE_TOPICS = 20

@@ -5,12 +5,12 @@ across a restart; NOT_LEADER_OR_FOLLOWER from a broker that hosts no replica, as
 hand and through kafka-python's admin client."""
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition as ConfluentPartition
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.errors import NotLeaderForPartitionError  # NOT_LEADER_OR_FOLLOWER
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
-
 from raw_protocol import NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient
 from waiting import wait_until
 

@@ -3,10 +3,9 @@
 import threading
 import time
 
+from clients import confluent_consume, confluent_produce, make_messages
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from clients import confluent_consume, confluent_produce, make_messages
 from waiting import watermarks
 
 

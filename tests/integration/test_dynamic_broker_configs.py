@@ -9,12 +9,11 @@ import sys
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewTopic, ResourceType)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
+                                   ResourceType)
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KafkaPythonConfigResource
 from kafka.admin import ConfigResourceType
-
 from waiting import wait_until
 
 LARGE = b"x" * 5000

@@ -8,7 +8,6 @@ import datetime
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest, TopicPartitions
-
 from raw_protocol import RawClient, assert_healthy, create_topic
 
 ELECT_LEADERS, UNKNOWN_SERVER_ERROR = 43, -1

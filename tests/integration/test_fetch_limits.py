@@ -5,11 +5,10 @@ the partitions after it keep to what is left."""
 import datetime
 import time
 
+import pytest
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-
-import pytest
 from log.batches import make_batch, record_values
 from raw_protocol import FETCH, FETCH_V, NONE, RawClient, create_topic, produce
 

@@ -9,8 +9,7 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from log.batches import make_batch, record_values
-from raw_protocol import (FETCH, FETCH_V, NONE, RawClient, assert_healthy, create_topic, produce, request_payload,
-                          sized)
+from raw_protocol import FETCH, FETCH_V, NONE, RawClient, assert_healthy, create_topic, produce, request_payload, sized
 from scraping import metric
 
 FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH = 70, 71

@@ -5,7 +5,6 @@ without closing would otherwise hold it for ever), one in use stays, and clients
 import time
 
 from confluent_kafka import Producer
-
 from raw_protocol import RawClient, create_topic, wait_for_log
 
 IDLE_MS = 1000

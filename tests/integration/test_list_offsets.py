@@ -5,8 +5,8 @@ import time
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-
 from waiting import wait_until
+
 from weir.verify.workload import retriable_offset_error
 
 

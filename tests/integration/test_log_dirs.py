@@ -5,7 +5,6 @@ import json
 
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
-
 from test_admin_cli import ok, weir
 
 

@@ -8,7 +8,6 @@ from dataclasses import fields
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kio.index import load_request_schema
-
 from raw_protocol import METADATA, NONE, RawClient, assert_healthy, create_topic, metadata
 
 INVALID_REQUEST = 42

@@ -4,7 +4,7 @@ import datetime
 
 from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
 from kio.schema.offset_commit.v2.request import (OffsetCommitRequest, OffsetCommitRequestPartition,
-                                                  OffsetCommitRequestTopic)
+                                                 OffsetCommitRequestTopic)
 from kio.schema.offset_fetch.v1.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.static.primitive import i64Timedelta
 from raw_protocol import NONE, RawClient, assert_healthy, create_topic

@@ -10,8 +10,8 @@ WEIR_FUZZ_SEED=random (the seed is printed; WEIR_FUZZ_SEED=N replays one), e.g.
 
 import time
 
-from fuzz_budget import fuzz_budget
 from clients import confluent_consume, confluent_produce
+from fuzz_budget import fuzz_budget
 from produce_fuzzer import fuzz
 from raw_protocol import RawClient, assert_healthy, create_topic, fetch, list_offset
 

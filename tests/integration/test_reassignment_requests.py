@@ -3,9 +3,8 @@
 import datetime
 
 import pytest
-
 from kio.schema.alter_partition_reassignments.v0.request import (AlterPartitionReassignmentsRequest,
-                                                                  ReassignablePartition, ReassignableTopic)
+                                                                 ReassignablePartition, ReassignableTopic)
 from kio.static.primitive import i32Timedelta
 from raw_protocol import NONE, RawClient, assert_healthy, create_topic
 

@@ -15,13 +15,12 @@ from kio.schema.describe_producers.v0.request import DescribeProducersRequest, T
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, WritableTxnMarkerTopic,
-                                                     WriteTxnMarkersRequest)
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from kio.serial import entity_reader, entity_writer
-
 from raw_protocol import (NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic, header_bytes,
                           recv_exact, sized)
 from waiting import wait_until
+
 from weir.broker.txn_verification import verification_supported
 from weir.protocol import legacy_schemas
 from weir.protocol.record_batch import TRANSACTIONAL_BIT, batch_headers

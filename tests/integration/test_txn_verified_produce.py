@@ -12,10 +12,10 @@ from crc32c import crc32c
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-
 from raw_protocol import NONE, RawClient, assert_healthy
 from transactions.client_helpers import create_topics, read_committed
 from waiting import wait_until
+
 from weir.protocol.record_batch import TRANSACTIONAL_BIT
 from weir.protocol.records import encode_batch
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import struct
-
 import gzip
+import struct
 
 import lz4.frame
 import snappy
@@ -12,7 +11,6 @@ import zstandard
 from crc32c import crc32c
 
 from weir.protocol.records import encode_batch, encode_record, zigzag_varint  # noqa: F401 (re-exported)
-
 
 # Each codec's compressor, by its attributes value (the broker only decompresses).
 COMPRESS = {1: gzip.compress, 2: snappy.compress, 3: lz4.frame.compress,

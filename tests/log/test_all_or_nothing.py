@@ -17,7 +17,7 @@ from weir.log import LogConfig
 from weir.log.offset_index import OffsetIndex
 from weir.log.time_index import TimeIndex
 
-from .batches import batch_headers, make_batch, patched, raw_batch, encode_record
+from .batches import batch_headers, encode_record, make_batch, patched, raw_batch
 from .conftest import NOW
 from .test_recovery import crash
 

@@ -1,6 +1,6 @@
 import pytest
 
-from weir.log import AppendInfo, LogConfig, OffsetOutOfRange, UnexpectedAppendOffset, CorruptRecord
+from weir.log import AppendInfo, CorruptRecord, LogConfig, OffsetOutOfRange, UnexpectedAppendOffset
 
 from .batches import batch_crc_ok, batch_headers, make_batch, record_values
 from .conftest import NOW

@@ -3,8 +3,8 @@ is stored recompressed, the same records with the same offsets, producer fields 
 `producer` (None here) keeps what the producer sent."""
 
 import pytest
-
 from log.batches import COMPRESS, raw_batch
+
 from weir.log.log_validator import LOG_APPEND_TIME, ValidationConfig, validate_produced_batch
 from weir.protocol.compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD, decompress
 from weir.protocol.errors import ErrorCode, KafkaError

@@ -7,10 +7,9 @@ import pytest
 import snappy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from log.batches import COMPRESS, batch_crc_ok, encode_record, make_batch, patched, raw_batch, zigzag_varint
-from weir.log.log_validator import (LOG_APPEND_TIME, ValidationConfig, recovered_max_timestamp,
-                                    validate_produced_batch)
+
+from weir.log.log_validator import LOG_APPEND_TIME, ValidationConfig, recovered_max_timestamp, validate_produced_batch
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.record_batch import read_batch_header
 

@@ -1,6 +1,6 @@
-from weir.log import LogConfig, RecordBatchTooLarge
-
 import pytest
+
+from weir.log import LogConfig, RecordBatchTooLarge
 
 from .batches import batch_headers, make_batch, record_values
 from .conftest import NOW

@@ -7,6 +7,7 @@ import threading
 import urllib.request
 
 from waiting import wait_until
+
 from weir.console.server import parse_metrics
 from weir.lab.zookeeper_server import free_port, free_ports
 

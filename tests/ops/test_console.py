@@ -6,9 +6,8 @@ import os
 import shutil
 
 import pytest
-from playwright.sync_api import sync_playwright
-
 from lab import Up
+from playwright.sync_api import sync_playwright
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, with no network beyond this machine: no sandbox, no background traffic.

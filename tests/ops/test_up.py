@@ -4,14 +4,12 @@ kill -9 and `weir lab`, watched through a real Kafka client."""
 import os
 import signal
 import threading
-
 import urllib.error
 import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from lab import Up
 from waiting import wait_until, watermarks
 

@@ -12,8 +12,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
 from weir.protocol.codec import request_schema
-from weir.protocol.hot_requests import (decode_fetch_request, decode_produce_request,
-                                        encode_follower_fetch_request)
+from weir.protocol.hot_requests import decode_fetch_request, decode_produce_request, encode_follower_fetch_request
 
 st.register_type_strategy(Records, st.binary(max_size=64))
 IGNORED = {"replica_directory_id"}  # Fetch v17's tagged field: read by kio, not used by Weir

@@ -5,45 +5,29 @@ from __future__ import annotations
 import datetime
 import io
 import uuid
-
 from collections.abc import Callable
-from dataclasses import MISSING
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
 import pytest
-
-from hypothesis import HealthCheck
-from hypothesis import given
-from hypothesis import settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.broker_heartbeat.v2.request import BrokerHeartbeatRequest
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
-from kio.schema.describe_topic_partitions.v0.request import Cursor
-from kio.schema.describe_topic_partitions.v0.request import (
-    DescribeTopicPartitionsRequest,
-)
-from kio.schema.describe_topic_partitions.v0.request import TopicRequest
+from kio.schema.describe_topic_partitions.v0.request import Cursor, DescribeTopicPartitionsRequest, TopicRequest
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
 from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
 from kio.schema.fetch.v18 import request as fetch_v18
-from kio.schema.metadata.v12.request import MetadataRequest
-from kio.schema.metadata.v12.request import MetadataRequestTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import ProduceRequest
 from kio.schema.request_header.v2.header import RequestHeader
-from kio.serial import entity_reader
-from kio.serial import entity_writer
+from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import EntityField
-from kio.serial._introspect import EntityTupleField
-from kio.serial._introspect import classify_field
-from kio.serial._introspect import get_field_tag
-from kio.serial._introspect import is_optional
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, is_optional
 from kio.serial._serialize import get_field_writer
 
+from weir.protocol.tagged_fields import MalformedMessage, strip_unknown_tagged_fields
 from weir.protocol.varint import write_uvarint
-from weir.protocol.tagged_fields import MalformedMessage
-from weir.protocol.tagged_fields import strip_unknown_tagged_fields
 
 # --------------------------------------------------------------------------
 # Helpers: an independent encoder that writes kio entities exactly like kio's
@@ -250,8 +234,7 @@ def test_fetch_v18_unknown_tags_at_every_level() -> None:
 
 
 def test_fetch_v12_unknown_tag_in_partition_keeps_cluster_id() -> None:
-    from kio.schema.fetch.v12.request import FetchPartition
-    from kio.schema.fetch.v12.request import FetchTopic
+    from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
 
     original = FetchRequestV12(
         cluster_id="c",
@@ -297,8 +280,7 @@ def test_metadata_v12_hand_spliced() -> None:
 
 
 def test_produce_v9_records_copied_through() -> None:
-    from kio.schema.produce.v9.request import PartitionProduceData
-    from kio.schema.produce.v9.request import TopicProduceData
+    from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
 
     original = ProduceRequest(
         transactional_id=None,
@@ -439,8 +421,7 @@ def entity_strategy(entity_type: type) -> st.SearchStrategy:
         return st.from_type(entity_type)
     # hypothesis cannot infer kio's Records phantom type; spell it out here
     # rather than registering a global strategy.
-    from kio.schema.produce.v9.request import PartitionProduceData
-    from kio.schema.produce.v9.request import TopicProduceData
+    from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
 
     partition = st.builds(
         PartitionProduceData, records=st.none() | st.binary(max_size=40)
@@ -507,8 +488,7 @@ def test_fuzz_random_bytes(entity_type: type, data: bytes) -> None:
 
 def _corpus() -> list[tuple[type, bytes]]:
     """Valid messages carrying known and unknown tags at several depths."""
-    from kio.schema.produce.v9.request import PartitionProduceData
-    from kio.schema.produce.v9.request import TopicProduceData
+    from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
 
     everywhere = injector_from(
         {

@@ -1,7 +1,7 @@
 import pytest
 from kio.schema.errors import ErrorCode
 
-from weir.replication import (IsrChangeAccepted, IsrChangeRejected, LeaderPartition, ReplicationConfig)
+from weir.replication import IsrChangeAccepted, IsrChangeRejected, LeaderPartition, ReplicationConfig
 
 from .epoch_caches import MemoryEpochCache
 

@@ -2,17 +2,16 @@
 
 import pytest
 from kio.schema.errors import ErrorCode
+from log.batches import make_batch
 
-from weir.zk.model import PartitionState
 from weir.log import LogConfig, PartitionLog
-from weir.replication import ReplicationConfig
 from weir.protocol.errors import KafkaError
 from weir.protocol.record_batch import batch_headers
+from weir.replication import ReplicationConfig
 from weir.replication.follower import SendFetch
 from weir.replication.partition import FOLLOWER, LEADER, OFFLINE, Partition
 from weir.replication.truncation import EpochEndOffset
-
-from log.batches import make_batch
+from weir.zk.model import PartitionState
 
 NOW = 1_000
 

@@ -1,8 +1,8 @@
 import pytest
 from kio.schema.errors import ErrorCode
 
-from weir.replication import (IsrChangeAccepted, LeaderPartition, ProduceCompletion, ProducePurgatory,
-                              PurgatoryFull, ReplicationConfig, ReplicationStatus)
+from weir.replication import (IsrChangeAccepted, LeaderPartition, ProduceCompletion, ProducePurgatory, PurgatoryFull,
+                              ReplicationConfig, ReplicationStatus)
 
 from .epoch_caches import MemoryEpochCache
 

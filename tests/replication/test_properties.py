@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from weir.replication import (IsrChangeAccepted, IsrChangeRejected, LeaderPartition, ProducePurgatory,
-                              ReplicationConfig)
+from weir.replication import IsrChangeAccepted, IsrChangeRejected, LeaderPartition, ProducePurgatory, ReplicationConfig
 
 from .epoch_caches import MemoryEpochCache
 

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
-
 from waiting import wait_until
+
 from weir.lab.local_cluster import LocalCluster, SecureSetup
 
 FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200",  # as tests/conftest.py's

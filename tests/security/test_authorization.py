@@ -6,15 +6,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from weir.broker.acl_apis import AclApis
 from weir.cli.acls import bindings_to_add, confirmed, filters, list_filters
 from weir.cli.common import UsageError
-from weir.broker.acl_apis import AclApis
 from weir.protocol.codec import build, request_schema
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from weir.security.acls import (AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern,
-                                ResourceType)
+from weir.security.acls import AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern, ResourceType
 from weir.security.authorization import (REQUIRED, UNCHECKED, RequestAuthorizer, allowed, authorized_operations,
                                          cluster_error, denied, denied_creation)
 
@@ -218,9 +217,9 @@ def test_weir_acls_remove_without_a_terminal_needs_force(monkeypatch):
 
 
 def test_group_and_transaction_handlers_refuse_with_kafkas_errors():
+    from weir.broker.group_apis import GroupApis
     from weir.broker.txn_apis import TransactionApis
     from weir.broker.txn_markers import TxnMarkerApis
-    from weir.broker.group_apis import GroupApis
     from weir.groups.group import GroupState
 
     a = authz((ResourceType.GROUP, "g", PatternType.LITERAL, Operation.READ),

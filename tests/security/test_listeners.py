@@ -7,8 +7,8 @@ import json
 from kazoo.client import KazooClient
 
 from weir.client import BrokerConnection
-from weir.lab.zookeeper_server import free_port
 from weir.lab.local_cluster import BrokerProcess
+from weir.lab.zookeeper_server import free_port
 from weir.protocol.versions import ApiKey
 
 FAST = {"zookeeper.session.timeout.ms": "6000", "replica.fetch.backoff.ms": "200"}  # as tests/conftest.py's

@@ -20,8 +20,8 @@ import pytest
 from scraping import broker_metrics
 
 from weir.client import AuthenticationFailed, BrokerConnection, ClientSecurity, ClusterClient
-from weir.lab.zookeeper_server import free_port
 from weir.lab.local_cluster import BrokerProcess, SecureSetup
+from weir.lab.zookeeper_server import free_port
 from weir.protocol.errors import ErrorCode
 from weir.protocol.scram import MECHANISM_TYPE_OF, salted_password
 from weir.protocol.versions import ApiKey
@@ -346,8 +346,8 @@ def test_v0_handshake_then_raw_tokens(secure_broker):
     """Kafka before 1.0: SaslHandshake v0, then the PLAIN token as a raw size-prefixed frame, then requests."""
     import struct
 
-    from kio.schema.sasl_handshake.v0 import SaslHandshakeRequest
     from integration.raw_protocol import RawClient, recv_exact, request_payload, sized
+    from kio.schema.sasl_handshake.v0 import SaslHandshakeRequest
     with RawClient(secure_broker.ports["SASL_PLAINTEXT"]) as raw:
         raw.sock.sendall(sized(request_payload(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN"))))
         size = struct.unpack(">i", recv_exact(raw.sock, 4))[0]

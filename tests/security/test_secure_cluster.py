@@ -10,11 +10,10 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-
 from waiting import wait_until
+
 from weir.lab.local_cluster import LocalCluster, SecureSetup
 
 TOPIC = "secured"

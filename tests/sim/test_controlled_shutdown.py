@@ -2,10 +2,10 @@
 partition's own (Partition.awaits_leadership_handover, as server.py's), the controller's answer is
 ControllerCore.on_controlled_shutdown, as the real controller's."""
 
-from weir.zk.model import PartitionState
 from weir.sim.nemesis import Fault
 from weir.sim.runner import World, run_many, run_seed
 from weir.sim.settings import SimSettings
+from weir.zk.model import PartitionState
 
 
 def test_a_stopping_leader_hands_its_partitions_over_before_it_stops():

@@ -6,7 +6,6 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_until  # noqa: F401 (tests import it from here)
 
-
 # Record timestamps: recent (old ones would fall to time-based retention), fixed per test run.
 BASE_TS = int(time.time()) * 1000 - 3_600_000
 

@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-
 from helpers import create_topic, produce, values, wait_until
 
 APP = Path(__file__).with_name("exactly_once_app.py")

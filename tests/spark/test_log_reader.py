@@ -7,11 +7,10 @@ import logging
 
 import pytest
 from confluent_kafka import Producer
+from helpers import create_topic, produce
 
 from weir.spark.log_reader import RangeReader
 from weir.spark.options import parse_read_options
-
-from helpers import create_topic, produce
 
 RECORDS = 200
 BATCH = 20

@@ -5,11 +5,9 @@ import struct
 import pytest
 import snappy
 from crc32c import crc32c
-
 from log.batches import COMPRESS, encode_record, make_batch, raw_batch
 
 from weir.spark.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, ArrowBatches, CorruptBatch, decode
-
 
 
 def xerial(raw: bytes) -> bytes:

@@ -2,7 +2,6 @@
 
 import pytest
 from pyspark.sql import functions as F
-
 from spark.helpers import BASE_TS, create_topic, produce, values
 
 

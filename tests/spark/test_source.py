@@ -4,7 +4,6 @@ import json
 
 import pytest
 from pyspark.sql import functions as F
-
 from spark.helpers import BASE_TS, create_topic, produce, values, wait_until
 
 from weir.spark.log_reader import list_offsets

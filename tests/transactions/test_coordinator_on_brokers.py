@@ -9,8 +9,8 @@ import sys
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.protocol.errors import ErrorCode
-from weir.transactions.coordinator import partition_for
 from weir.protocol.versions import ApiKey
+from weir.transactions.coordinator import partition_for
 
 from .txn_wire import (TXN_SETTINGS, add_partitions, call, describe, end_txn, find_coordinator, init_producer_id,
                        list_transactions, wait_state)

@@ -7,11 +7,11 @@ import asyncio
 import uuid
 
 from weir.broker.txn_coordinator import TransactionCoordinatorShell
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.groups.records import encode_batch
 from weir.protocol.errors import ErrorCode
 from weir.transactions.coordinator import partition_for
 from weir.transactions.state_log import TransactionState, TxnLogValue, key_bytes, read_value, value_bytes
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 TOPIC = "__transaction_state"
 CONFIG = {"transaction.state.log.num.partitions": 3, "request.timeout.ms": 1000}

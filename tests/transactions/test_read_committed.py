@@ -3,8 +3,7 @@ aborted index decide the LSO and the aborted list, the fetch cuts at the LSO, th
 aborted transactions and markers."""
 
 from weir.transactions.partition_txns import AppendOrigin
-from weir.transactions.read_committed import (consume_read_committed, consume_read_uncommitted,
-                                              fetch_read_committed)
+from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted, fetch_read_committed
 
 from .log_model import LogModel, data_batch, end_marker
 

@@ -5,14 +5,13 @@ import asyncio
 import uuid
 
 from weir.broker.marker_sender import MarkerSender, request_body
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.groups.group import UNKNOWN_MEMBER, CommittedOffset, Group, GroupConfig
-from weir.groups.records import (LoggedMarker, LoggedRecord, encode_batch, encode_transactional_batch,
-                                 read_offsets_log)
+from weir.groups.records import LoggedMarker, LoggedRecord, encode_batch, encode_transactional_batch, read_offsets_log
 from weir.protocol.errors import ErrorCode
 from weir.protocol.record_batch import TRANSACTIONAL_BIT, crc_matches, read_batch_header
 from weir.transactions.coordinator import MarkersToSend, TransactionResult
 from weir.transactions.markers import marker_batch, marker_of
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 TP = ("data", 0)
 

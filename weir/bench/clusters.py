@@ -52,16 +52,16 @@ import struct
 import subprocess
 import sys
 import tempfile
-import urllib.request
-from collections import Counter, deque
 import time
+import urllib.request
 import uuid
+from collections import Counter, deque
 from pathlib import Path
 
-from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
-                                     encode_produce_response)
-from weir.protocol.records import encode_batch
 from weir.lab.zookeeper_server import free_port
+from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
+                                         encode_produce_response)
+from weir.protocol.records import encode_batch
 from weir.protocol.versions import ApiKey
 
 BENCH_TOPIC = "bench"
@@ -294,6 +294,7 @@ def _produce(bootstrap: str, records: int, size: int, topic: str = BENCH_TOPIC, 
 def _consume(bootstrap: str, records: int, record_size: int, skip: int = 0, partitions: int = 1) -> dict:
     """Read `records` records of topic `bench`'s partitions, each from offset `skip` (earlier rounds' records)."""
     from confluent_kafka import Consumer, TopicPartition
+
     # A deep prefetch queue, as a throughput consumer is configured: with librdkafka's default
     # (100k messages) the Python loop drains it faster than it refills (260k/s vs 1.6M/s here).
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,

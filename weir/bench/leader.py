@@ -43,13 +43,13 @@ from weir.broker.replica_fetcher import ReplicaFetchers
 from weir.broker.replica_manager import ReplicaManager
 from weir.client import decode_response, encode_request
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 from weir.protocol import codec
 from weir.protocol.header import read_request_header
 from weir.protocol.hot_requests import encode_follower_fetch_request
 from weir.protocol.hot_responses import FileRegion, decode_fetch_response
 from weir.protocol.records import encode_batch
 from weir.protocol.versions import ApiKey
+from weir.zk.model import BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 LEADER = 1
 BROKER_EPOCHS = {1: 5, 2: 6, 3: 7}

@@ -15,8 +15,8 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.acl_store import AclStore
-from weir.security.acls import (AclBinding, AclEntry, AclFilter, InvalidAcl, ResourcePattern, binding_fields, binding_of,
-                             check_creatable, entry_fields, filter_of, pattern_fields)
+from weir.security.acls import (AclBinding, AclEntry, AclFilter, InvalidAcl, ResourcePattern, binding_fields,
+                                binding_of, check_creatable, entry_fields, filter_of, pattern_fields)
 from weir.security.authorization import RequestAuthorizer, cluster_error
 
 log = logging.getLogger(__name__)

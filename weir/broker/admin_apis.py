@@ -8,37 +8,36 @@ answered by the active controller only (NOT_CONTROLLER elsewhere).
 
 import asyncio
 import logging
-from collections import Counter
 import random
 import uuid
+from collections import Counter
 
+from weir.broker.controller_service import ControllerService
+from weir.broker.replica_manager import ReplicaManager
+from weir.broker.topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
+from weir.config import topic_configs
 from weir.config.broker_config import dynamic_settings, parse_dynamic
-
-from weir.config.settings import DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS, STATIC_BROKER_CONFIG, ConfigError
-from weir.controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
-                                     validate_manual_assignment)
-from weir.controller.partition_change import ElectionType
-from weir.zk.model import NO_LEADER, TopicAssignment
-from weir.coordination.zk_metadata import (ConcurrentUpdate, ReassignmentInProgress, TopicExists, UnknownTopic,
-                                         ZkMetadataStore)
 from weir.config.kafka_only_settings import NO_EFFECT
+from weir.config.settings import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS,
+                                  STATIC_BROKER_CONFIG, ConfigError)
+from weir.config.topic_configs import LIST_CONFIGS, MAX_INT, MIN_INT, ConfigType, validate_topic_configs
+from weir.controller.assignment import (AssignmentError, assign_added_partitions, assign_replicas,
+                                        validate_manual_assignment)
+from weir.controller.partition_change import ElectionType
+from weir.coordination.zk_metadata import (ConcurrentUpdate, ReassignmentInProgress, TopicExists, UnknownTopic,
+                                           ZkMetadataStore)
 from weir.protocol import codec
+from weir.protocol.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, RESOURCE_TOPIC
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.acls import CLUSTER_NAME
 from weir.security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
-                                      authorized_operations, cluster_error, denied, denied_creation, refusal)
-from weir.broker.controller_service import ControllerService
-from weir.broker.replica_manager import ReplicaManager
-from weir.config import topic_configs
-from weir.config.topic_configs import LIST_CONFIGS, MAX_INT, MIN_INT, ConfigType, validate_topic_configs
-from weir.broker.topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
+                                         authorized_operations, cluster_error, denied, denied_creation, refusal)
+from weir.zk.model import NO_LEADER, TopicAssignment
 
 log = logging.getLogger(__name__)
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _BROKER_SETTING_TYPES = {bool: ConfigType.BOOLEAN, str: ConfigType.STRING, float: ConfigType.DOUBLE}
 ZERO_UUID = uuid.UUID(int=0)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's log: never a topic (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME)

@@ -9,26 +9,26 @@ The control-plane handlers (metadata, topics, configs, elections) are in admin_a
 
 import asyncio
 import logging
-from collections import Counter
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
+from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
+from weir.broker.replica_manager import FetchParams, ReplicaManager
+from weir.broker.topics import INTERNAL_TOPICS
+from weir.broker.txn_verification import TxnVerifier
 from weir.clock import now_ms
+from weir.config.topic_configs import MAX_INT
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
-                                      encode_produce_response)
+                                         encode_produce_response)
 from weir.protocol.record_batch import TRANSACTIONAL_BIT
 from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from weir.replication.fetch_sessions import FetchSessionCache
 from weir.security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
 from weir.transactions.partition_txns import SENTINEL, VerificationGuard
-from weir.replication.fetch_sessions import FetchSessionCache
-from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
-from weir.broker.replica_manager import FetchParams, ReplicaManager
-from weir.config.topic_configs import MAX_INT
-from weir.broker.topics import INTERNAL_TOPICS
-from weir.broker.txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 

@@ -30,16 +30,16 @@ import time
 from collections import deque
 from collections.abc import Coroutine
 
+from weir.broker.apis import CloseConnection, InOrder
 from weir.clock import now_ms
 from weir.protocol import codec
+from weir.protocol.errors import ErrorCode
 from weir.protocol.header import MalformedHeader, RequestHeader, read_request_header, response_header
 from weir.protocol.hot_responses import FileRegion
-from weir.protocol.errors import ErrorCode
 from weir.protocol.versions import ApiKey, is_supported
 from weir.security.authenticator import HANDSHAKEN, Answer, Authenticator
-from weir.transport.frame_receiver import FrameReceiver
 from weir.security.tls import ANONYMOUS, NoRuleApplies, principal_of
-from weir.broker.apis import CloseConnection, InOrder
+from weir.transport.frame_receiver import FrameReceiver
 
 log = logging.getLogger(__name__)
 

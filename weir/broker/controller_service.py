@@ -12,16 +12,15 @@ import asyncio
 import dataclasses
 import logging
 
+from weir.broker.metrics import BrokerMetrics
 from weir.config.broker_config import BrokerConfig
 from weir.controller.decisions import FIRST_LEADER_BALANCE_CHECK_S, ControllerConfig, ControllerCore, StateChange
-from weir.controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates,
-                                 ReadCluster, ReadShutdownRequests, ReadStates, WriteAssignments, WriteStates,
-                                 run_handler)
-from weir.zk.model import PartitionState
-from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
+from weir.controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates, ReadCluster,
+                                    ReadShutdownRequests, ReadStates, WriteAssignments, WriteStates, run_handler)
 from weir.coordination.zk_metadata import ControllerFenced, ZkMetadataStore
 from weir.coordination.zk_watcher import MetadataWatcher
-from weir.broker.metrics import BrokerMetrics
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
+from weir.zk.model import PartitionState
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from weir.broker.group_coordinator import GroupCoordinator, now_ms
+from weir.groups.group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult, SyncResult
+from weir.groups.records import OffsetValue
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.authorization import (CLUSTER, DENIED_ERROR, GROUP, NO_OPERATIONS, TOPIC, TXN, RequestAuthorizer,
-                                      allowed, authorized_operations, denied)
-from weir.broker.group_coordinator import GroupCoordinator, now_ms
-from weir.groups.group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult, SyncResult
-from weir.groups.records import OffsetValue
+                                         allowed, authorized_operations, denied)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1

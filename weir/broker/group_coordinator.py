@@ -22,17 +22,17 @@ import logging
 import time
 import uuid
 
-from weir.clock import now_ms
-from weir.log import OffsetOutOfRange
-from weir.protocol.record_batch import read_batch_header
-from weir.transactions.partition_txns import SENTINEL, AppendOrigin
-from weir.protocol.errors import ErrorCode, KafkaError
 from weir.broker.internal_topic import InternalTopic
+from weir.clock import now_ms
 from weir.groups.group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
 from weir.groups.placement import OFFSETS_TOPIC, partition_for
 from weir.groups.records import (GroupKey, LoggedMarker, OffsetKey, OffsetValue, RecordFormatError, encode_batch,
-                      encode_transactional_batch, group_key, group_value, offset_key, offset_value, read_group_value,
-                      read_key, read_offset_value, read_offsets_log)
+                                 encode_transactional_batch, group_key, group_value, offset_key, offset_value,
+                                 read_group_value, read_key, read_offset_value, read_offsets_log)
+from weir.log import OffsetOutOfRange
+from weir.protocol.errors import ErrorCode, KafkaError
+from weir.protocol.record_batch import read_batch_header
+from weir.transactions.partition_txns import SENTINEL, AppendOrigin
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ import asyncio
 import logging
 import time
 
+from weir.broker.replica_manager import ReplicaManager
 from weir.client import ClientError
 from weir.protocol.errors import ErrorCode
 from weir.protocol.versions import ApiKey
 from weir.replication.isr_outbox import isr_change_result
-from weir.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 

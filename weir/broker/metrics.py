@@ -16,10 +16,10 @@ import asyncio
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from weir.transport.http_server import serve_http
+from weir.broker.loop_metrics import LoopCounter, LoopHistogram
 from weir.protocol.versions import ApiKey
 from weir.replication.partition import OFFLINE
-from weir.broker.loop_metrics import LoopCounter, LoopHistogram
+from weir.transport.http_server import serve_http
 
 MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 PHASES = ("requestqueue", "local", "remote", "total")

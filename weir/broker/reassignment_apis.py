@@ -1,11 +1,11 @@
 """AlterPartitionReassignments and ListPartitionReassignments (KIP-455), answered by the active
 controller: the rules are weir/controller/reassignment.py's, run on the controller's event queue."""
 
+from weir.broker.controller_service import ControllerService
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.authorization import RequestAuthorizer, cluster_error, refusal
-from weir.broker.controller_service import ControllerService
 
 
 class ReassignmentApis:

@@ -17,11 +17,11 @@ from weir.protocol.hot_requests import encode_follower_fetch_request
 from weir.protocol.hot_responses import decode_fetch_response
 from weir.protocol.record_batch import batch_headers
 from weir.protocol.versions import ApiKey
+from weir.replication.fetch_session_handler import SESSION_ERRORS
+from weir.replication.fetcher_core import FetcherCore, FetchRound
 from weir.replication.follower import Backoff
 from weir.replication.partition import Partition
 from weir.replication.truncation import EpochEndOffset
-from weir.replication.fetch_session_handler import SESSION_ERRORS
-from weir.replication.fetcher_core import FetcherCore, FetchRound
 
 log = logging.getLogger(__name__)
 

@@ -17,24 +17,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from weir.broker.metrics import BrokerMetrics
+from weir.broker.producer_snapshots import read_producer_snapshot, write_producer_snapshot
+from weir.config import topic_configs
 from weir.config.broker_config import BrokerConfig
-from weir.zk.model import ClusterView, TopicAssignment
 from weir.log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
-from weir.log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
 from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
+from weir.log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.hot_responses import FetchPartitionResult, FileRegion
 from weir.replication.epoch_fencing import NO_EPOCH_CHECK
+from weir.replication.hosted_partitions import HostedPartitions
+from weir.replication.isr_outbox import IsrOutbox
 from weir.replication.leader import AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, ReplicationConfig
 from weir.replication.partition import Effects, Partition, ProducerSnapshot
 from weir.replication.produce_purgatory import ProduceCompletion
-from weir.transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
-from weir.config import topic_configs
-from weir.replication.hosted_partitions import HostedPartitions
-from weir.replication.isr_outbox import IsrOutbox
 from weir.replication.replication_quota import ReplicationQuota, is_throttled
-from weir.broker.producer_snapshots import read_producer_snapshot, write_producer_snapshot
-from weir.broker.metrics import BrokerMetrics
+from weir.transactions.partition_txns import SENTINEL, AppendOrigin, VerificationGuard
+from weir.zk.model import ClusterView, TopicAssignment
 
 log = logging.getLogger(__name__)
 

@@ -12,42 +12,42 @@ import time
 
 from kazoo.exceptions import NodeExistsError
 
-from weir.client import BrokerConnection
-from weir.clock import now_ms
-from weir.config.broker_config import BrokerConfig
-from weir.config.settings import DEFAULT_ENTITY
-from weir.coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
-from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
-from weir.coordination.zk_security import ZkSecurity
-from weir.coordination.producer_ids import ProducerIdAllocator
-from weir.coordination.zk_metadata import ZkMetadataStore
-from weir.coordination.zk_watcher import MetadataWatcher
-from weir.broker.group_apis import GroupApis
-from weir.broker.group_coordinator import GroupCoordinator
+from weir.broker.acl_apis import AclApis
 from weir.broker.admin_apis import AdminApis
 from weir.broker.apis import DataApis
 from weir.broker.connection import Connection
 from weir.broker.controller_service import ControllerService
-from weir.replication.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
-from weir.replication.fetch_sessions import FetchSessionCache
+from weir.broker.group_apis import GroupApis
+from weir.broker.group_coordinator import GroupCoordinator
 from weir.broker.isr_sender import send_isr_changes
+from weir.broker.log_cleaner import LogCleaner
 from weir.broker.metrics import BrokerMetrics
 from weir.broker.metrics import serve as serve_metrics
-from weir.broker.log_cleaner import LogCleaner
-from weir.broker.replica_fetcher import ReplicaFetchers
 from weir.broker.reassignment_apis import ReassignmentApis
+from weir.broker.replica_fetcher import ReplicaFetchers
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.scram_apis import ScramApis
 from weir.broker.txn_apis import TransactionApis
 from weir.broker.txn_coordinator import TransactionCoordinatorShell
 from weir.broker.txn_markers import TxnMarkerApis
 from weir.broker.txn_verification import TxnVerifier
-from weir.broker.scram_apis import ScramApis
-from weir.broker.acl_apis import AclApis
+from weir.client import BrokerConnection
+from weir.clock import now_ms
+from weir.config.broker_config import BrokerConfig
+from weir.config.settings import DEFAULT_ENTITY
+from weir.coordination.producer_ids import ProducerIdAllocator
+from weir.coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
+from weir.coordination.zk_metadata import ZkMetadataStore
+from weir.coordination.zk_security import ZkSecurity
+from weir.coordination.zk_watcher import MetadataWatcher
+from weir.replication.fetch_sessions import FetchSessionCache
+from weir.replication.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
 from weir.security.acl_store import AclStore
 from weir.security.acls import Authorizer
 from weir.security.authorization import RequestAuthorizer
 from weir.security.broker_security import inter_broker_security, listener_security
 from weir.security.scram_store import ScramCredentialStore
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 
 log = logging.getLogger(__name__)
 

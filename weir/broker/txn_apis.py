@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from weir.broker.txn_coordinator import TransactionCoordinatorShell, now_ms
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.authorization import (CLUSTER, GROUP, TOPIC, TXN, RequestAuthorizer, allowed, cluster_error, denied,
-                                      refusal)
+                                         refusal)
 from weir.transactions.coordinator import error_for_version, expected_producer
 from weir.transactions.state_log import TransactionState
-from weir.broker.txn_coordinator import TransactionCoordinatorShell, now_ms
 
 _MS = timedelta(milliseconds=1)
 # every state is a known ListTransactions filter, as Kafka's TransactionState.fromName (AllStates),

@@ -25,14 +25,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from weir.broker.internal_topic import InternalTopic
+from weir.broker.marker_sender import MarkerSender
 from weir.clock import now_ms
 from weir.log import OffsetOutOfRange
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.transactions.coordinator import (Answer, Effects, MarkersToSend, TransactionConfig, TransactionCoordinator,
-                                        TransactionResult, UnexpectedMarkerError, Write)
+                                           TransactionResult, UnexpectedMarkerError, Write)
 from weir.transactions.state_log import TRANSACTION_STATE_TOPIC, RecordFormatError, decode_batches, encode_batch
-from weir.broker.internal_topic import InternalTopic
-from weir.broker.marker_sender import MarkerSender
 
 log = logging.getLogger(__name__)
 

@@ -33,13 +33,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from weir.broker.replica_manager import ReplicaManager
 from weir.clock import now_ms
 from weir.groups.placement import OFFSETS_TOPIC
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.authorization import RequestAuthorizer, cluster_error
-from weir.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 

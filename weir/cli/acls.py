@@ -23,8 +23,9 @@ from weir.cli.common import UsageError, common_options, run_command
 from weir.client import ClusterClient, KafkaError
 from weir.protocol.errors import ErrorCode
 from weir.protocol.versions import ApiKey
-from weir.security.acls import (CLUSTER_NAME, ZK_OPERATION_NAMES, AclBinding, AclEntry, AclFilter, Operation, PatternType,
-                            Permission, ResourcePattern, ResourceType, binding_fields, binding_of, filter_fields)
+from weir.security.acls import (CLUSTER_NAME, ZK_OPERATION_NAMES, AclBinding, AclEntry, AclFilter, Operation,
+                                PatternType, Permission, ResourcePattern, ResourceType, binding_fields, binding_of,
+                                filter_fields)
 
 Op = Operation
 PRODUCER = {ResourceType.TOPIC: (Op.WRITE, Op.DESCRIBE, Op.CREATE), ResourceType.TRANSACTIONAL_ID: (Op.WRITE, Op.DESCRIBE),

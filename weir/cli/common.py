@@ -16,8 +16,6 @@ from weir.client import ClientError, ClusterClient, ErrorCode, KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-OP_SET, OP_DELETE = 0, 1
 DYNAMIC_SOURCES = {1, 2, 3, 6}
 
 

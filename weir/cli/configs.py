@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
-from weir.cli.common import (OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, UsageError, common_options,
-                             is_default, parse_key_values, parse_names, raise_for, run_command)
+from weir.cli.common import (UsageError, common_options, is_default, parse_key_values, parse_names, raise_for,
+                             run_command)
 from weir.client import BrokerConnection, ClusterClient, ErrorCode, KafkaError, UnsupportedVersion
+from weir.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from weir.protocol.versions import ApiKey
 
 CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",

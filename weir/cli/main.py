@@ -7,7 +7,6 @@ import os
 import sys
 
 from weir.config.broker_config import BrokerConfig
-
 from weir.config.settings import ConfigError
 
 

@@ -25,12 +25,12 @@ import json
 import random
 import sys
 
-from weir.cli.common import (OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, UsageError, common_options, error_text,
-                             run_command)
+from weir.cli.common import UsageError, common_options, error_text, run_command
 from weir.client import ClusterClient, ErrorCode, KafkaError
 from weir.controller.assignment import AssignmentError, RackAwareMode, assign_replicas
-from weir.zk.model import BrokerInfo
+from weir.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from weir.protocol.versions import ApiKey
+from weir.zk.model import BrokerInfo
 
 TopicPartition = tuple[str, int]
 THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")

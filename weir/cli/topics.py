@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import uuid
 
-from weir.cli.common import (RESOURCE_TOPIC, UsageError, common_options, is_default, parse_key_values, parse_names,
-                             raise_for, run_command)
+from weir.cli.common import (UsageError, common_options, is_default, parse_key_values, parse_names, raise_for,
+                             run_command)
 from weir.client import ClusterClient, ErrorCode, KafkaError
+from weir.protocol.config_resources import RESOURCE_TOPIC
 from weir.protocol.versions import ApiKey
 
 ZERO_UUID = uuid.UUID(int=0)

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from weir.client import ClusterClient
-from weir.transport.http_server import serve_http
 from weir.console.state import ConsoleState
+from weir.transport.http_server import serve_http
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ compare-and-set on the partition epoch. See each module's header for the rules i
 
 from weir.controller.assignment import (AssignmentError, RackAwareMode, assign_added_partitions, assign_replicas,
                                         rack_alternated_brokers, validate_manual_assignment)
-from weir.controller.decisions import (UNCLEAN_LEADER_ELECTION_ENABLE, AlterPartitionOutcome,
-                                       ControlledShutdownOutcome, ControllerConfig, ControllerCore,
-                                       ElectLeadersOutcome, StateChange, TopicDeletion)
-from weir.controller.partition_change import (ElectionType, elect_leader, elect_preferred_leader,
-                                              elect_unclean_leader, initial_state, next_state)
+from weir.controller.decisions import (UNCLEAN_LEADER_ELECTION_ENABLE, AlterPartitionOutcome, ControlledShutdownOutcome,
+                                       ControllerConfig, ControllerCore, ElectLeadersOutcome, StateChange,
+                                       TopicDeletion)
+from weir.controller.partition_change import (ElectionType, elect_leader, elect_preferred_leader, elect_unclean_leader,
+                                              initial_state, next_state)
 
 __all__ = [
     "AlterPartitionOutcome", "AssignmentError", "ControlledShutdownOutcome", "ControllerConfig", "ControllerCore",

@@ -67,12 +67,11 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment
-from weir.controller.partition_change import (ElectionType, changed_state, elect_preferred_leader,
-                                              elect_unclean_leader, initial_state, is_acceptable_leader,
-                                              next_state)
+from weir.controller.partition_change import (ElectionType, changed_state, elect_preferred_leader, elect_unclean_leader,
+                                              initial_state, is_acceptable_leader, next_state)
 from weir.controller.reassignment import Reassignments
 from weir.controller.state_change import DecidedStates, StateChange, TopicPartition
+from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, PartitionState, TopicAssignment
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 # A new controller checks leader balance this long after its election, then every

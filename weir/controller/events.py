@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from weir.zk.model import ClusterView, PartitionState, TopicAssignment
-from weir.protocol.errors import ErrorCode
 from weir.controller.decisions import ControllerConfig, ControllerCore, StateChange
 from weir.controller.partition_change import ElectionType
 from weir.controller.reassignment import Move
+from weir.protocol.errors import ErrorCode
+from weir.zk.model import ClusterView, PartitionState, TopicAssignment
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from weir.zk.model import NO_LEADER, PartitionState, TopicAssignment
 from weir.controller.partition_change import changed_state, is_acceptable_leader
 from weir.controller.state_change import DecidedStates, StateChange, TopicPartition
+from weir.zk.model import NO_LEADER, PartitionState, TopicAssignment
 
 
 @dataclass(frozen=True, slots=True)

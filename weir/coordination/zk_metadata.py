@@ -42,16 +42,14 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
                               RolledBackError, RuntimeInconsistency)
 from kazoo.protocol.states import EventType
 
-from weir.zk.model import NO_LEADER, PartitionState, TopicAssignment
 from weir.coordination.zk_client import KazooState, ZkSession
-from weir.zk.formats import (ADMIN_DELETE_TOPICS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH,
-                         PERSISTENT_PATHS, TOPICS_PATH, decode_controller, decode_controller_epoch,
-                         decode_partition_state, decode_topic_assignment, decode_topic_config,
-                         encode_controller, encode_controller_epoch, encode_partition_state,
-                         encode_topic_assignment, encode_topic_config, is_legal_topic_name,
-                         partition_path,
-                         partition_state_path, partitions_path, topic_config_path, topic_path,
-                         broker_config_path)
+from weir.zk.formats import (ADMIN_DELETE_TOPICS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, PERSISTENT_PATHS,
+                             TOPICS_PATH, broker_config_path, decode_controller, decode_controller_epoch,
+                             decode_partition_state, decode_topic_assignment, decode_topic_config, encode_controller,
+                             encode_controller_epoch, encode_partition_state, encode_topic_assignment,
+                             encode_topic_config, is_legal_topic_name, partition_path, partition_state_path,
+                             partitions_path, topic_config_path, topic_path)
+from weir.zk.model import NO_LEADER, PartitionState, TopicAssignment
 
 log = logging.getLogger(__name__)
 

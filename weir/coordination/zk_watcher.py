@@ -45,13 +45,13 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType
 
-from weir.zk.model import NO_LEADER, ClusterView, PartitionState, TopicAssignment, TopicsByName
 from weir.coordination.zk_client import KazooState, ZkSession
-from weir.zk.formats import (BROKER_IDS_PATH, CONFIG_BROKERS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH,
-                         TOPICS_PATH, FormatError, broker_config_path, broker_path, decode_broker_endpoints,
-                         decode_broker_registration, decode_controller, decode_controller_epoch,
-                         decode_partition_state, decode_topic_assignment, decode_topic_config,
-                         parse_path, partition_state_path, topic_config_path, topic_path)
+from weir.zk.formats import (BROKER_IDS_PATH, CONFIG_BROKERS_PATH, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, TOPICS_PATH,
+                             FormatError, broker_config_path, broker_path, decode_broker_endpoints,
+                             decode_broker_registration, decode_controller, decode_controller_epoch,
+                             decode_partition_state, decode_topic_assignment, decode_topic_config, parse_path,
+                             partition_state_path, topic_config_path, topic_path)
+from weir.zk.model import NO_LEADER, ClusterView, PartitionState, TopicAssignment, TopicsByName
 
 log = logging.getLogger(__name__)
 

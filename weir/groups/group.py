@@ -58,9 +58,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from weir.protocol.errors import ErrorCode
 from weir.groups.consumer_protocol import subscribed_topics
 from weir.groups.records import GroupValue, MemberRecord
+from weir.protocol.errors import ErrorCode
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER = ""

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
-                                     TRANSACTIONAL_BIT, read_batch_header)
+                                        TRANSACTIONAL_BIT, read_batch_header)
 from weir.protocol.records import encode_batch as encode_batch_of
 from weir.protocol.varint import VarintError, read_varlong
 

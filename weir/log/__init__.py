@@ -1,8 +1,7 @@
 """A partition's durable, segmented log (Kafka's UnifiedLog and LogSegment): segments, sparse
 offset and time indexes, crash recovery, retention. Knows nothing of replication or the network."""
 
-from weir.log.errors import (CorruptRecord, LogError, OffsetOutOfRange, RecordBatchTooLarge,
-                             UnexpectedAppendOffset)
+from weir.log.errors import CorruptRecord, LogError, OffsetOutOfRange, RecordBatchTooLarge, UnexpectedAppendOffset
 from weir.log.fetch_slice import FetchSlice
 from weir.log.leader_epoch_cache import LeaderEpochCache
 from weir.log.log_config import LogConfig

@@ -34,13 +34,13 @@ from __future__ import annotations
 import struct
 from typing import Iterable
 
+from crc32c import crc32c
+
 from weir.protocol.compression import compress
 from weir.protocol.record_batch import (CODEC_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, TRANSACTIONAL_BIT,
                                         read_batch_header, records_section)
 from weir.protocol.records import zigzag_varint
 from weir.protocol.varint import read_uvarint, read_varlong
-
-from crc32c import crc32c
 
 _LENGTH = struct.Struct(">i")
 _CRC = struct.Struct(">I")

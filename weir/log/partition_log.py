@@ -31,15 +31,15 @@ from pathlib import Path
 from typing import Callable
 
 from weir.log.batch_header import BatchInfo, assign_offsets, crc_matches, read_prefix, scan_buffer, scan_file
-from weir.protocol.record_batch import HEADER_SIZE, read_batch_header
 from weir.log.errors import CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, UnexpectedAppendOffset
 from weir.log.fetch_slice import FetchSlice
 from weir.log.file_io import fsync_directory
 from weir.log.leader_epoch_cache import LeaderEpochCache
-from weir.log.log_validator import first_record_at_or_after
 from weir.log.log_config import LogConfig
+from weir.log.log_validator import first_record_at_or_after
 from weir.log.segment import DELETED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
 from weir.log.txn_index_files import AbortedTxnIndexes
+from weir.protocol.record_batch import HEADER_SIZE, read_batch_header
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")

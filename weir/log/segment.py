@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Callable
 
 from weir.log.batch_header import PREFIX_SIZE, BatchInfo, read_prefix, scan_file
+from weir.log.file_io import write_all
+from weir.log.log_validator import recovered_max_timestamp
 from weir.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from weir.log.offset_index import OffsetIndex
-from weir.log.file_io import write_all
 from weir.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
-from weir.log.log_validator import recovered_max_timestamp
 from weir.log.time_index import TimeIndex
 
 log = logging.getLogger(__name__)

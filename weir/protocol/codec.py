@@ -21,9 +21,9 @@ from kio.serial import entity_reader, entity_writer
 
 from weir.protocol import legacy_schemas
 from weir.protocol.errors import ErrorCode, wire_message
-from weir.protocol.schema_overrides import REQUEST_SCHEMAS, RESPONSE_SCHEMAS
 from weir.protocol.header import RequestHeader, response_header, skip_tagged_fields
 from weir.protocol.hot_requests import decode_fetch_request, decode_produce_request
+from weir.protocol.schema_overrides import REQUEST_SCHEMAS, RESPONSE_SCHEMAS
 from weir.protocol.tagged_fields import check_framing, strip_unknown_tagged_fields
 from weir.protocol.versions import ApiKey
 

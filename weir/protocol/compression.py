@@ -161,6 +161,7 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
         return _XERIAL_HEADER + b"".join(_LENGTH.pack(len(c)) + c for c in map(snappy.compress, blocks))
     if codec == CODEC_LZ4:
         import lz4.frame
+
         # Kafka's levels: its default is lz4's fast compressor, the others lz4's high compression.
         lz4_level = 0 if level is None or level == LZ4_DEFAULT_LEVEL else min(level, lz4.frame.COMPRESSIONLEVEL_MAX)
         return lz4.frame.compress(data, compression_level=lz4_level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,

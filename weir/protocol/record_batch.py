@@ -19,7 +19,6 @@ from crc32c import crc32c
 
 from weir.protocol.compression import decompress
 
-
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
 MAGIC = 2

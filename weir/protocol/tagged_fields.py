@@ -36,20 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
-from kio.serial._introspect import EntityField
-from kio.serial._introspect import EntityTupleField
-from kio.serial._introspect import PrimitiveField
-from kio.serial._introspect import PrimitiveTupleField
-from kio.serial._introspect import classify_field
-from kio.serial._introspect import get_field_tag
-from kio.serial._introspect import get_schema_field_type
-from kio.serial._introspect import is_optional
+from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field,
+                                    get_field_tag, get_schema_field_type, is_optional)
 
 from weir.protocol.varint import write_uvarint
 

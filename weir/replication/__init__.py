@@ -7,9 +7,9 @@ rules it owns."""
 from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_epoch, check_leader_request
 from weir.replication.follower import (AppendRecords, Backoff, FollowerPartition, FollowerState, Ignore, SendFetch,
                                        SendOffsetForLeaderEpoch)
-from weir.replication.leader import (AlterPartitionProposal, FollowerFetchOutcome, IsrChangeAccepted,
-                                     IsrChangeOutcome, IsrChangeRejected, LeaderEpochHistory, LeaderPartition,
-                                     ReplicationConfig, ReplicationStatus)
+from weir.replication.leader import (AlterPartitionProposal, FollowerFetchOutcome, IsrChangeAccepted, IsrChangeOutcome,
+                                     IsrChangeRejected, LeaderEpochHistory, LeaderPartition, ReplicationConfig,
+                                     ReplicationStatus)
 from weir.replication.produce_purgatory import ProduceCompletion, ProducePurgatory, PurgatoryFull
 from weir.replication.replica import UNKNOWN_OFFSET, FollowerReplica
 from weir.replication.truncation import (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEndOffset, EpochEndOffsets,

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from weir.protocol.errors import ErrorCode, error_code
+from weir.replication.fetch_session_handler import FetchSessionHandler
 from weir.replication.follower import Backoff, SendFetch, SendOffsetForLeaderEpoch, backoff_ms
 from weir.replication.partition import Partition
 from weir.replication.truncation import EpochEndOffset
-from weir.replication.fetch_session_handler import FetchSessionHandler
 
 log = logging.getLogger(__name__)
 

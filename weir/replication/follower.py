@@ -37,6 +37,7 @@ from kio.schema.errors import ErrorCode
 from weir.replication.truncation import (UNDEFINED_EPOCH, EpochEndOffset, EpochEndOffsets, Truncation,
                                          truncation_for_epoch_answer)
 
+
 class FollowerState(enum.Enum):
     TRUNCATING = "truncating"
     FETCHING = "fetching"

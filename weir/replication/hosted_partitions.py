@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from weir.zk.model import TopicAssignment, assigned_elsewhere
+from weir.broker.fetch_waiters import FetchWaiters
 from weir.replication.leader import AlterPartitionProposal, ReplicationConfig
 from weir.replication.partition import Effects, Partition
 from weir.replication.produce_purgatory import ProduceCompletion
-from weir.broker.fetch_waiters import FetchWaiters
+from weir.zk.model import TopicAssignment, assigned_elsewhere
 
 
 class PartitionShell(Protocol):

@@ -44,13 +44,12 @@ from typing import Hashable, Iterable, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from weir.zk.model import NO_LEADER, PartitionState
 from weir.protocol.errors import KafkaError
 from weir.protocol.hot_responses import FetchPartitionResult
 from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from weir.replication.epoch_fencing import NO_EPOCH_CHECK, check_current_leader_epoch
 from weir.replication.follower import (AppendRecords, Backoff, FollowerPartition, SendFetch, SendOffsetForLeaderEpoch,
-                                      StartAt)
+                                       StartAt)
 from weir.replication.leader import (AlterPartitionProposal, IsrChangeAccepted, IsrChangeRejected, LeaderPartition,
                                      ReplicationConfig, ReplicationStatus, is_alive)
 from weir.replication.produce_purgatory import ProduceCompletion, ProducePurgatory, PurgatoryFull
@@ -60,6 +59,7 @@ from weir.replication.transactional import TransactionalAppends
 from weir.replication.truncation import EpochEndOffset, Truncation, answer_offset_for_leader_epoch
 from weir.transactions.markers import marker_batch, marker_of
 from weir.transactions.partition_txns import SENTINEL, AppendedBatch, AppendOrigin, VerificationGuard
+from weir.zk.model import NO_LEADER, PartitionState
 
 log = logging.getLogger(__name__)
 

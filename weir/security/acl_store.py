@@ -20,8 +20,8 @@ from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
 from weir.security.acls import (CHANGE_PREFIX, EXTENDED_CHANGES, LITERAL_CHANGES, LITERAL_ROOT, PREFIXED_ROOT, ZK_TYPES,
-                   AclEntry, ResourcePattern, change_notice, decode_entries, encode_entries,
-                   pattern_of_notice, pattern_of_path, znode_path)
+                                AclEntry, ResourcePattern, change_notice, decode_entries, encode_entries,
+                                pattern_of_notice, pattern_of_path, znode_path)
 from weir.security.authorization import RequestAuthorizer
 
 log = logging.getLogger(__name__)

@@ -11,16 +11,14 @@ import random
 
 from kio.schema.errors import ErrorCode
 
-from weir.replication.fetch_sessions import FetchSessionCache
 from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting
 from weir.protocol.errors import KafkaError
 from weir.protocol.hot_requests import FetchPartition
 from weir.protocol.hot_responses import FetchPartitionResult
+from weir.replication.fetch_sessions import FetchSessionCache
 from weir.replication.partition import Effects, Partition
 from weir.replication.truncation import EpochEndOffset
-
 from weir.sim.memlog import SimBatch
-
 
 FOLLOWER_MIN_BYTES = 1  # replica.fetch.min.bytes
 CONSUMER_MIN_BYTES = 1  # fetch.min.bytes

@@ -17,20 +17,19 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from weir.replication.hosted_partitions import HostedPartitions
-from weir.replication.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
-from weir.zk.model import NO_LEADER, TopicAssignment
-from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 from weir.replication.leader import ReplicationConfig
 from weir.replication.partition import Effects, Partition
-
+from weir.replication.shutdown_wait import ASK, GAVE_UP, MOVED, WAIT, ShutdownWait
 from weir.sim.apis import SimApis
+from weir.sim.isr_sender import SimIsrSender
 from weir.sim.memlog import MemoryLog
 from weir.sim.network import ZK
-from weir.sim.isr_sender import SimIsrSender
 from weir.sim.replica_fetcher import SimFetcher
 from weir.sim.watcher import SimWatcher
 from weir.sim.zk_session import ZkSession
 from weir.sim.zookeeper import NODE_EXISTS, OK
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
+from weir.zk.model import NO_LEADER, TopicAssignment
 
 NOT_LEADER = ErrorCode.not_leader_or_follower
 NO_PARTITION = {"produce": (NOT_LEADER, -1), "read": (NOT_LEADER, -1, -1, [])}

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from weir.zk.model import NO_LEADER
 from weir.replication.follower import FollowerState
+from weir.zk.model import NO_LEADER
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,12 @@ from collections import deque
 from kio.schema.errors import ErrorCode
 
 from weir.controller.decisions import ControllerConfig
-from weir.controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates,
-                                    ReadCluster, ReadShutdownRequests, ReadStates, WriteAssignments)
-from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
-from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
+from weir.controller.events import (READ_AGAIN, SHUTDOWN_REQUESTS_RETRY_MS, ControllerEvents, CreateStates, ReadCluster,
+                                    ReadShutdownRequests, ReadStates, WriteAssignments)
 from weir.coordination.zk_metadata import ControllerFenced, PartitionWriteResult
-
 from weir.sim.zookeeper import BAD_VERSION, FENCED, OK, state_path
+from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
+from weir.zk.model import NO_LEADER, BrokerInfo, ClusterView, TopicsByName
 
 RETRY_MS = 100
 

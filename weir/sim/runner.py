@@ -24,8 +24,6 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from weir.controller.assignment import assign_replicas
-from weir.zk.model import BrokerInfo, TopicAssignment
-
 from weir.sim import mutants as mutants_module
 from weir.sim.broker import SimBroker
 from weir.sim.checker import Checker, Violation
@@ -35,6 +33,7 @@ from weir.sim.nemesis import Fault, Nemesis, random_schedule
 from weir.sim.network import Network
 from weir.sim.settings import SimSettings
 from weir.sim.zookeeper import ZooKeeper, config_path, state_path, topic_path
+from weir.zk.model import BrokerInfo, TopicAssignment
 
 LIVENESS_CHECK_MS = 100
 

@@ -37,9 +37,9 @@ from weir.protocol.record_batch import CONTROL_BIT, read_batch_header
 from weir.sim.checker import Violation
 from weir.transactions.coordinator import TransactionResult
 from weir.transactions.markers import ControlRecordType, read_marker
+from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted, fetch_read_committed
 from weir.transactions.state_log import TransactionState as S
 from weir.transactions.state_log import read_key, read_value
-from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted, fetch_read_committed
 
 COMMIT, ABORT = ControlRecordType.COMMIT, ControlRecordType.ABORT
 

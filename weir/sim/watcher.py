@@ -6,12 +6,10 @@ that the metadata changed, and run for controller whenever /controller is empty.
 
 from __future__ import annotations
 
-from weir.zk.model import NO_LEADER
-from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
-
 from weir.sim.controller import SimController
 from weir.sim.zookeeper import CONTROLLER, NODE_EXISTS, OK, state_path
-from weir.zk.formats import BROKER_IDS_PATH
+from weir.zk.formats import BROKER_IDS_PATH, CONTROLLED_SHUTDOWN_PATH
+from weir.zk.model import NO_LEADER
 
 RETRY_MS = 100
 

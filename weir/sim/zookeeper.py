@@ -28,10 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from weir.sim.network import ZK
 from weir.zk.formats import BROKER_IDS_PATH
 from weir.zk.model import PartitionState, TopicAssignment
-
-from weir.sim.network import ZK
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"

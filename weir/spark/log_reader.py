@@ -33,9 +33,9 @@ from collections.abc import Iterator
 from weir.client import REFRESH_ERRORS, ClientError, ClusterClient, ErrorCode, KafkaError
 from weir.protocol.hot_responses import decode_fetch_response
 from weir.protocol.versions import ApiKey
-from weir.transactions.read_committed import AbortedTransactionFilter
 from weir.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
 from weir.spark.records import Columns, decode
+from weir.transactions.read_committed import AbortedTransactionFilter
 
 log = logging.getLogger("weir.spark")
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 from weir.log._record_walk import columns
 from weir.protocol.compression import DecompressionError
 from weir.protocol.record_batch import (CONTROL_BIT, HEADER_SIZE, MAGIC, TIMESTAMP_TYPE_BIT, read_batch_header,
-                                    records_section)
+                                        records_section)
 
 MAX_OFFSET = 2**63 - 1
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])

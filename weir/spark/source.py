@@ -25,12 +25,12 @@ import json
 import logging
 import time
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, InputPartition)
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
 from weir.spark.log_reader import (RangeReader, TopicPartition, discover_partitions, from_json_offsets, list_offsets,
-                         report_data_loss, resolve_ending, resolve_starting, to_json_offsets)
+                                   report_data_loss, resolve_ending, resolve_starting, to_json_offsets)
 from weir.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, parse_read_options, parse_write_options
 from weir.spark.planning import OffsetRange, rate_limit, split_ranges
 from weir.spark.records import ArrowBatches

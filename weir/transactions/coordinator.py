@@ -84,8 +84,9 @@ from kio.schema.errors import ErrorCode
 from weir.groups.placement import OFFSETS_TOPIC
 from weir.groups.placement import partition_for as _hash_partition
 from weir.protocol.errors import KafkaError
-from weir.transactions.state_log import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordFormatError, TransactionState, TxnLogValue,
-                        UnknownKeyVersion, grouped_partitions, key_bytes, read_key, read_value, value_bytes)
+from weir.transactions.state_log import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordFormatError, TransactionState,
+                                         TxnLogValue, UnknownKeyVersion, grouped_partitions, key_bytes, read_key,
+                                         read_value, value_bytes)
 
 TopicPartition = tuple[str, int]
 S = TransactionState

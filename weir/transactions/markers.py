@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from weir.protocol.record_batch import (CONTROL_BIT, CRC_START, MAGIC, TRANSACTIONAL_BIT, read_batch_header,
-                                     records_section)
 from weir.protocol import varint
+from weir.protocol.record_batch import (CONTROL_BIT, CRC_START, MAGIC, TRANSACTIONAL_BIT, read_batch_header,
+                                        records_section)
 from weir.protocol.records import encode_record
 
 NO_SEQUENCE = -1

@@ -26,9 +26,8 @@ import heapq
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, read_batch_header
-from weir.protocol.record_batch import records_section
-from weir.transactions.markers import ControlRecordType, parse_control_key, first_record_key_value, read_record
+from weir.protocol.record_batch import CONTROL_BIT, TRANSACTIONAL_BIT, read_batch_header, records_section
+from weir.transactions.markers import ControlRecordType, first_record_key_value, parse_control_key, read_record
 from weir.transactions.txn_index import TransactionIndex, collect_aborted_transactions
 
 

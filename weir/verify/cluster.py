@@ -27,9 +27,9 @@ from pathlib import Path
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
                                    ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
-from weir.lab.zookeeper_server import ZooKeeperServer, free_port
 from weir.client import PLAINTEXT
 from weir.lab.local_cluster import BrokerProcess, SecureSetup
+from weir.lab.zookeeper_server import ZooKeeperServer, free_port
 from weir.verify.network import LOOPBACK, ZOOKEEPER, Network, broker_node
 
 log = logging.getLogger(__name__)
@@ -178,8 +178,8 @@ class Cluster:
         """Move a partition to `replicas` (AlterPartitionReassignments at the controller)."""
         import asyncio
 
-        from weir.client import ClusterClient
         from weir.cli.reassign_partitions import alter_reassignments
+        from weir.client import ClusterClient
 
         async def move() -> None:
             async with ClusterClient(self.bootstrap, client_id="weir-verify-nemesis", timeout_s=5, retries=3,

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from weir.verify.history import FAIL, INFO, INVOKE, OK
 
@@ -71,6 +72,154 @@ def safety_anomalies(duplicates_allowed: bool) -> tuple[str, ...]:
     return always + (() if duplicates_allowed else (DUPLICATE,))
 
 
+@dataclass
+class Observations:
+    """What a history says of each value, and the final read's layout."""
+    fate: dict = field(default_factory=dict)        # value → "ok" | "fail" | "info" | "invoke" (never completed)
+    acked: dict = field(default_factory=dict)       # value → (partition, offset, time)
+    seen_at: dict = field(default_factory=lambda: defaultdict(set))  # (partition, offset) → values seen there
+    polled: dict = field(default_factory=dict)      # value → (partition, offset, process) of its first poll
+    polls_by_process: dict = field(default_factory=lambda: defaultdict(list))  # process → [(p, o, value)] in order
+    transactions: list = field(default_factory=list)  # completed "txn" ops that may have committed: [(op id, values)]
+    final: dict | None = None                       # the last final read's value
+    final_offsets: dict = field(default_factory=lambda: defaultdict(list))  # partition → sorted offsets
+    final_places: dict = field(default_factory=lambda: defaultdict(list))   # value → [(partition, offset)]
+
+    @property
+    def complete(self) -> bool:
+        """An incomplete final read cannot tell a lost value from one not read yet."""
+        return bool(self.final and self.final.get("complete", True))
+
+
+def observe(ops: list[dict]) -> Observations:
+    seen = Observations()
+    final_ops = []
+    for op in ops:
+        f, type_, value = op.get("f"), op["type"], op.get("value")
+        if f == "send":
+            v = value["value"]
+            if type_ == INVOKE:
+                seen.fate.setdefault(v, INVOKE)
+            else:
+                seen.fate[v] = type_
+                if type_ == OK:
+                    seen.acked[v] = (value["partition"], value["offset"], op["time"])
+                    seen.seen_at[(value["partition"], value["offset"])].add(v)
+        elif f == "txn":
+            if type_ == INVOKE:
+                for _, v in value["writes"]:
+                    seen.fate.setdefault(v, INVOKE)
+                continue
+            for p, v in value["writes"]:
+                seen.fate[v] = type_
+            for p, o, v in value.get("offsets", ()):
+                seen.seen_at[(p, o)].add(v)
+                if type_ == OK:
+                    seen.acked[v] = (p, o, op["time"])
+            if type_ != FAIL:
+                seen.transactions.append((op["id"], [v for _, v in value["writes"]]))
+        elif f == "poll" and type_ == OK:
+            for p, o, v in value["reads"]:
+                seen.seen_at[(p, o)].add(v)
+                seen.polled.setdefault(v, (p, o, op["process"]))
+                seen.polls_by_process[op["process"]].append((p, o, v))
+        elif f == "final-read" and type_ == OK:
+            final_ops.append(op)
+    seen.final = final_ops[-1]["value"] if final_ops else None
+    if seen.final is not None:
+        for p, o, v in seen.final["reads"]:
+            seen.seen_at[(p, o)].add(v)
+            seen.final_offsets[p].append(o)
+            seen.final_places[v].append((p, o))
+        for offsets in seen.final_offsets.values():
+            offsets.sort()
+    return seen
+
+
+def lost_writes(seen: Observations) -> list[dict]:
+    committed = {v: ("ack", p, o) for v, (p, o, _) in seen.acked.items()}
+    for v, (p, o, process) in seen.polled.items():
+        committed.setdefault(v, ("read", p, o))
+    return [{"value": v, "partition": p, "offset": o, "known_by": how,
+             "acked_at": seen.acked[v][2] if v in seen.acked else None}
+            for v, (how, p, o) in sorted(committed.items(), key=lambda item: (item[1][1], item[1][2], str(item[0])))
+            if v not in seen.final_places]
+
+
+def duplicates(seen: Observations) -> list[dict]:
+    return [{"value": v, "partition": places[0][0], "offsets": sorted(o for _, o in places)}
+            for v, places in seen.final_places.items() if len(places) > 1]
+
+
+def partial_transactions(seen: Observations) -> list[dict]:
+    found = []
+    for op_id, values in seen.transactions:
+        present = [v for v in values if v in seen.final_places]
+        if present and len(present) < len(values):
+            found.append({"op": op_id, "values": values, "in_final_read": present})
+    return found
+
+
+def inconsistent_offsets(seen: Observations) -> list[dict]:
+    return [{"partition": p, "offset": o, "values": sorted(values, key=str)}
+            for (p, o), values in sorted(seen.seen_at.items()) if len(values) > 1]
+
+
+def poll_order(seen: Observations) -> tuple[list[dict], list[dict]]:
+    """Each consumer's polls of a partition: going back (nonmonotonic) or over records (skip)."""
+    nonmonotonic, skips = [], []
+    for process, reads in seen.polls_by_process.items():
+        last: dict[int, tuple[int, object]] = {}
+        for p, o, v in reads:
+            if p in last:
+                previous, previous_value = last[p]
+                if o <= previous:
+                    nonmonotonic.append({"process": process, "partition": p, "offset": o, "value": v,
+                                         "previous_offset": previous, "previous_value": previous_value})
+                elif seen.complete:
+                    offsets = seen.final_offsets.get(p, [])
+                    skipped = bisect_left(offsets, o) - bisect_right(offsets, previous)
+                    if skipped > 0:
+                        skips.append({"process": process, "partition": p, "from_offset": previous,
+                                      "to_offset": o, "skipped": skipped})
+            last[p] = (o, v)
+    return nonmonotonic, skips
+
+
+def failed_writes_read(seen: Observations) -> list[dict]:
+    found = []
+    for v, how in seen.fate.items():
+        if how != FAIL:
+            continue
+        if v in seen.polled:
+            p, o, process = seen.polled[v]
+            found.append({"value": v, "partition": p, "offset": o, "seen_by": process})
+        elif v in seen.final_places:
+            p, o = seen.final_places[v][0]
+            found.append({"value": v, "partition": p, "offset": o, "seen_by": "final-read"})
+    return found
+
+
+def unseen(seen: Observations) -> list[dict]:
+    return [{"value": v, "partition": p, "offset": o, "acked_at": t}
+            for v, (p, o, t) in sorted(seen.acked.items(), key=lambda item: item[1][2]) if v not in seen.polled]
+
+
+def statistics(seen: Observations) -> dict:
+    fate = seen.fate
+    indefinite = [v for v, how in fate.items() if how in (INFO, INVOKE)]
+    return {
+        "sends": len(fate),
+        "ok": sum(1 for how in fate.values() if how == OK),
+        "fail": sum(1 for how in fate.values() if how == FAIL),
+        "info": len(indefinite),
+        "indefinite_in_final_read": sum(1 for v in indefinite if v in seen.final_places),
+        "polled_values": len(seen.polled),
+        "final_read_records": len(seen.final["reads"]) if seen.final else 0,
+        "final_read_complete": seen.complete,
+    }
+
+
 def check(ops: list[dict], idempotent: bool = False) -> dict:
     """Every anomaly of the history, with counts, examples and statistics.
 
@@ -80,137 +229,25 @@ def check(ops: list[dict], idempotent: bool = False) -> dict:
     `valid` is True or False; None when there is no complete final read to judge lost writes and
     skips against.
     """
-    fate: dict = {}        # value → "ok" | "fail" | "info" | "invoke" (never completed)
-    acked: dict = {}       # value → (partition, offset, time)
-    sent_to: dict = {}     # value → partition
-    seen_at = defaultdict(set)     # (partition, offset) → values seen there
-    polled: dict = {}      # value → (partition, offset, process) of the first poll that saw it
-    polls_by_process = defaultdict(list)  # process → [(partition, offset, value)] in poll order
-    final_ops = []
-    transactions = []      # completed "txn" ops that may have committed: [(op id, values)]
-
-    for op in ops:
-        f, type_, value = op.get("f"), op["type"], op.get("value")
-        if f == "send":
-            v = value["value"]
-            if type_ == INVOKE:
-                fate.setdefault(v, INVOKE)
-                sent_to[v] = value["partition"]
-            else:
-                fate[v] = type_
-                if type_ == OK:
-                    acked[v] = (value["partition"], value["offset"], op["time"])
-                    seen_at[(value["partition"], value["offset"])].add(v)
-        elif f == "txn":
-            if type_ == INVOKE:
-                for p, v in value["writes"]:
-                    fate.setdefault(v, INVOKE)
-                    sent_to[v] = p
-                continue
-            for p, v in value["writes"]:
-                fate[v] = type_
-            for p, o, v in value.get("offsets", ()):
-                seen_at[(p, o)].add(v)
-                if type_ == OK:
-                    acked[v] = (p, o, op["time"])
-            if type_ != FAIL:
-                transactions.append((op["id"], [v for _, v in value["writes"]]))
-        elif f == "poll" and type_ == OK:
-            for p, o, v in value["reads"]:
-                seen_at[(p, o)].add(v)
-                polled.setdefault(v, (p, o, op["process"]))
-                polls_by_process[op["process"]].append((p, o, v))
-        elif f == "final-read" and type_ == OK:
-            final_ops.append(op)
-
+    seen = observe(ops)
     anomalies: dict[str, list] = {name: [] for name in ANOMALIES}
-    final = final_ops[-1]["value"] if final_ops else None
-    complete = bool(final and final.get("complete", True))
-
-    final_offsets: dict[int, list[int]] = defaultdict(list)   # partition → sorted offsets
-    final_places = defaultdict(list)                          # value → [(partition, offset)]
-    if final is not None:
-        for p, o, v in final["reads"]:
-            seen_at[(p, o)].add(v)
-            final_offsets[p].append(o)
-            final_places[v].append((p, o))
-        for offsets in final_offsets.values():
-            offsets.sort()
-
-    if complete:  # an incomplete final read cannot tell a lost value from one not read yet
-        committed = {v: ("ack", p, o) for v, (p, o, _) in acked.items()}
-        for v, (p, o, process) in polled.items():
-            committed.setdefault(v, ("read", p, o))
-        for v, (how, p, o) in sorted(committed.items(), key=lambda item: (item[1][1], item[1][2], str(item[0]))):
-            if v not in final_places:
-                anomalies[LOST_WRITE].append({"value": v, "partition": p, "offset": o, "known_by": how,
-                                              "acked_at": acked[v][2] if v in acked else None})
-    if final is not None:
-        for v, places in final_places.items():
-            if len(places) > 1:
-                anomalies[DUPLICATE].append({"value": v, "partition": places[0][0],
-                                             "offsets": sorted(o for _, o in places)})
-
-    if complete:
-        for op_id, values in transactions:
-            present = [v for v in values if v in final_places]
-            if present and len(present) < len(values):
-                anomalies[PARTIAL_TRANSACTION].append({"op": op_id, "values": values, "in_final_read": present})
-
-    for (p, o), values in sorted(seen_at.items()):
-        if len(values) > 1:
-            anomalies[INCONSISTENT_OFFSETS].append({"partition": p, "offset": o, "values": sorted(values, key=str)})
-
-    for process, reads in polls_by_process.items():
-        last: dict[int, tuple[int, object]] = {}
-        for p, o, v in reads:
-            if p in last:
-                previous, previous_value = last[p]
-                if o <= previous:
-                    anomalies[NONMONOTONIC_POLL].append({"process": process, "partition": p, "offset": o,
-                                                         "value": v, "previous_offset": previous,
-                                                         "previous_value": previous_value})
-                elif complete:
-                    offsets = final_offsets.get(p, [])
-                    skipped = bisect_left(offsets, o) - bisect_right(offsets, previous)
-                    if skipped > 0:
-                        anomalies[POLL_SKIP].append({"process": process, "partition": p, "from_offset": previous,
-                                                     "to_offset": o, "skipped": skipped})
-            last[p] = (o, v)
-
-    for v, how in fate.items():
-        if how != FAIL:
-            continue
-        if v in polled:
-            p, o, process = polled[v]
-            anomalies[FAILED_WRITE_READ].append({"value": v, "partition": p, "offset": o, "seen_by": process})
-        elif v in final_places:
-            p, o = final_places[v][0]
-            anomalies[FAILED_WRITE_READ].append({"value": v, "partition": p, "offset": o, "seen_by": "final-read"})
-
-    for v, (p, o, t) in sorted(acked.items(), key=lambda item: item[1][2]):
-        if v not in polled:
-            anomalies[UNSEEN].append({"value": v, "partition": p, "offset": o, "acked_at": t})
-
-    indefinite = [v for v, how in fate.items() if how in (INFO, INVOKE)]
-    stats = {
-        "sends": len(fate),
-        "ok": sum(1 for how in fate.values() if how == OK),
-        "fail": sum(1 for how in fate.values() if how == FAIL),
-        "info": len(indefinite),
-        "indefinite_in_final_read": sum(1 for v in indefinite if v in final_places),
-        "polled_values": len(polled),
-        "final_read_records": len(final["reads"]) if final else 0,
-        "final_read_complete": complete,
-    }
+    if seen.complete:
+        anomalies[LOST_WRITE] = lost_writes(seen)
+        anomalies[PARTIAL_TRANSACTION] = partial_transactions(seen)
+    if seen.final is not None:
+        anomalies[DUPLICATE] = duplicates(seen)
+    anomalies[INCONSISTENT_OFFSETS] = inconsistent_offsets(seen)
+    anomalies[NONMONOTONIC_POLL], anomalies[POLL_SKIP] = poll_order(seen)
+    anomalies[FAILED_WRITE_READ] = failed_writes_read(seen)
+    anomalies[UNSEEN] = unseen(seen)
     duplicates_allowed = not idempotent
     violations = [name for name in safety_anomalies(duplicates_allowed) if anomalies[name]]
     return {
-        "valid": False if violations else (True if complete else None),
+        "valid": False if violations else (True if seen.complete else None),
         "violations": violations,
         "counts": {name: len(found) for name, found in anomalies.items()},
         "anomalies": {name: found[:EXAMPLES_KEPT] for name, found in anomalies.items()},
-        "stats": stats,
+        "stats": statistics(seen),
         "idempotent": idempotent,
         "duplicates_allowed": duplicates_allowed,
     }

@@ -75,6 +75,7 @@ class Up:
         return sum(value for b in brokers for sample_labels, value in self.metrics(b).get(name, [])
                    if labels.items() <= sample_labels.items())
 
-    def stop(self) -> int:
+    def stop(self, timeout_s: float = 90) -> int:
+        """Ctrl-C; `weir up`'s exit status."""
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(90)
+        return self.proc.wait(timeout_s)

@@ -1,6 +1,8 @@
 """`weir bench` as a user runs it: real Weir code, real confluent-kafka, and nothing left behind."""
 
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,3 +75,42 @@ def test_the_sink_with_followers_answers_acks_all_only_once_both_followers_echoe
         while os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower():
             assert time.monotonic() < deadline, f"follower {pid} outlived the sink"
             time.sleep(0.05)
+
+
+def test_the_scale_bench_prints_every_figure_of_a_size(tmp_path):
+    printed = bench(tmp_path, "scale", "--partitions", "30", "--batch", "10", "--idle-seconds", "1")
+    assert "30 partitions, RF=3, 3 brokers, created 10 at a time" in printed, printed
+    first, last = re.search(r"first batch ([\d.]+) s, last \(batch 3\) ([\d.]+) s", printed).groups()
+    assert float(first) > 0 and float(last) > 0
+    cores = float(re.search(r"idle after creation: ([\d.]+) CPU cores", printed).group(1))
+    assert 0 <= cores <= os.cpu_count()
+    rows = re.findall(r"^  (\d)" + r" +([-\d.,]+)" * 9 + "$", printed, re.MULTILINE)
+    assert [row[0] for row in rows] == ["0", "1", "2"], printed
+    for row in rows:
+        replicas, fds, fds_empty, fds_per_replica, fds_added, rss, rss_empty, kib_per_replica, kib_added = (
+            float(figure.replace(",", "")) for figure in row[1:])
+        assert replicas == 30  # RF=3 on three brokers: each hosts every partition
+        assert fds > fds_empty > 0 and fds_per_replica > 0 and fds_added > 0
+        assert rss > 0 and rss_empty > 0 and kib_per_replica > 0 and math.isfinite(kib_added)
+    failover = re.search(r"kill -9 of broker \d \(leader of (\d+) partitions.*\); every partition led again after "
+                         r"([\d.]+) s", printed)
+    assert failover is not None, printed
+    assert int(failover.group(1)) > 0 and math.isfinite(float(failover.group(2)))
+
+
+def test_the_scale_bench_gives_up_on_a_wedged_cluster_saying_what_timed_out():
+    """ZooKeeper paused: CreateTopics cannot be carried out, and the batch's bound ends the wait."""
+    from confluent_kafka.admin import AdminClient
+
+    from weir.bench.clusters import BenchTimedOut, _discard, _scratch_cluster
+    from weir.bench.scale import create_batch
+
+    cluster = _scratch_cluster(3)
+    try:
+        cluster.start()
+        cluster.zookeeper.pause()
+        with pytest.raises(BenchTimedOut, match="CreateTopics of scale-wedged: .* no response within 2s"):
+            create_batch(cluster.bootstrap, AdminClient({"bootstrap.servers": cluster.bootstrap}), "scale-wedged",
+                         10, timeout_s=2)
+    finally:
+        _discard(cluster)

@@ -11,7 +11,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from lab import Up
+from processes import children_of, command_line, wait_until_gone
 from waiting import wait_until, watermarks
+from weir.lab.local_cluster import CLUSTER_STOP_TIMEOUT_S, ZOOKEEPER_STOP_TIMEOUT_S
 
 TOPIC = "lab"
 
@@ -98,6 +100,25 @@ def test_lab_commands_stop_pause_and_start_one_broker_and_ctrl_c_stops_everythin
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_brokers_and_zookeeper_die_with_a_sigkilled_weir_up(up):
+    children = children_of(up.proc.pid)
+    kinds = sorted("ZooKeeperServerMain" if "ZooKeeperServerMain" in line else line.split("weir.cli.main")[1].split()[2]
+                   for line in map(command_line, children))
+    assert kinds == ["ZooKeeperServerMain", "broker", "broker", "broker"], kinds
+    os.kill(up.proc.pid, signal.SIGKILL)
+    up.proc.wait(10)
+    wait_until_gone(children, "the brokers and ZooKeeper of a SIGKILLed weir up")
+
+
+def test_ctrl_c_stops_a_wedged_broker_within_the_bound(up):
+    """Broker 1, SIGSTOPped from outside (`weir up` does not know), cannot act on its SIGTERM."""
+    children = children_of(up.proc.pid)
+    os.kill(up.status()[1]["pid"], signal.SIGSTOP)
+    slack_s = 10  # `weir up`'s own exit, on a shared machine
+    assert up.stop(timeout_s=CLUSTER_STOP_TIMEOUT_S + ZOOKEEPER_STOP_TIMEOUT_S + slack_s) == 0, up.output()
+    wait_until_gone(children, "the brokers and ZooKeeper of a stopped weir up")
 
 
 KAFKA_METRICS = (

@@ -32,6 +32,7 @@
   topics by id costs when the cluster has many); with --idle-partitions N, an RF=3 topic of N
   partitions that nobody writes (what followers' fetches of idle partitions cost).
 - spark: Spark over Weir against Parquet (weir/bench/spark.py).
+- scale: what a broker costs per partition it hosts, at --partitions sizes (weir/bench/scale.py).
 - leader: a leader's Python per record, in one process, RF=3 acks=all against RF=1 acks=1
   (weir/bench/leader.py).
 Every latency figure is printed beside `machine_stalls`: how often the machine itself, under no
@@ -69,6 +70,7 @@ SINK_TOPIC_ID = uuid.UUID(int=1)
 LATENCY_RECORDS = 5_000  # per side and round of `compare`, at 1,000 records/s
 SOURCE_TREE = str(Path(__file__).resolve().parents[2])  # this Weir: a side's brokers import it from here
 FETCH_BATCH_RECORDS = 500  # about what confluent-kafka puts in a batch at linger.ms 5 here
+FAILOVER_TIMEOUT_S = 300  # from a kill -9 until every partition has a live leader again
 
 
 NEXT_FETCH = bytes(64)  # what a sink's follower sends back: about a follower's Fetch request
@@ -330,30 +332,62 @@ def _consume_native(bootstrap: str, records: int) -> dict:
     return {"records/s": seen / elapsed}
 
 
+class BenchTimedOut(RuntimeError):
+    """A wait went past its bound: the cluster is wedged, or far slower than expected. The message
+    says which wait it was."""
+
+
 def _create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
-                  assignment: list | None = None, **config) -> None:
+                  assignment: list | None = None, timeout_s: float = 60, **config) -> None:
     """CreateTopics over Weir's own client (confluent-kafka 2.16 refuses a replica assignment)."""
-    _create_topics(bootstrap, [name], partitions, replication, assignment, **config)
+    _create_topics(bootstrap, [name], partitions, replication, assignment, timeout_s, **config)
 
 
 def _create_topics(bootstrap: str, names: list[str], partitions: int = 1, replication: int = 1,
-                   assignment: list | None = None, **config) -> None:
-    """Topics `names`, alike, in one CreateTopics request."""
-    from weir.client import BrokerConnection, check_error
+                   assignment: list | None = None, timeout_s: float = 60, **config) -> None:
+    """Topics `names`, alike, in one CreateTopics request; BenchTimedOut if not answered within `timeout_s`."""
+    from weir.client import BrokerConnection, BrokerUnreachable, RequestTimedOut, check_error
     from weir.protocol.versions import ApiKey
 
     async def create() -> None:
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        async with await BrokerConnection.open(host, int(port), timeout_s=60) as conn:
-            response = await conn.request(ApiKey.CREATE_TOPICS, 7, {"timeout": 60_000, "validate_only": False, "topics": [{
-                "name": name, "num_partitions": -1 if assignment else partitions,
-                "replication_factor": -1 if assignment else replication,
-                "assignments": [{"partition_index": i, "broker_ids": r} for i, r in enumerate(assignment or [])],
-                "configs": [{"name": k, "value": v} for k, v in config.items()]} for name in names]})
+        async with await BrokerConnection.open(host, int(port), timeout_s=timeout_s) as conn:
+            response = await conn.request(ApiKey.CREATE_TOPICS, 7, {
+                "timeout": int(timeout_s * 1000), "validate_only": False, "topics": [{
+                    "name": name, "num_partitions": -1 if assignment else partitions,
+                    "replication_factor": -1 if assignment else replication,
+                    "assignments": [{"partition_index": i, "broker_ids": r} for i, r in enumerate(assignment or [])],
+                    "configs": [{"name": k, "value": v} for k, v in config.items()]} for name in names]})
             for topic in response.topics:
                 check_error(topic.error_code, topic.error_message)
 
-    asyncio.run(create())
+    try:
+        asyncio.run(create())
+    except (BrokerUnreachable, RequestTimedOut) as e:
+        raise BenchTimedOut(f"CreateTopics of {', '.join(names)}: {e}") from e
+
+
+def _wait_until_led(admin, partitions: dict[str, int], what: str, timeout_s: float, dead: int = -1) -> None:
+    """Poll Metadata (confluent-kafka's `admin`) until each topic of `partitions` (name: partition
+    count) has that many partitions, each with a leader other than broker `dead`. BenchTimedOut,
+    naming `what`, after `timeout_s`."""
+    from confluent_kafka import KafkaException
+    deadline = time.monotonic() + timeout_s
+    while True:
+        failed = ""
+        try:
+            topics = admin.list_topics(timeout=max(0.1, min(10.0, deadline - time.monotonic()))).topics
+            unled = sum(count if name not in topics or len(topics[name].partitions) != count
+                        else sum(p.leader in (dead, -1) for p in topics[name].partitions.values())
+                        for name, count in partitions.items())
+        except KafkaException as e:  # Metadata not answered in time
+            unled, failed = sum(partitions.values()), f" (Metadata: {e})"
+        if not unled:
+            return
+        if time.monotonic() >= deadline:
+            raise BenchTimedOut(f"{what}: {unled:,} of {sum(partitions.values()):,} partitions without a live "
+                                f"leader after {timeout_s:g} s{failed}")
+        time.sleep(0.05)  # the poll's interval
 
 
 _SLEEPER = """
@@ -535,11 +569,7 @@ def _failover_seconds(cluster, args) -> float:
     admin = AdminClient({"bootstrap.servers": survivor})
     cluster.brokers[0].kill()
     killed = time.perf_counter()
-    while True:
-        leaders = admin.list_topics("failover", timeout=10).topics["failover"].partitions.values()
-        if all(p.leader not in (0, -1) for p in leaders):
-            break
-        time.sleep(0.05)
+    _wait_until_led(admin, {"failover": partitions}, "failover of broker 0", FAILOVER_TIMEOUT_S, dead=0)
     print(f"failover: new leaders for all 1,000 partitions after {time.perf_counter() - killed:.2f} s")
     acked = []
     producer = Producer({"bootstrap.servers": survivor, "acks": "all", "linger.ms": 0})
@@ -809,6 +839,9 @@ def run_bench(args) -> int:
     if args.workload == "leader":
         from weir.bench.leader import bench_leader
         return bench_leader(args)
+    if args.workload == "scale":
+        from weir.bench.scale import bench_scale
+        return bench_scale(args)
     if args.workload in ("all", "compare", "loops", "sessions"):
         return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops,
                 "sessions": _bench_sessions}[args.workload](args)

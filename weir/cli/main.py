@@ -33,6 +33,11 @@ def run_event_loop(main) -> None:
         asyncio.run(main)
 
 
+def _counts(text: str) -> list[int]:
+    """"1000,3000" -> [1000, 3000]."""
+    return [int(n) for n in text.split(",")]
+
+
 def _bench(args) -> int:
     from weir.bench.clusters import run_bench
     return run_bench(args)
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="measure throughput and latency with confluent-kafka")
     bench.add_argument("workload", nargs="?", default="all",
                        choices=["all", "produce", "consume", "replication", "loops", "compare", "sessions", "spark",
-                                "leader"])
+                                "leader", "scale"])
     bench.add_argument("--against", metavar="SOURCE_TREE",
                        help="compare: the other Weir source tree (a git worktree of another commit, say)")
     bench.add_argument("--against-python", metavar="PYTHON", default=sys.executable,
@@ -71,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
                             "6 written, which nobody writes")
     bench.add_argument("--idle-topics", type=int, default=0,
                        help="compare: topics of one partition beside the one written, which nobody writes")
+    bench.add_argument("--partitions", type=_counts, default=[1000, 3000, 10000],
+                       metavar="N[,N...]", help="scale: the sizes, in RF=3 partitions (a fresh cluster for each)")
+    bench.add_argument("--batch", type=int, default=100, help="scale: partitions per CreateTopics (a topic each)")
+    bench.add_argument("--idle-seconds", type=float, default=10,
+                       help="scale: the window over which the idle brokers' CPU is measured")
     bench.set_defaults(func=_bench)
 
     # -- admin tools: one module per command in weir/cli/, their shared helpers in weir/cli/common.py --

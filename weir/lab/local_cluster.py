@@ -1,7 +1,10 @@
 """ZooKeeper and brokers as real processes on this machine: `weir up`, the tests, and `weir bench`.
 
 Each broker is a `weir broker` child process; it counts as started when it prints its ready line
-(not after a sleep). Brokers stop cleanly with SIGTERM (controlled shutdown) or die with SIGKILL.
+(not after a sleep). Brokers stop cleanly with SIGTERM (controlled shutdown) or die with SIGKILL:
+one that has not stopped within its bound (wedged, or SIGSTOPped) is SIGKILLed. Brokers and
+ZooKeeper are children that die with the process that started them, even on its SIGKILL
+(child_process.py).
 
 `SecureSetup` makes a secured cluster (`weir up --secure`, the tests): a CA and a broker
 certificate under `<data-dir>/tls/`, SASL_SSL listeners on the same ports, SCRAM-SHA-512 between
@@ -17,12 +20,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from weir.lab.child_process import start_child
 from weir.lab.zookeeper_server import ZooKeeperServer, free_port
 
 READY_TIMEOUT_S = 60
+BROKER_STOP_TIMEOUT_S = 60  # one broker's clean stop (the broker's own controlled shutdown gives up after 30 s)
+CLUSTER_STOP_TIMEOUT_S = 8  # every broker's, stopping together; ZooKeeper's follows
+ZOOKEEPER_STOP_TIMEOUT_S = 2
 
 
 class BrokerProcess:
@@ -61,8 +69,8 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         # Its own session: a Ctrl-C meant for `weir up` reaches the brokers only as `weir up` stops them.
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = start_child(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         # each incarnation's own event: the killed one's reader, still draining, must not say the new one is ready
         self._ready = threading.Event()
         threading.Thread(target=self._pump, args=(self.proc.stdout, self._ready), daemon=True).start()
@@ -84,8 +92,9 @@ class BrokerProcess:
             self.kill()
             raise RuntimeError(f"broker {self.broker_id} did not start:\n" + self.output())
 
-    def stop(self, timeout_s: float = 60) -> None:
-        """Clean shutdown (SIGTERM), as an operator would: controlled shutdown, then checkpoints."""
+    def stop(self, timeout_s: float = BROKER_STOP_TIMEOUT_S) -> None:
+        """Clean shutdown (SIGTERM), as an operator would: controlled shutdown, then checkpoints;
+        SIGKILL if the broker still runs `timeout_s` later."""
         if self.running:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -179,14 +188,17 @@ class LocalCluster:
 
         asyncio.run(wait())
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = CLUSTER_STOP_TIMEOUT_S) -> None:
+        """Every broker asked to stop at once (SIGTERM), and SIGKILLed if still running `timeout_s`
+        later; then ZooKeeper, within ZOOKEEPER_STOP_TIMEOUT_S."""
         for broker in self.brokers:
             if broker.running:
                 broker.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
         for broker in self.brokers:
-            broker.stop()
+            broker.stop(max(0.0, deadline - time.monotonic()))
         if self.zookeeper is not None:
-            self.zookeeper.stop()
+            self.zookeeper.stop(ZOOKEEPER_STOP_TIMEOUT_S)
 
     def kill(self) -> None:
         for broker in self.brokers:

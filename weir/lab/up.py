@@ -3,14 +3,20 @@ commands that stop, kill, pause, resume and start one of its brokers while it ru
 
 `weir up` restarts a broker that dies (supervisor.py says when) and prints what happened to it. It
 listens for `weir lab` on a Unix socket in its data directory (`<data-dir>/weir-up.sock`);
-commands are carried out one at a time on its main loop, between supervision rounds. Ctrl-C (or
-SIGTERM) stops every broker cleanly (paused ones are resumed first), then ZooKeeper.
+commands are carried out one at a time on its main loop, between supervision rounds.
+
+Ctrl-C (or SIGTERM), even while the cluster is starting, stops every broker cleanly (controlled
+shutdown; paused ones are resumed first), then ZooKeeper; a broker still running
+CLUSTER_STOP_TIMEOUT_S later (wedged, or SIGSTOPped from outside) is SIGKILLed, and so is a
+ZooKeeper that outlives its own bound. Ctrl-C again while it stops: `weir up` exits at once. The
+brokers and ZooKeeper die with `weir up` however it ends, SIGKILL included (child_process.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import queue
 import signal
 import socket
@@ -19,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from weir.lab.local_cluster import LocalCluster
+from weir.lab.local_cluster import CLUSTER_STOP_TIMEOUT_S, LocalCluster
 from weir.lab.supervisor import ALIVE, BrokerLife, RestartPolicy
 
 SOCKET_NAME = "weir-up.sock"
@@ -176,9 +182,8 @@ def run_up(args) -> int:
         broker.overrides.setdefault("metrics.port", str(args.metrics_port + broker.broker_id))
     supervisor = Supervisor(cluster, RestartPolicy(restart=not args.no_restart,
                                                    first_backoff_s=args.restart_backoff_ms / 1000))
-    stopping = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     commands: queue.Queue = queue.Queue()
     control = None
     try:
@@ -200,20 +205,30 @@ def run_up(args) -> int:
             start_console(cluster.bootstrap, args.metrics_port, args.console_port,
                           secure.client_security() if secure else None)
         say(f"`weir lab status|stop|kill|pause|resume|start --broker N --data-dir {args.data_dir}` acts on one")
-        while not stopping.is_set():
+        while True:
             try:
                 request, answers = commands.get(timeout=TICK_S)
                 answers.put(supervisor.handle(request, time.monotonic()))
             except queue.Empty:
                 pass
             supervisor.tick(time.monotonic())
+    except KeyboardInterrupt:
+        pass
     finally:
-        say("shutting down")
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the children die with us (child_process.py)
+            signal.signal(sig, lambda *_: os._exit(130))
+        say(f"shutting down (brokers still running in {CLUSTER_STOP_TIMEOUT_S} s are killed; Ctrl-C again: now)")
         if control is not None:
             control.close()
         supervisor.resume_paused()
         cluster.stop()
     return 0
+
+
+def _interrupt(*_) -> None:
+    """Ctrl-C or SIGTERM: whatever the main thread waits for (a broker starting, the next
+    supervision round) is given up, and the cluster stopped."""
+    raise KeyboardInterrupt
 
 
 def write_client_properties(secure) -> Path:

@@ -25,6 +25,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from weir.lab.child_process import start_child
+
 log = logging.getLogger(__name__)
 
 ZOOKEEPER_PACKAGE = "zookeeper"
@@ -132,7 +134,8 @@ def four_letter_word(host: str, port: int, command: str, timeout_s: float = 2.0)
 
 
 class ZooKeeperServer:
-    """One standalone ZooKeeper on 127.0.0.1, run as a child java process in its own process group.
+    """One standalone ZooKeeper on 127.0.0.1, run as a child java process in its own process group,
+    which dies with the process that started it (child_process.py).
 
     `port=None` picks a free port at the first start; the port is kept across restarts so clients
     can reconnect. `tick_time_ms` is small by default so that short session timeouts are honoured:
@@ -230,9 +233,8 @@ class ZooKeeperServer:
                              for path in (self.output_path, self.log_path)}
         log.info("starting ZooKeeper on %s: %s", self.connect_string, " ".join(command))
         with open(self.output_path, "ab") as out:
-            self._proc = subprocess.Popen(command, cwd=self.data_dir, stdin=subprocess.DEVNULL,
-                                          stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+            self._proc = start_child(command, cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         self._paused = False
         deadline = time.monotonic() + timeout_s
         while True:

@@ -2,6 +2,10 @@
 each broker's Prometheus metrics), served as JSON at /api/state; the page (page.html) at /
 redraws from it without reloading. Read-only: it never changes the cluster.
 
+A picture costs the brokers work in proportion to their partitions. While no page has asked for
+one in VIEWED_S, the console takes one every IDLE_POLL_S only (enough for the timeline to
+note changes), and a page that comes back is answered from a fresh one at once.
+
 `weir console --bootstrap-server H:P` finds metrics at `--metrics-port` + broker id on each
 broker's host (what `weir up` sets up), or at the `--metrics broker=URL` given.
 """
@@ -24,6 +28,8 @@ from weir.transport.http_server import serve_http
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5
+IDLE_POLL_S = 10
+VIEWED_S = 5
 PAGE = Path(__file__).with_name("page.html")
 
 
@@ -60,6 +66,19 @@ class Console:
         self.metrics_urls = metrics_urls
         self.state = ConsoleState()
         self.picture: dict = {"brokers": [], "topics": [], "groups": [], "timeline": [], "error": "starting"}
+        self._viewed_at = -VIEWED_S  # monotonic seconds of the last page's ask
+        self._viewer = asyncio.Event()  # set when a page asks while the console polls idly
+
+    def viewed(self) -> bytes:
+        """A page's ask for the picture: the latest one, and polling at POLL_S again."""
+        now = time.monotonic()
+        if now - self._viewed_at > VIEWED_S:
+            self._viewer.set()
+        self._viewed_at = now
+        return json.dumps(self.picture).encode()
+
+    def _poll_interval_s(self) -> float:
+        return POLL_S if time.monotonic() - self._viewed_at <= VIEWED_S else IDLE_POLL_S
 
     def metrics_url(self, broker) -> str | None:
         if broker.node_id in self.metrics_urls:
@@ -75,7 +94,11 @@ class Console:
             except Exception as e:  # a cluster mid-failover: keep the last picture, say why it is old
                 log.info("console: no picture this round: %r", e)
                 self.picture = {**self.picture, "error": f"{type(e).__name__}: {e}"}
-            await asyncio.sleep(POLL_S)
+            self._viewer.clear()
+            try:
+                await asyncio.wait_for(self._viewer.wait(), self._poll_interval_s())
+            except TimeoutError:
+                pass
 
     async def poll(self) -> None:
         await self.client.refresh_metadata()
@@ -91,7 +114,7 @@ class Console:
 async def serve(console: Console, host: str, port: int, ready=None) -> None:
     page = PAGE.read_bytes()
     server = await serve_http({"/": lambda: ("text/html; charset=utf-8", page),
-                               "/api/state": lambda: ("application/json", json.dumps(console.picture).encode())},
+                               "/api/state": lambda: ("application/json", console.viewed())},
                               host, port)
     url = f"http://{host}:{server.sockets[0].getsockname()[1]}/"
     if ready is not None:

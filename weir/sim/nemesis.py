@@ -204,7 +204,7 @@ class Nemesis:
 
         def ask() -> None:  # as a request arriving at the broker: not while it is paused
             if broker.controller is not None:
-                broker.controller.reassignment.reassign({key: fault.option})
+                broker.controller.reassign({key: fault.option})
         broker.later(0, ask)
 
     def _crash(self, index, fault, broker_id, lossy) -> None:

@@ -287,3 +287,72 @@ def test_a_partition_found_quiet_without_a_read_is_left_out_and_keeps_what_it_wa
     assert context.told[("t", 0)] == (10, 10, 0)
     _, answered = answer_all(context, {("t", 0): result(0, hw=12), ("t", 1): None})
     assert set(sent(answered)) == {("t", 0)}  # the HW moved from what it was told
+
+
+def quiet_session(credits, now=0):
+    """A follower's session over t-0 and t-1, t-0 found quiet in the first incremental read."""
+    cache = FetchSessionCache()
+    session_id, _ = open_session(cache, [("t", [ask(0, 10), ask(1, 10)])], {("t", 0): result(0), ("t", 1): result(1)})
+    context = cache.context(session_id, 1, [], [], by_id=False, follower=True, now_ms=now)
+    context.note_quiet(("t", 0), ("t", 0), credits.append)
+    context.read_done(now)
+    context.answer([("t", None, [None, None])])
+    return cache, session_id
+
+
+def test_a_quiet_partition_is_neither_read_nor_parked_on_until_it_has_news():
+    credits = []
+    cache, session_id = quiet_session(credits)
+    context = cache.context(session_id, 2, [], [], by_id=False, follower=True, now_ms=500)
+    assert [(key, [p.partition for p in parts]) for key, parts in context.wanted] == [("t", [1])]
+    assert ("t", 0) not in context.told and context.holds_quiet
+    context.read_done(500)
+    context.answer([("t", None, [None])])
+    assert cache.on_news(("t", 0), wake=True) == []  # no request parked: none to wake
+    assert credits == [500]  # the follower fetched it at its LEO up to the last fetch
+    again = cache.context(session_id, 3, [], [], by_id=False, follower=True, now_ms=1000)
+    assert [(key, [p.partition for p in parts]) for key, parts in again.wanted] == [("t", [0, 1])]
+    assert not again.holds_quiet
+
+
+def test_news_of_a_quiet_partition_joins_the_parked_request_and_wakes_it_for_records_only():
+    credits = []
+    cache, session_id = quiet_session(credits)
+    context = cache.context(session_id, 2, [], [], by_id=False, follower=True, now_ms=500)
+    context.read_done(500)
+    waiter = object()
+    context.park(waiter)
+    assert cache.on_news(("t", 1), wake=True) == []  # not quiet: its own park wakes it
+    assert cache.on_news(("t", 0), wake=False) == []  # a moved HW: read from now on, no wake-up
+    assert [(key, [p.partition for p in parts]) for key, parts in context.wanted] == [("t", [1]), ("t", [0])]
+    assert context.told[("t", 0)] == (10, 10, 0)
+    context.note_quiet(("t", 0), ("t", 0), credits.append)  # quiet again at the next first read
+    context.unpark()
+    next_request = cache.context(session_id, 3, [], [], by_id=False, follower=True, now_ms=1000)
+    next_request.read_done(1000)
+    next_request.park(waiter)
+    assert cache.on_news(("t", 0), wake=True) == [waiter]
+    assert credits == [500, 1000]
+
+
+def test_a_quiet_partition_named_or_forgotten_or_its_session_closed_is_credited_and_heard_of_no_more():
+    for change in ("named", "forgotten", "closed"):
+        credits = []
+        cache, session_id = quiet_session(credits, now=100)
+        if change == "closed":
+            cache.context(session_id, INITIAL_EPOCH, [("t", [ask(0, 10)])], [], by_id=False, follower=True,
+                          now_ms=200)
+        else:
+            topics, forgotten = ([("t", [ask(0, 11)])], []) if change == "named" else ([], [("t", [0])])
+            cache.context(session_id, 2, topics, forgotten, by_id=False, follower=True, now_ms=200)
+        assert credits == [100], change
+        assert cache.quiet_holders == {}, change
+        assert cache.on_news(("t", 0), wake=True) == [] and credits == [100], change
+
+
+def test_a_consumers_session_keeps_no_partition_quiet():
+    cache = FetchSessionCache()
+    session_id, _ = open_session(cache, [("t", [ask(0, 10)])], {("t", 0): result(0)}, follower=False)
+    context = cache.context(session_id, 1, [], [], by_id=False, follower=False, now_ms=0)
+    context.note_quiet(("t", 0), ("t", 0), lambda ms: None)
+    assert not context.holds_quiet and cache.quiet_holders == {}

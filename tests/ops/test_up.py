@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from lab import Up
 from processes import children_of, command_line, wait_until_gone
 from waiting import wait_until, watermarks
+
 from weir.lab.local_cluster import CLUSTER_STOP_TIMEOUT_S, ZOOKEEPER_STOP_TIMEOUT_S
 
 TOPIC = "lab"

@@ -260,3 +260,22 @@ def test_a_stopping_broker_waits_for_a_leadership_the_controller_leaves_to_it(tm
     partition.apply_state(state(-1, 3, isr=(2,)), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=400,
                           own_broker_epoch=200)
     assert not partition.awaits_leadership_handover()
+
+
+def test_fetches_a_session_took_of_a_quiet_partition_count_for_its_follower_in_that_leadership_only(tmp_path):
+    """A fetch session stops reading a quiet partition (fetch_sessions.py); once it has news, the
+    fetches it took meanwhile are credited to the follower, as if it had been timed at each, but
+    never into a new leadership, which has reset what it knows of its followers."""
+    partition = partition_on_disk(tmp_path, broker_id=1)
+    partition.apply_state(state(1, 1), (1, 2, 3), ReplicationConfig(), NOW, state_zxid=300, own_broker_epoch=200)
+    follower = partition.leader.followers[2]
+    credit = partition.quiet_fetch_credit(2)
+    credit(NOW + 30_000)
+    assert (follower.last_fetch_time_ms, follower.last_caught_up_time_ms) == (NOW + 30_000, NOW + 30_000)
+    credit(NOW + 10_000)  # never back in time
+    assert follower.last_caught_up_time_ms == NOW + 30_000
+    partition.apply_state(state(1, 2), (1, 2, 3), ReplicationConfig(), NOW + 40_000, state_zxid=301,
+                          own_broker_epoch=200)
+    reset = partition.leader.followers[2].last_caught_up_time_ms
+    credit(NOW + 50_000)
+    assert partition.leader.followers[2].last_caught_up_time_ms == reset

@@ -26,11 +26,21 @@ from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionR
                                          encode_produce_response)
 from weir.protocol.record_batch import TRANSACTIONAL_BIT
 from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from weir.replication.fetch_sessions import FetchSessionCache
+from weir.replication.fetch_sessions import FetchContext, FetchSessionCache
 from weir.security.authorization import TOPIC, TXN, RequestAuthorizer, cluster_error, denied, refusal
 from weir.transactions.partition_txns import SENTINEL, VerificationGuard
 
 log = logging.getLogger(__name__)
+
+
+class _EveryTopic:
+    """The topics refused to a follower without CLUSTER_ACTION: all of them."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+
+EVERY_TOPIC = _EveryTopic()
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 # the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion; -5,
@@ -243,47 +253,55 @@ class DataApis:
             log.debug("fetch refused: %s", e)
             return encode_fetch_response(header.api_version, e.code, 0, [])
         view = self.replicas.view
-        wanted = [(view.topic_name(key) if by_id else key, key, partitions) for key, partitions in context.wanted]
+        name_of = view.topic_name if by_id else (lambda key: key)
         refused = None
         if self.authz is not None:  # a follower needs CLUSTER_ACTION (else every topic is refused), a consumer READ
-            named = [name for name, _, _ in wanted if name is not None]
             if replica_id >= 0:
-                refused = set(named) if cluster_error(self.authz, header) else None
+                refused = EVERY_TOPIC if cluster_error(self.authz, header) else None
             else:
+                named = [name for key, _ in context.wanted if (name := name_of(key)) is not None]
                 refused = denied(self.authz, header, TOPIC, named)
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
 
         def read(first: bool) -> list:
-            params = FetchParams(replica_id, replica_epoch, read_committed, now_ms(), first)
-            return self._read_all(params, wanted, request.max_bytes, by_id, refused=refused, told=context.told)
+            now = now_ms()
+            params = FetchParams(replica_id, replica_epoch, read_committed, now, first)
+            results = self._read_all(params, context, name_of, request.max_bytes, by_id, refused=refused)
+            if first:
+                context.read_done(now)
+            return results
         results = read(True)
         max_wait_s = request.max_wait.total_seconds()
-        keys = keeps_waiting(results, request.min_bytes, max_wait_s) and [
-            (name, p.partition) for name, _, parts in wanted if name is not None for p in parts]
-        if not keys:
+        keys = [(name, p.partition) for key, parts in context.wanted if (name := name_of(key)) is not None for p in parts]
+        if not ((keys or context.holds_quiet) and keeps_waiting(results, request.min_bytes, max_wait_s)):
             return encode_fetch_response(header.api_version, 0, *context.answer(results))
         # a long poll: the connection awaits the answer (and handles nothing else meanwhile, as Kafka)
         loop = asyncio.get_running_loop()
         answered = loop.create_future()
 
         def answer(results: list | None, error: Exception | None) -> None:
+            context.unpark()
             if answered.done():  # cancelled: the broker is stopping
                 return
             if error is not None:
                 answered.set_exception(error)  # the connection logs it and closes
             else:
                 answered.set_result(encode_fetch_response(header.api_version, 0, *context.answer(results)))
-        ParkedFetch(self.replicas.waiters, keys, follower=replica_id >= 0, min_bytes=request.min_bytes,
-                    deadline=loop.time() + max_wait_s, read=read, answer=answer, clock=loop.time,
-                    call_soon=loop.call_soon, call_at=loop.call_at)
+        context.park(ParkedFetch(self.replicas.waiters, keys, follower=replica_id >= 0, min_bytes=request.min_bytes,
+                                 deadline=loop.time() + max_wait_s, read=read, answer=answer, clock=loop.time,
+                                 call_soon=loop.call_soon, call_at=loop.call_at))
         return answered
 
-    def _read_all(self, params: FetchParams, wanted, max_bytes: int, by_id: bool, *,
-                  refused: set[str] | None = None, told: dict) -> list:
+    def _read_all(self, params: FetchParams, context: FetchContext, name_of, max_bytes: int, by_id: bool, *,
+                  refused=None) -> list:
+        """Each partition of the context's, in its order; a follower's partition found with
+        nothing to tell in the first read is quiet in its session from then on."""
         out = []
         budget = max(max_bytes, 0)
         min_one = True  # Kafka's minOneMessage: until a partition has given records (KIP-74)
-        for name, topic_key, partitions in wanted:
+        told = context.told
+        for topic_key, partitions in context.wanted:
+            name = name_of(topic_key)
             results = []
             for p in partitions:
                 if name is None:
@@ -300,6 +318,9 @@ class DataApis:
                                             log_start_offset=getattr(p, "log_start_offset", -1),
                                             told=told.get((topic_key, p.partition)) if told else None,
                                             min_one_batch=min_one)
+                if result is None and params.first:
+                    context.note_quiet((topic_key, p.partition), (name, p.partition),
+                                       self.replicas.quiet_fetch_credit(name, p.partition, params.replica_id))
                 results.append(result)  # None: the fetch session's answer leaves it out
                 size = records_size(result) if result is not None else 0
                 if size:
@@ -437,6 +458,7 @@ class DataApis:
                         raise KafkaError(ErrorCode.policy_violation,
                                          f"{t.name} is compacted only: records cannot be deleted by offset")
                     results[key] = [partition, partition.delete_records(p.offset), ErrorCode.none]
+                    self.replicas.hosting.news(key, wake=False)  # a new log start to tell
                 except KafkaError as e:
                     log.warning("DeleteRecords %s-%d before %d refused: %s", *key, p.offset, e)
                     results[key] = [None, -1, e.code]

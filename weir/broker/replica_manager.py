@@ -421,9 +421,16 @@ class ReplicaManager:
     # -- timers ------------------------------------------------------------------------
 
     def check_isr(self, now_ms: int) -> None:
-        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind."""
+        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind. A
+        partition that decides nothing is not acted on, and so stays quiet in fetch sessions."""
         for partition in self.partitions.values():
-            self.hosting.act(partition, partition.check_isr(now_ms))
+            effects = partition.check_isr(now_ms)
+            if not effects.decide_nothing:
+                self.hosting.act(partition, effects)
+
+    def quiet_fetch_credit(self, topic: str, index: int, replica_id: int):
+        """Partition.quiet_fetch_credit of a hosted leader's partition."""
+        return self.partitions[(topic, index)].quiet_fetch_credit(replica_id)
 
     def expire_produces(self, now_ms: int) -> None:
         """Every 100 ms: answer the parked produces past their deadline. Only partitions that
@@ -444,6 +451,7 @@ class ReplicaManager:
             deleted = partition.log.enforce_retention(now_ms, partition.high_watermark)
             if deleted:
                 log.info("retention deleted %d segment(s) of %s-%d", deleted, *partition.key)
+                self.hosting.news(partition.key, wake=False)  # a new log start to tell
 
     def flush_due(self, now_ms: int) -> None:
         """Every second: flush the logs due by flush.ms, and delete the files of removed segments

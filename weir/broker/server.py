@@ -134,6 +134,7 @@ class Broker:
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
         data = DataApis(self.replicas, self.txn_verifier, authz, self.fetch_sessions)
+        self.replicas.hosting.fetch_sessions = self.fetch_sessions
         apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller, authz),
                           GroupApis(self.groups, self.transactions, authz),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count, authz),

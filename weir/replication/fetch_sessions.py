@@ -10,6 +10,15 @@ A partition left out of an incremental request is still fetched, at the position
 holds for it: for a follower that is a fetch at its log end offset like any other (the leader
 counts it as caught up), as in Kafka. What the session last answered (`FetchContext.told`) lets
 the leader take such a fetch of an idle partition the short way (`ReplicaManager.read`).
+
+Quiet partitions: an idle partition costs a follower's session nothing per fetch. One its first
+read of a request found with nothing to tell (`note_quiet`) is not read again, nor parked on,
+until the partition has news (`FetchSessionCache.on_news`: any decision of the partition, an
+append, a new state, a moved log start), the follower names it again, or the session ends. Each
+fetch of the session meanwhile is one at the follower's LEO, which is the leader's (any append
+would be news): once the partition has news, those fetches are credited to the follower up to
+the last one (`quiet_fetch_ms`), as it would have been timed at each, and a parked fetch of the
+session reads it from then on (woken when the news is new records or a new role).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Callable
 
 from weir.protocol.errors import ErrorCode, KafkaError
 
@@ -61,6 +71,10 @@ class FetchSession:
         self.epoch = 1  # the epoch its next request must carry
         self.last_used_ms = now_ms
         self.partitions: OrderedDict[tuple, _Cached] = OrderedDict()  # (topic id or name, partition), read order
+        # quiet partitions: key -> (the news key it waits on, the credit of the fetches it missed)
+        self.quiet: dict[tuple, tuple[tuple, Callable[[int], None]]] = {}
+        self.quiet_fetch_ms = now_ms  # the last fetch every quiet partition was still quiet at
+        self.parked: FetchContext | None = None  # its request waiting in a long poll
 
 
 class FetchContext:
@@ -74,9 +88,51 @@ class FetchContext:
         self.new_session = new_session  # (by_id, follower, now_ms) when a full request asks for one
         # an incremental request's entries as it read them: a later request of the session may
         # forget or replace one while this one long-polls, and then this answer must not touch it
-        self._entries = list(session.partitions.values()) if session else []
+        self._entries = [cached for key, cached in session.partitions.items() if key not in session.quiet] \
+            if session else []
         # a follower's session: (topic key, partition) -> (HW, LSO, log start) last answered, if unnamed now
         self.told: dict = {}
+        self.waiter = None  # set() while parked
+
+    def note_quiet(self, key: tuple, news_key: tuple, credit: Callable[[int], None]) -> None:
+        """The first read of this request found the follower's partition `key` with nothing to
+        tell: it is quiet until `news_key` (the partition as `on_news` names it) has news."""
+        session = self.session
+        if session is None or not session.follower or key in session.quiet or key not in session.partitions:
+            return
+        session.quiet[key] = (news_key, credit)
+        self.cache.quiet_holders.setdefault(news_key, {})[session] = key
+
+    @property
+    def holds_quiet(self) -> bool:
+        """Its session has quiet partitions: their news would wake a long poll of it."""
+        return self.session is not None and bool(self.session.quiet)
+
+    def read_done(self, now_ms: int) -> None:
+        """The first read is over: this fetch found every partition still quiet at `now_ms`."""
+        if self.session is not None:
+            self.session.quiet_fetch_ms = now_ms
+
+    def park(self, waiter) -> None:
+        """The request waits in a long poll, `waiter` (its ParkedFetch) woken by news of a quiet
+        partition, which joins its reads."""
+        self.waiter = waiter
+        if self.session is not None:
+            self.session.parked = self
+
+    def unpark(self) -> None:
+        if self.session is not None and self.session.parked is self:
+            self.session.parked = None
+
+    def take_back(self, key: tuple) -> None:
+        """A quiet partition with news while this request is parked: read from now on."""
+        cached = self.session.partitions.get(key)
+        if cached is None:
+            return
+        self.wanted.append((key[0], [cached.request]))
+        self._entries.append(cached)
+        if cached.high_watermark is not None:
+            self.told[key] = (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
 
     def answer(self, results: list) -> tuple[int, list]:
         """(session id, results to send) for `results` = [(name, topic id, [FetchPartitionResult])]
@@ -121,6 +177,39 @@ class FetchSessionCache:
         self.eviction_ms = eviction_ms
         self.rng = rng or random.Random()
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
+        self.quiet_holders: dict[tuple, dict[FetchSession, tuple]] = {}  # news key -> session -> its key
+
+    def on_news(self, news_key: tuple, wake: bool) -> list:
+        """The partition `news_key` may have something to tell: it is quiet in no session any more,
+        and joins the reads of those parked; returns the parked requests to wake (if `wake`: new
+        records or a new role, what wakes a follower's long poll): their waiters."""
+        holders = self.quiet_holders.pop(news_key, None)
+        if not holders:
+            return []
+        woken = []
+        for session, key in holders.items():
+            self._unquiet(session, key, forget_holder=False)
+            if session.parked is not None:
+                session.parked.take_back(key)
+                if wake:
+                    woken.append(session.parked.waiter)
+        return woken
+
+    def _unquiet(self, session: FetchSession, key: tuple, *, forget_holder: bool = True) -> None:
+        news_key, credit = session.quiet.pop(key)
+        credit(session.quiet_fetch_ms)
+        if forget_holder:
+            holders = self.quiet_holders.get(news_key)
+            if holders is not None:
+                holders.pop(session, None)
+                if not holders:
+                    del self.quiet_holders[news_key]
+
+    def _close(self, session: FetchSession | None) -> None:
+        """A session ends: its quiet partitions are credited with the fetches they had."""
+        if session is not None:
+            for key in list(session.quiet):
+                self._unquiet(session, key)
 
     def context(self, session_id: int, epoch: int, topics: list, forgotten: list, *, by_id: bool, follower: bool,
                 now_ms: int) -> FetchContext:
@@ -130,7 +219,7 @@ class FetchSessionCache:
         wrong epoch (INVALID_FETCH_SESSION_EPOCH) or a session by topic id continued by name or
         the other way (FETCH_SESSION_TOPIC_ID_ERROR)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request; it closes the session it names
-            self.sessions.pop(session_id, None)
+            self._close(self.sessions.pop(session_id, None))
             new_session = (by_id, follower, now_ms) if epoch == INITIAL_EPOCH else None
             return FetchContext(self, _last_of_each(topics), new_session=new_session)
         session = self.sessions.get(session_id)
@@ -144,9 +233,13 @@ class FetchSessionCache:
                              f"fetch session {session_id} names topics {'by id' if session.by_id else 'by name'}")
         for key, partitions in forgotten:
             for index in partitions:
+                if (key, index) in session.quiet:
+                    self._unquiet(session, (key, index))
                 session.partitions.pop((key, index), None)
         for key, partitions in topics:
             for request in partitions:
+                if (key, request.partition) in session.quiet:
+                    self._unquiet(session, (key, request.partition))
                 cached = session.partitions.get((key, request.partition))
                 if cached is None or _starts_over(cached.request, request):
                     session.partitions[key, request.partition] = _Cached(request)
@@ -155,13 +248,14 @@ class FetchSessionCache:
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
-        context = FetchContext(self, _grouped((key, cached.request) for (key, _), cached in session.partitions.items()),
-                               session=session)
+        quiet = session.quiet
+        context = FetchContext(self, _grouped((key, cached.request) for (key, p), cached in session.partitions.items()
+                                              if (key, p) not in quiet), session=session)
         if session.follower:  # only a follower's fetch of an idle partition has a short way
             named = {(key, request.partition) for key, partitions in topics for request in partitions}
             context.told = {key: (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
                             for key, cached in session.partitions.items()
-                            if key not in named and cached.high_watermark is not None}
+                            if key not in named and key not in quiet and cached.high_watermark is not None}
         return context
 
     def create(self, by_id: bool, follower: bool, now_ms: int) -> FetchSession | None:
@@ -181,7 +275,7 @@ class FetchSessionCache:
         if idle is None and for_follower:
             idle = next((s for s in self.sessions.values() if not s.follower), None)
         if idle is not None:
-            del self.sessions[idle.id]
+            self._close(self.sessions.pop(idle.id))
         return idle is not None
 
 

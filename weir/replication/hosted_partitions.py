@@ -10,7 +10,8 @@ this same object, and each supplies only its storage and its way of carrying out
   with its log.
 - A partition's decision (its Effects) is carried out in one order: answered produces first, then
   a role change (the shell's fetchers follow roles; an ISR proposal of the old role is withdrawn),
-  then a new ISR proposal, then the parked fetches it wakes.
+  then a new ISR proposal, then the parked fetches it wakes, then the fetch sessions that held
+  the partition quiet (`news`: every decision, a new state, a moved log start).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Iterable, Protocol
 
 from weir.broker.fetch_waiters import FetchWaiters
+from weir.replication.fetch_sessions import FetchSessionCache
 from weir.replication.leader import AlterPartitionProposal, ReplicationConfig
 from weir.replication.partition import Effects, Partition
 from weir.replication.produce_purgatory import ProduceCompletion
@@ -52,6 +54,7 @@ class HostedPartitions:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.live_brokers: frozenset[int] = frozenset()
         self.waiters = FetchWaiters()
+        self.fetch_sessions: FetchSessionCache | None = None  # the leader's, whose quiet partitions hear news here
 
     def on_live_brokers(self, live: frozenset[int], now_ms: int) -> None:
         if live != self.live_brokers:
@@ -77,6 +80,7 @@ class HostedPartitions:
                                         state_zxid, own_broker_epoch)
         self.act(partition, effects)
         self.waiters.notify(key)
+        self.news(key, wake=True)
         return partition, effects
 
     def drop_assigned_elsewhere(self, topics: dict[str, TopicAssignment],
@@ -106,3 +110,11 @@ class HostedPartitions:
         if effects.isr_proposal is not None:
             self.shell.send_isr_change(partition, effects.isr_proposal)
         self.waiters.on_effects(partition.key, effects)
+        self.news(partition.key, wake=effects.new_records or effects.role_changed)
+
+    def news(self, key: tuple[str, int], *, wake: bool) -> None:
+        """`key` decided something, or its log changed: a fetch session that holds it quiet reads
+        it again (fetch_sessions.py), and a long poll of such a session wakes if `wake`."""
+        if self.fetch_sessions is not None:
+            for waiter in self.fetch_sessions.on_news(key, wake):
+                waiter.set()

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Protocol
+from typing import Callable, Hashable, Iterable, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -101,6 +101,11 @@ class Effects:
     data_changed: bool = False  # new records or a new HW: wake readers waiting on this partition
     new_records: bool = False  # appended as leader: wake follower fetches too (data_changed alone does not)
     fenced: bool = False  # a state naming us leader, written before our registration: not acted on
+
+    @property
+    def decide_nothing(self) -> bool:
+        return not (self.completions or self.isr_proposal is not None or self.role_changed or self.data_changed
+                    or self.new_records or self.fenced)
 
 
 @dataclass(frozen=True)
@@ -397,6 +402,20 @@ class Partition:
         if again:
             return fetch_offset == self.log.log_end_offset
         return self.leader.on_quiet_follower_fetch(replica_id, fetch_offset, now_ms, replica_epoch, log_start_offset)
+
+    def quiet_fetch_credit(self, replica_id: int) -> Callable[[int], None]:
+        """For a fetch session that stops visiting this partition while it stays quiet: the fetches
+        it took meanwhile, up to a time, credited to the follower, if this is still the leadership
+        that found it quiet (a new one has reset what it knows of its followers)."""
+        leader = self.leader
+        assert leader is not None, "only a leader's partition is quiet in a follower's session"
+        leader_epoch = leader.leader_epoch
+
+        def credit(last_ms: int) -> None:
+            follower = leader.followers.get(replica_id)
+            if self.leader is leader and leader.leader_epoch == leader_epoch and follower is not None:
+                follower.note_quiet_fetches(last_ms)
+        return credit
 
     def answer_fetch(self, fetch_offset: int, current_leader_epoch: int, replica_id: int, now_ms: int, *,
                      replica_epoch: int = -1, log_start_offset: int = UNKNOWN_OFFSET, first: bool = True,

@@ -67,6 +67,13 @@ class FollowerReplica:
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
 
+    def note_quiet_fetches(self, last_ms: int) -> None:
+        """Fetches up to `last_ms` that a fetch session took for it without a visit, each at the
+        LEO it had shown, which stayed the leader's LEO (fetch_sessions.py's quiet partitions):
+        each is timed as `update_fetch_state` times one at the leader's LEO."""
+        self.last_fetch_time_ms = max(self.last_fetch_time_ms, last_ms)
+        self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, last_ms)
+
     def is_stale_epoch(self, broker_epoch: int) -> bool:
         """A fetch sent by an older incarnation of the follower than one already seen (KIP-903)."""
         return broker_epoch != NO_BROKER_EPOCH and broker_epoch < self.broker_epoch

@@ -32,6 +32,7 @@ class SimApis:
         # session ids from the seed: a run replays exactly
         self.fetch_sessions = FetchSessionCache(rng=random.Random(f"sessions/{broker.world.seed}/{broker.id}/"
                                                                   f"{broker.incarnation}"))
+        broker.hosting.fetch_sessions = self.fetch_sessions
 
     def complete(self, completions) -> None:
         for completion in completions:
@@ -103,26 +104,31 @@ class SimApis:
             return
 
         def read(first: bool) -> list:
-            return [(topic, None, [self._fetch_one(src, topic, request, replica_epoch, first,
-                                                   context.told.get((topic, request.partition)))
-                                   for request in partitions])
-                    for topic, partitions in context.wanted]
+            results = [(topic, None, [self._fetch_one(src, context, topic, request, replica_epoch, first)
+                                      for request in partitions])
+                       for topic, partitions in context.wanted]
+            if first:
+                context.read_done(broker.now)
+            return results
 
         def answer(results: list) -> None:
+            context.unpark()
             session_id, sent = context.answer(results)
             answers = [((topic, r.index), r.error_code, r.high_watermark, r.log_start_offset, r.records)
                        for topic, _, answered in sent for r in answered]
             broker.send(src, ("fetch_resp", rid, ErrorCode.none, session_id, answers))
         keys = [(topic, p.partition) for topic, parts in context.wanted for p in parts]
         self._answer_or_park(read, answer, keys, follower=True, min_bytes=FOLLOWER_MIN_BYTES,
-                             max_wait=broker.settings.replica_fetch_wait_ms)
+                             max_wait=broker.settings.replica_fetch_wait_ms, park=context.park,
+                             quiet=context.holds_quiet)
 
-    def _answer_or_park(self, read, answer, keys: list, *, follower: bool, min_bytes: int, max_wait: int) -> None:
+    def _answer_or_park(self, read, answer, keys: list, *, follower: bool, min_bytes: int, max_wait: int,
+                        park=lambda waiter: None, quiet: bool = False) -> None:
         """The first read answers the fetch, or it parks (production's DataApis.fetch). A read that
         raises stops the run, as any exception in the simulation does."""
         broker = self.broker
         results = read(True)
-        if not (keys and keeps_waiting(results, min_bytes, max_wait)):
+        if not ((keys or quiet) and keeps_waiting(results, min_bytes, max_wait)):
             answer(results)
             return
 
@@ -130,23 +136,27 @@ class SimApis:
             if error is not None:
                 raise error
             answer(results)
-        ParkedFetch(broker.waiters, keys, follower=follower, min_bytes=min_bytes, deadline=broker.now + max_wait,
-                    read=read, answer=answer_or_raise, clock=lambda: broker.now,
-                    call_soon=lambda fn: broker.later(0, fn),
-                    call_at=lambda when, fn: broker.later(when - broker.now, fn))
+        park(ParkedFetch(broker.waiters, keys, follower=follower, min_bytes=min_bytes, deadline=broker.now + max_wait,
+                         read=read, answer=answer_or_raise, clock=lambda: broker.now,
+                         call_soon=lambda fn: broker.later(0, fn),
+                         call_at=lambda when, fn: broker.later(when - broker.now, fn)))
 
-    def _fetch_one(self, src, topic: str, request, replica_epoch: int, first: bool,
-                   told) -> FetchPartitionResult | None:
-        """The partition's answer; None when its session's `told` still stands (nothing to send)."""
+    def _fetch_one(self, src, context, topic: str, request, replica_epoch: int,
+                   first: bool) -> FetchPartitionResult | None:
+        """The partition's answer; None when its session's `told` still stands (nothing to send),
+        and then it is quiet in the session (production's DataApis._read_all)."""
         broker = self.broker
-        partition = broker.partitions.get((topic, request.partition))
+        key = (topic, request.partition)
+        partition = broker.partitions.get(key)
         if partition is None:
             return FetchPartitionResult(request.partition, ErrorCode.not_leader_or_follower)
         offset = request.fetch_offset
         answer = partition.answer_fetch(offset, request.current_leader_epoch, src, broker.now,
                                         replica_epoch=replica_epoch, log_start_offset=request.log_start_offset,
-                                        first=first, told=told)
+                                        first=first, told=context.told.get(key))
         if answer is None:
+            if first:
+                context.note_quiet(key, key, partition.quiet_fetch_credit(src))
             return None
         result, limit, effects = answer
         if effects is not None:

@@ -309,8 +309,11 @@ class SimBroker:
         self.isr_sender.submit(partition.key, proposal)
 
     def _every_partition(self, event: str, interval_ms: int) -> None:
+        """ReplicaManager.check_isr and expire_produces: a partition that decides nothing is not acted on."""
         for partition in self.partitions.values():
-            self.act(partition, getattr(partition, event)(self.now))
+            effects = getattr(partition, event)(self.now)
+            if not effects.decide_nothing:
+                self.act(partition, effects)
         self.later(interval_ms, self._every_partition, event, interval_ms)
 
     def _maintain(self) -> None:

@@ -47,7 +47,7 @@ def _varint(buf, position: int) -> tuple[int, int]:
 def records_in(segment) -> list[tuple[bytes, bytes]]:
     """(key, value) of each record a segment holds, in order (uncompressed batches, keyed records)."""
     out = []
-    for batch in batches_in(os.pread(segment.fd, segment.size, 0)):
+    for batch in batches_in(os.pread(segment.file, segment.size, 0)):
         position = 61
         for _ in range(read_batch_header(batch).record_count):
             length, position = _varint(batch, position)
@@ -311,7 +311,7 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
 
     def records():
         return [(r.offset, r.key, r.value) for s in log.segments
-                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.file, s.size, 0))))]
 
     before = records()
     cleaner = cleaner_of(partition)
@@ -340,7 +340,7 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
             assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1), (9, 6)]
     assert partition.aborted_transactions(0, 12) == []
     markers = {h.base_offset: h.record_count for s in log.segments
-               for h in map(read_batch_header, batches_in(os.pread(s.fd, s.size, 0))) if h.attributes & 0x20}
+               for h in map(read_batch_header, batches_in(os.pread(s.file, s.size, 0))) if h.attributes & 0x20}
     assert markers == {3: 0, 5: 1, 12: 0}
     assert [r for r in records() if r[1] != b"tail"] == [(4, b"k2", b"committed"), (7, b"k1", b"after")], \
         "R's record went with its transaction, k1's old value once 'after' was cleanable"
@@ -371,10 +371,10 @@ def test_a_tombstone_stays_delete_retention_ms_after_the_cleaning_that_first_kep
 
     def records():
         return [(r.offset, r.key, r.value) for s in log.segments
-                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.file, s.size, 0))))]
 
     def tombstone_batch():
-        return next(b for s in log.segments for b in batches_in(os.pread(s.fd, s.size, 0))
+        return next(b for s in log.segments for b in batches_in(os.pread(s.file, s.size, 0))
                     if read_batch_header(b).base_offset == 1)
 
     def more(round_):  # new dirty data, so that the log is cleaned again
@@ -412,7 +412,7 @@ def test_the_dirty_ratio_must_exceed_min_cleanable_dirty_ratio(tmp_path, cleaner
 
     def records():
         return [(r.offset, r.key, r.value) for s in log.segments
-                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.file, s.size, 0))))]
     before = records()
     cleaner = cleaner_of(partition, **{"min.cleanable.dirty.ratio": ratio})
     if ratio == 1.0:

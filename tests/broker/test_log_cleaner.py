@@ -12,7 +12,7 @@ import pytest
 
 from weir.broker.log_cleaner import LogCleaner
 from weir.zk.model import PartitionState
-from weir.log import LogConfig, PartitionLog
+from weir.log import LogConfig, PartitionLog, SegmentFileCache
 from weir.log.cleaner import batches_in
 from weir.protocol.record_batch import read_batch_header
 from weir.protocol.records import encode_batch
@@ -269,6 +269,46 @@ def test_a_cleaning_under_way_when_its_log_is_truncated_is_given_up(tmp_path, cl
     append(log, (b"k", b"2"), (b"a", b"1"), (b"tail", b"u"))
     assert cleaner.clean_once(now_ms=NOW) == 1  # the next pass cleans from the lowered checkpoint
     assert keys_of(log) == [(b"k", b"2"), (b"a", b"1")]
+    log.close()
+
+
+def test_a_segment_retention_removes_while_being_cleaned_gives_the_pass_up_not_the_log(tmp_path, cleaner_of):
+    """The cleaner reads closed segments on its own thread: one that retention (or DeleteRecords)
+    removes meanwhile can no longer be opened (issue 41: closed segments' files are opened when
+    read). That pass is given up; the log stays cleanable and the next pass cleans it."""
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150, file_delete_delay_ms=0), NOW)
+    append(log, (b"k", b"0"), (b"a", b"0"), (b"k", b"1"), (b"b", b"0"), (b"k", b"2"), (b"c", b"0"), (b"tail", b"t"))
+    cleaner = cleaner_of(Committed(log))
+    read_offset_map = cleaner._offset_map
+
+    def offset_map_then_retention(dirty, aborted):
+        found = read_offset_map(dirty, aborted)
+        log.delete_records_before(2)  # the first segment goes while the cleaner is at work
+        return found
+    cleaner._offset_map = offset_map_then_retention
+    assert cleaner.clean_once(now_ms=NOW) == 0
+    assert cleaner.uncleanable == set() and keys_of(log) == [(b"k", b"1"), (b"b", b"0"), (b"k", b"2"), (b"c", b"0")]
+
+    cleaner._offset_map = read_offset_map
+    assert cleaner.clean_once(now_ms=NOW) == 1
+    assert keys_of(log) == [(b"b", b"0"), (b"k", b"2"), (b"c", b"0")]
+    log.close()
+
+
+def test_cleaning_a_log_of_many_segments_holds_few_descriptors(tmp_path, cleaner_of):
+    """Issue 41: the cleaner reads and swaps closed segments through the bounded cache of their
+    files; the log holds its active segment's file and at most the cache's."""
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150), NOW, files=SegmentFileCache(3))
+    append(log, *[(b"k%d" % (i % 5), b"%d" % i) for i in range(80)], (b"tail", b"t"))
+    assert len(log.closed_segments) == 40
+    cleaner = cleaner_of(Committed(log))
+    before = open_descriptors()
+    assert cleaner.clean_once(now_ms=NOW) == 38  # all but the two holding the latest values
+    assert open_descriptors() <= before + 3
+    assert keys_of(log) == [(b"k%d" % (i % 5), b"%d" % i) for i in range(75, 80)]
     log.close()
 
 

@@ -63,7 +63,7 @@ class DescriptorBudget:
     """How many closed segments' files the cache may hold, and whether a new replica fits."""
 
     def __init__(self, closed_segment_files: int) -> None:
-        self.soft, self.hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]  # as the broker started
         self.cached_files = max(1, min(closed_segment_files, self.soft // CACHE_SHARE))
         self.headroom = self.cached_files + max(SPARE_AT_LEAST, self.soft // 10)
 
@@ -75,8 +75,11 @@ class DescriptorBudget:
             raise OSError(errno.EMFILE, f"too few descriptors free for a new replica: the lowest free one is {lowest}, "
                                         f"and {self.headroom} stay free")
 
-    def limits(self) -> str:
-        return f"RLIMIT_NOFILE soft {self.soft}, hard {self.hard}"
+    @staticmethod
+    def limits() -> str:
+        """The limits as they are now (`prlimit --pid` may change them under a running broker)."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return f"RLIMIT_NOFILE soft {soft}, hard {hard}"
 
     def usage(self) -> str:
         count = open_descriptors()

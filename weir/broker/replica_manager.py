@@ -253,11 +253,11 @@ class ReplicaManager:
         try:
             self.descriptors.check_room_for_replica()
             return self._open_partition(topic, index, now_ms)
-        except (OSError, MemoryError) as e:
-            if isinstance(e, MemoryError):
-                raise ReplicaNotCreated("out of memory") from e
-            raise ReplicaNotCreated(f"{e} ({self.descriptors.limits()})" if e.errno in OUT_OF_DESCRIPTORS
-                                    else str(e)) from e
+        except MemoryError as e:
+            raise ReplicaNotCreated("out of memory") from e
+        except OSError as e:
+            limits = f" ({self.descriptors.limits()})" if e.errno in OUT_OF_DESCRIPTORS else ""
+            raise ReplicaNotCreated(f"{e}{limits}") from e
 
     def _open_partition(self, topic: str, index: int, now_ms: int) -> Partition:
         config = self.log_config(topic)

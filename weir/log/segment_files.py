@@ -90,8 +90,8 @@ class SegmentFileCache:
 
     def put(self, owner, file: SegmentFile) -> SegmentFile:
         """Hold `owner`'s open file (a segment that stops being active hands its own over)."""
-        self._files[owner] = file
-        self._files.move_to_end(owner)
+        self._files.pop(owner, None)
+        self._files[owner] = file  # the most recent: last
         while len(self._files) > self.limit:
             self._drop_least_recent()
         return file

@@ -4,15 +4,12 @@ checkpoint survives having no descriptor at all and writes again once there are;
 replicas are created at the next retry. The soft RLIMIT_NOFILE is lowered in this process, under
 the broker's own headroom (computed at start), so the descriptors run out for real."""
 
-import gc
 import logging
-import os
-import resource
 import uuid
-from contextlib import contextmanager
+import pytest
 
 from log.batches import make_batch
-from weir.broker.descriptors import lowest_free_descriptor
+from log.descriptor_limits import descriptors_left
 from weir.broker.replica_manager import HW_CHECKPOINT, ReplicaManager
 from weir.config.broker_config import BrokerConfig
 from weir.log.checkpoint_file import read_offset_checkpoint
@@ -32,23 +29,6 @@ def view(*topics: TopicAssignment) -> ClusterView:
                        controller_id=ME, controller_epoch=1, session_id=77)
 
 
-@contextmanager
-def descriptors_left(free: int):
-    """The soft RLIMIT_NOFILE set so that `free` more descriptors can be opened: it bounds the
-    numbers, so it is set to the lowest free one once `free` are taken."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    gc.collect()  # garbage holding files would free descriptors meanwhile
-    taken = [os.open(os.devnull, os.O_RDONLY) for _ in range(free)]
-    limit = lowest_free_descriptor()
-    for fd in taken:
-        os.close(fd)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def produce(replicas: ReplicaManager, value: bytes) -> int:
     return replicas.append("small", 0, bytearray(make_batch([value], timestamp=1_000)), 1, 1_000).last_offset
 
@@ -66,11 +46,9 @@ def test_replicas_that_find_no_descriptor_are_refused_and_the_others_serve(tmp_p
         assert "Too many open files" in replicas.not_created[("big", refused[0])]
         line = next(r.getMessage() for r in caplog.records if "could not create" in r.getMessage())
         assert f"could not create {len(refused)} replica(s)" in line and "RLIMIT_NOFILE soft" in line
-        try:
-            replicas.hosted("big", refused[0])
-            raise AssertionError("a refused replica is not hosted")
-        except KafkaError as e:
-            assert e.code == ErrorCode.kafka_storage_error
+        with pytest.raises(KafkaError) as answer:
+            replicas.hosted("big", refused[0])  # what a Produce or a Fetch of it is answered
+        assert answer.value.code == ErrorCode.kafka_storage_error
 
     with descriptors_left(0), caplog.at_level(logging.ERROR):  # not one to spare
         assert produce(replicas, b"at the limit") == 1  # the active segment's file is open: appends go on

@@ -2,7 +2,6 @@
 `.log`); its closed segments' files come and go through one bounded cache, and reading them after
 the cache dropped them still returns the right records. Counted in /proc/self/fd."""
 
-import gc
 import os
 import uuid
 
@@ -12,16 +11,12 @@ from weir.log import LogConfig, LogDirectory, PartitionLog, SegmentFileCache
 
 from .batches import make_batch, record_values
 from .conftest import NOW
+from .descriptor_limits import descriptors_left, open_descriptors
 from .test_recovery import crash
 
 CACHED = 4  # the cache's limit in these tests
 BATCH = len(make_batch([b"value 000"]))
 TWO_BATCHES = LogConfig(segment_bytes=2 * BATCH, retention_ms=-1)
-
-
-def open_descriptors() -> int:
-    gc.collect()  # earlier tests' garbage may hold files still
-    return len(os.listdir("/proc/self/fd"))
 
 
 def value(offset: int) -> bytes:
@@ -130,3 +125,21 @@ def test_retention_deletes_segments_whose_files_the_cache_held(tmp_path, files):
     assert open_descriptors() - before <= 1 + CACHED
     log.close()
     assert open_descriptors() == before
+
+
+def test_with_no_descriptor_to_spare_reads_and_appends_go_on_and_a_roll_fails_whole(tmp_path, files):
+    """Out of descriptors (EMFILE), the cache closes the file it read least recently to open the
+    one a read needs, so fetches from old segments go on; so do appends to the active segment. A
+    roll, which needs new files, fails and leaves the log as it was."""
+    log = PartitionLog.open(tmp_path / "t-0", TWO_BATCHES, NOW, files=files)
+    fill(log, 0, 39)  # the active segment holds offset 38, with room for one more batch
+    assert every_record(log, 29) == expected(29, 39)  # the cache is full
+    with descriptors_left(0):
+        assert every_record(log) == expected(0, 39)
+        fill(log, 39, 1)
+        with pytest.raises(OSError):
+            fill(log, 40, 1)  # the active segment is full: a new one cannot be made
+        assert log.log_end_offset == 40 and log.active_segment.base_offset == 38
+    fill(log, 40, 1)
+    assert every_record(log) == expected(0, 41)
+    log.close()

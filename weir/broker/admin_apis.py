@@ -257,7 +257,8 @@ class AdminApis:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + METADATA_WAIT_S
         while loop.time() < deadline:
-            if all((name, p) in self.view.states for p in range(partitions)) and self.replicas.settled(name, partitions):
+            if (all((name, p) in self.view.states for p in range(partitions))
+                    and self.replicas.settled(name, partitions)):
                 break
             await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - loop.time())
         refused = self.replicas.not_created_of(name)

@@ -18,6 +18,7 @@ from weir.lab.local_cluster import BrokerProcess
 from weir.protocol.records import encode_batch
 
 NOFILE = 256
+ANSWER_S = 60  # a CreateTopics of 300 partitions on a loaded machine may take more than raw_protocol's 5 s
 KAFKA_STORAGE_ERROR = 56
 DELETE_TOPICS = 20
 
@@ -54,7 +55,7 @@ def checkpointed_hw(broker, topic: str, partition: int) -> int | None:
 
 
 def test_replicas_beyond_the_descriptors_are_refused_and_the_others_keep_serving(broker):
-    with RawClient(broker.port) as client:
+    with RawClient(broker.port, timeout=ANSWER_S) as client:
         create_topic(client, "small", partitions=10)
         for p in range(10):
             assert produce(client, "small", encode_batch([b"before %d" % p]), partition=p).error_code == NONE
@@ -67,7 +68,7 @@ def test_replicas_beyond_the_descriptors_are_refused_and_the_others_keep_serving
     open_now = len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
     assert open_now < NOFILE - 64, "room is left for connections and short-lived files"
 
-    with RawClient(broker.port) as client:  # a new connection: the broker accepts
+    with RawClient(broker.port, timeout=ANSWER_S) as client:  # a new connection: the broker accepts
         answers = [produce(client, "big", encode_batch([b"x"]), partition=p).error_code for p in range(300)]
         refused = answers.count(KAFKA_STORAGE_ERROR)
         assert answers.count(NONE) + refused == 300 and f"could not create {refused} replica(s)" in big.error_message
@@ -80,7 +81,7 @@ def test_replicas_beyond_the_descriptors_are_refused_and_the_others_keep_serving
     until(lambda: checkpointed_hw(broker, "small", 9) == 2, "the checkpoint task goes on writing")
     assert "periodic task failed" not in broker.output()
 
-    with RawClient(broker.port) as client:  # a deleted topic gives its descriptors back
+    with RawClient(broker.port, timeout=ANSWER_S) as client:  # a deleted topic gives its descriptors back
         deleted = client.call(DELETE_TOPICS, 6, DeleteTopicsRequest(
             topics=(DeleteTopicState(name="big", topic_id=None),), timeout=datetime.timedelta(seconds=30)))
         assert deleted.responses[0].error_code == NONE

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from weir.broker.log_cleaner import LogCleaner
-from weir.log import LogConfig, PartitionLog
+from weir.log import LogConfig, PartitionLog, SegmentFileCache
 from weir.log.cleaner import batches_in
 from weir.protocol.record_batch import read_batch_header
 from weir.protocol.records import encode_batch
@@ -47,7 +47,7 @@ def _varint(buf, position: int) -> tuple[int, int]:
 def records_in(segment) -> list[tuple[bytes, bytes]]:
     """(key, value) of each record a segment holds, in order (uncompressed batches, keyed records)."""
     out = []
-    for batch in batches_in(os.pread(segment.fd, segment.size, 0)):
+    for batch in batches_in(os.pread(segment.file, segment.size, 0)):
         position = 61
         for _ in range(read_batch_header(batch).record_count):
             length, position = _varint(batch, position)
@@ -272,6 +272,46 @@ def test_a_cleaning_under_way_when_its_log_is_truncated_is_given_up(tmp_path, cl
     log.close()
 
 
+def test_a_segment_retention_removes_while_being_cleaned_gives_the_pass_up_not_the_log(tmp_path, cleaner_of):
+    """The cleaner reads closed segments on its own thread: one that retention (or DeleteRecords)
+    removes meanwhile can no longer be opened (issue 41: closed segments' files are opened when
+    read). That pass is given up; the log stays cleanable and the next pass cleans it."""
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150, file_delete_delay_ms=0), NOW)
+    append(log, (b"k", b"0"), (b"a", b"0"), (b"k", b"1"), (b"b", b"0"), (b"k", b"2"), (b"c", b"0"), (b"tail", b"t"))
+    cleaner = cleaner_of(Committed(log))
+    read_offset_map = cleaner._offset_map
+
+    def offset_map_then_retention(dirty, aborted):
+        found = read_offset_map(dirty, aborted)
+        log.delete_records_before(2)  # the first segment goes while the cleaner is at work
+        return found
+    cleaner._offset_map = offset_map_then_retention
+    assert cleaner.clean_once(now_ms=NOW) == 0
+    assert cleaner.uncleanable == set() and keys_of(log) == [(b"k", b"1"), (b"b", b"0"), (b"k", b"2"), (b"c", b"0")]
+
+    cleaner._offset_map = read_offset_map
+    assert cleaner.clean_once(now_ms=NOW) == 1
+    assert keys_of(log) == [(b"b", b"0"), (b"k", b"2"), (b"c", b"0")]
+    log.close()
+
+
+def test_cleaning_a_log_of_many_segments_holds_few_descriptors(tmp_path, cleaner_of):
+    """Issue 41: the cleaner reads and swaps closed segments through the bounded cache of their
+    files; the log holds its active segment's file and at most the cache's."""
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    log = PartitionLog.open(tmp_path, LogConfig(segment_bytes=150), NOW, files=SegmentFileCache(3))
+    append(log, *[(b"k%d" % (i % 5), b"%d" % i) for i in range(80)], (b"tail", b"t"))
+    assert len(log.closed_segments) == 40
+    cleaner = cleaner_of(Committed(log))
+    before = open_descriptors()
+    assert cleaner.clean_once(now_ms=NOW) == 38  # all but the two holding the latest values
+    assert open_descriptors() <= before + 3
+    assert keys_of(log) == [(b"k%d" % (i % 5), b"%d" % i) for i in range(75, 80)]
+    log.close()
+
+
 def transactional(key: bytes, value: bytes, pid: int, seq: int = 0) -> bytearray:
     import struct
 
@@ -311,7 +351,7 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
 
     def records():
         return [(r.offset, r.key, r.value) for s in log.segments
-                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.file, s.size, 0))))]
 
     before = records()
     cleaner = cleaner_of(partition)
@@ -340,7 +380,7 @@ def test_aborted_records_go_and_undecided_transactions_stay_as_written(tmp_path,
             assert [(t.producer_id, t.first_offset) for t in partition.aborted_transactions(0, 12)] == [(7, 1), (9, 6)]
     assert partition.aborted_transactions(0, 12) == []
     markers = {h.base_offset: h.record_count for s in log.segments
-               for h in map(read_batch_header, batches_in(os.pread(s.fd, s.size, 0))) if h.attributes & 0x20}
+               for h in map(read_batch_header, batches_in(os.pread(s.file, s.size, 0))) if h.attributes & 0x20}
     assert markers == {3: 0, 5: 1, 12: 0}
     assert [r for r in records() if r[1] != b"tail"] == [(4, b"k2", b"committed"), (7, b"k1", b"after")], \
         "R's record went with its transaction, k1's old value once 'after' was cleanable"
@@ -371,10 +411,10 @@ def test_a_tombstone_stays_delete_retention_ms_after_the_cleaning_that_first_kep
 
     def records():
         return [(r.offset, r.key, r.value) for s in log.segments
-                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.file, s.size, 0))))]
 
     def tombstone_batch():
-        return next(b for s in log.segments for b in batches_in(os.pread(s.fd, s.size, 0))
+        return next(b for s in log.segments for b in batches_in(os.pread(s.file, s.size, 0))
                     if read_batch_header(b).base_offset == 1)
 
     def more(round_):  # new dirty data, so that the log is cleaned again
@@ -412,7 +452,7 @@ def test_the_dirty_ratio_must_exceed_min_cleanable_dirty_ratio(tmp_path, cleaner
 
     def records():
         return [(r.offset, r.key, r.value) for s in log.segments
-                for r in consume_read_uncommitted(list(batches_in(os.pread(s.fd, s.size, 0))))]
+                for r in consume_read_uncommitted(list(batches_in(os.pread(s.file, s.size, 0))))]
     before = records()
     cleaner = cleaner_of(partition, **{"min.cleanable.dirty.ratio": ratio})
     if ratio == 1.0:

@@ -174,8 +174,6 @@ def test_index_entries_are_on_disk_once_their_segment_is_sealed_or_flushed(open_
         assert all(offsets.position_at_or_before_offset(o) == segment.offset_index.position_at_or_before_offset(o)
                    for o in range(segment.base_offset, segment.next_offset))
         assert all(times.offset_before(t) == segment.time_index.offset_before(t) for t in (0, NOW, NOW + 1))
-        offsets.close()
-        times.close()
     fill(log, 15, 3)  # entries after the flush: lost with the crash, rebuilt at the open
     entries = len(active.offset_index)
     assert on_disk(active)[0] < entries

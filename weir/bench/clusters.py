@@ -834,14 +834,8 @@ def interpreter() -> str:
     return f"{sys.implementation.name} {sys.version.split()[0]} ({os.path.realpath(sys.executable)}, {linked})"
 
 
-def run_bench(args) -> int:
-    print(f"brokers and clients on {interpreter()}")
-    if args.workload == "leader":
-        from weir.bench.leader import bench_leader
-        return bench_leader(args)
-    if args.workload == "scale":
-        from weir.bench.scale import bench_scale
-        return bench_scale(args)
+def bench_clusters(args) -> int:
+    """The workloads run against clusters of this module's (all but leader and scale)."""
     if args.workload in ("all", "compare", "loops", "sessions"):
         return {"all": _bench_all, "compare": _bench_compare, "loops": _bench_loops,
                 "sessions": _bench_sessions}[args.workload](args)

@@ -247,13 +247,26 @@ class AdminApis:
         return self.view.topics.get(name, assignment)
 
     async def _wait_for_leaders(self, name: str, partitions: int) -> None:
-        """Until this broker's view shows every partition with a state (the controller wrote it)."""
+        """Until this broker's view shows every partition with a state (the controller wrote it)
+        and has taken them up: its own replicas of them hosted, or refused. A replica refused
+        here (out of descriptors or memory: ReplicaManager.not_created) fails the request with
+        KAFKA_STORAGE_ERROR, as Kafka's broker answers the LeaderAndIsr that would create it; the
+        topic stays, its other partitions serving. (A replica refused on another broker is not
+        seen here: that broker answers requests for it KAFKA_STORAGE_ERROR.)"""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + METADATA_WAIT_S
         while loop.time() < deadline:
-            if all((name, p) in self.view.states for p in range(partitions)):
-                return
+            if (all((name, p) in self.view.states for p in range(partitions))
+                    and self.replicas.settled(name, partitions)):
+                break
             await self.replicas.waiters.wait([self.replicas.VIEW_CHANGED], deadline - loop.time())
+        refused = self.replicas.not_created_of(name)
+        if refused:
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"broker {self.broker_id} could not create {len(refused)} replica(s) of {name} "
+                             f"(partitions {', '.join(map(str, refused[:10]))}{', ...' if len(refused) > 10 else ''}): "
+                             f"{self.replicas.not_created[(name, refused[0])]}; the topic exists, its other "
+                             f"partitions serve, and these are tried again")
 
     def create_topics(self, header: RequestHeader, request):
         names = [t.name for t in request.topics]

@@ -42,6 +42,7 @@ import time
 from typing import NamedTuple
 
 from weir.log.cleaner import MarkerRetention, aborted_spans, clean_segment, expired_markers, latest_offsets
+from weir.log.errors import SegmentClosed
 from weir.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,9 @@ class LogCleaner:
             except CleaningAborted:
                 log.info("%s-%d: truncated while being cleaned; cleaning it again from its new checkpoint",
                          *candidate.key)
+            except SegmentClosed:
+                log.info("%s-%d: a segment went (retention, truncation) while being cleaned; cleaning it again "
+                         "at the next pass", *candidate.key)
             except InterruptedError:
                 raise
             except Exception:
@@ -202,7 +206,7 @@ class LogCleaner:
         capacity = map_capacity(self.replicas.config)
         offsets: dict = {}
         for mapped, segment in enumerate(dirty):
-            keys = latest_offsets([os.pread(segment.fd, segment.size, 0)], aborted=aborted)
+            keys = latest_offsets([os.pread(segment.file, segment.size, 0)], aborted=aborted)
             if mapped and len(offsets) + sum(1 for k in keys if k not in offsets) > capacity:
                 return offsets, mapped
             offsets.update(keys)
@@ -235,8 +239,9 @@ class LogCleaner:
         rewritten = 0
         retention = MarkerRetention()  # reads every closed segment in order, from the log's start
         for segment in closed:
-            data = os.pread(segment.fd, segment.size, 0)
-            modified = os.stat(segment.file).st_mtime
+            file = segment.file
+            data = os.pread(file, segment.size, 0)
+            modified = os.fstat(file).st_mtime
             removable = retention.removable(data)
             cleaned = clean_segment(data, offsets, now_ms, delete_retention_ms, aborted=aborted, removable=removable)
             if cleaned is None:
@@ -247,7 +252,8 @@ class LogCleaner:
             staging.mkdir()
             (staging / segment.log_path.name).write_bytes(cleaned)
             staged = LogSegment(staging, segment.base_offset, index_interval_bytes=plog.config.index_interval_bytes,
-                                index_max_bytes=plog.config.segment_index_bytes, now_ms=int(time.time() * 1000))
+                                index_max_bytes=plog.config.segment_index_bytes, now_ms=int(time.time() * 1000),
+                                files=plog.files)
             assert staged.recover(), "a cleaned segment is whole"
             staged.flush()
             staged.close()

@@ -7,6 +7,11 @@ consumer fetches, follower fetches and timers arrive from the shell; the rules t
 `weir.replication`. What this class adds is bookkeeping: parked acks=all produces as futures,
 long-polling fetches, the ISR changes waiting to be sent to the controller, and the high-watermark
 checkpoint.
+
+A replica that cannot be created (out of descriptors or memory, a full disk; weir.broker.descriptors)
+is not hosted and is answered KAFKA_STORAGE_ERROR, as Kafka's broker answers for a replica offline
+after a storage error; it is tried again at every metadata change that concerns it and every
+log.retention.check.interval.ms. The replicas already here go on serving.
 """
 
 import asyncio
@@ -17,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from weir.broker.descriptors import OUT_OF_DESCRIPTORS, DescriptorBudget
 from weir.broker.metrics import BrokerMetrics
 from weir.broker.producer_snapshots import read_producer_snapshot, write_producer_snapshot
 from weir.config import topic_configs
 from weir.config.broker_config import BrokerConfig
-from weir.log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge
+from weir.log import LogConfig, LogDirectory, OffsetOutOfRange, RecordBatchTooLarge, SegmentFileCache
 from weir.log.checkpoint_file import read_offset_checkpoint, write_offset_checkpoint
 from weir.log.log_validator import NO_TIMESTAMP, ValidatedBatch, ValidationConfig, validate_produced_batch
 from weir.protocol.errors import ErrorCode, KafkaError
@@ -75,13 +81,21 @@ class FetchParams:
     first: bool = True
 
 
+class ReplicaNotCreated(Exception):
+    """This broker could not create a replica (a storage error: out of descriptors or memory, a
+    full disk)."""
+
+
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, now_ms: int) -> None:
         self.config = config
         self.broker_id = config["broker.id"]
         self.root = Path(config["log.dirs"])
         self.root.mkdir(parents=True, exist_ok=True)
-        self.logs = LogDirectory(self.root)
+        self.descriptors = DescriptorBudget(config["weir.log.closed.segment.files.max"])
+        self.logs = LogDirectory(self.root, files=SegmentFileCache(self.descriptors.cached_files))
+        # replicas assigned here that could not be created, with why: answered KAFKA_STORAGE_ERROR
+        self.not_created: dict[tuple[str, int], str] = {}
         self._checkpointed_hw = read_offset_checkpoint(self.root / HW_CHECKPOINT)
         self.view = ClusterView()
         self.hosting = HostedPartitions(self.broker_id, self)  # the rules weir sim's broker runs too
@@ -184,6 +198,8 @@ class ReplicaManager:
         self.view = view
         self.hosting.on_live_brokers(frozenset(view.brokers), now_ms)  # who may join an ISR, or hold a HW back
         if keys is None:
+            for key in [k for k in self.not_created if not self._assigned_here(k)]:
+                del self.not_created[key]
             for name in {t for t, _ in self.partitions} - set(view.topics):
                 self._drop_topic(name)
             for cache in (self._topic_settings, self._validation_configs):  # deleted topics' settings
@@ -193,12 +209,37 @@ class ReplicaManager:
             for key in self.hosting.drop_assigned_elsewhere(view.topics, self.logs.partitions_on_disk()):
                 log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
             keys = [(a.name, p) for a in view.topics.values() for p in a.replicas]
+        not_created = []
         for topic, index in keys:
             assignment = view.topics.get(topic)
             state = view.states.get((topic, index))
             if assignment is not None and state is not None:
-                self._apply_state(assignment, index, state, now_ms, view.state_zxids.get((topic, index)))
+                try:
+                    self._apply_state(assignment, index, state, now_ms, view.state_zxids.get((topic, index)))
+                except ReplicaNotCreated as e:
+                    self.not_created[(topic, index)] = str(e)
+                    not_created.append((topic, index))
+        if not_created:
+            shown = ", ".join(f"{t}-{p}" for t, p in not_created[:5]) + (", ..." if len(not_created) > 5 else "")
+            log.error("could not create %d replica(s) (%s): %s; %s. They are answered KAFKA_STORAGE_ERROR and "
+                      "tried again at the next metadata change and every log.retention.check.interval.ms; the "
+                      "replicas already here go on serving", len(not_created), shown,
+                      self.not_created[not_created[0]], self.descriptors.usage())
         self.waiters.notify(self.VIEW_CHANGED)
+
+    def _assigned_here(self, key: tuple[str, int]) -> bool:
+        assignment = self.view.topics.get(key[0])
+        return assignment is not None and self.broker_id in assignment.replicas.get(key[1], ())
+
+    def settled(self, topic: str, partitions: int) -> bool:
+        """Whether each of the topic's first `partitions` replicas assigned here is hosted, or
+        could not be created."""
+        return all((topic, p) in self.partitions or (topic, p) in self.not_created
+                   for p in range(partitions) if self._assigned_here((topic, p)))
+
+    def not_created_of(self, topic: str) -> list[int]:
+        """The partitions of `topic` whose replica here could not be created."""
+        return sorted(p for t, p in self.not_created if t == topic)
 
     def _apply_state(self, assignment: TopicAssignment, index: int, state, now_ms: int,
                      state_zxid: int | None = None) -> None:
@@ -208,6 +249,7 @@ class ReplicaManager:
                                            self.view.own_broker_epoch(self.broker_id))
         if applied is None:
             return
+        self.not_created.pop(applied[0].key, None)
         partition, effects = applied
         self._count_isr_change(partition, isr, effects)
         if effects.fenced:
@@ -221,6 +263,18 @@ class ReplicaManager:
     # -- HostedPartitions' shell: storage and effects
 
     def open_partition(self, topic: str, index: int, now_ms: int) -> Partition:
+        """A replica that cannot be created (too few descriptors would be left, or an EMFILE,
+        ENOMEM, full disk... on the way) raises ReplicaNotCreated."""
+        try:
+            self.descriptors.check_room_for_replica()
+            return self._open_partition(topic, index, now_ms)
+        except MemoryError as e:
+            raise ReplicaNotCreated("out of memory") from e
+        except OSError as e:
+            limits = f" ({self.descriptors.limits()})" if e.errno in OUT_OF_DESCRIPTORS else ""
+            raise ReplicaNotCreated(f"{e}{limits}") from e
+
+    def _open_partition(self, topic: str, index: int, now_ms: int) -> Partition:
         config = self.log_config(topic)
         topic_id = self.view.topics[topic].topic_id
         try:
@@ -274,6 +328,9 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None:
             if topic in self.view.topics and index in self.view.topics[topic].replicas:
+                if (topic, index) in self.not_created:
+                    raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{index}: its replica here could not "
+                                     f"be created: {self.not_created[(topic, index)]}")
                 raise KafkaError(ErrorCode.not_leader_or_follower, f"{topic}-{index} is not hosted here")
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partition {topic}-{index}")
         return partition
@@ -303,6 +360,8 @@ class ReplicaManager:
                                          verification_guard=verification_guard, origin=origin)
         except RecordBatchTooLarge as e:
             raise KafkaError(ErrorCode.record_list_too_large, str(e)) from None
+        except OSError as e:  # the log is as it was (all or nothing): the producer may retry
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{index}: {e}") from None
         self.hosting.act(partition, produced.effects)
         self.metrics.produced(topic, len(records), validated.header.record_count)
         append_time = validated.log_append_time_ms
@@ -370,6 +429,10 @@ class ReplicaManager:
             fetched = partition.log.read(offset, max(max_bytes, 0), limit, min_one_batch=min_one_batch)
         except OffsetOutOfRange:
             result.error_code = ErrorCode.offset_out_of_range
+            return result
+        except OSError as e:  # a closed segment's file could not be opened (out of descriptors, say)
+            log.warning("%s-%d: a read failed: %s (%s)", topic, index, e, self.descriptors.describe())
+            result.error_code = ErrorCode.kafka_storage_error
             return result
         result.records = [FileRegion(fd, position, size) for fd, position, size in fetched.file_slices]
         if result.aborted_transactions is not None and result.records:
@@ -443,7 +506,10 @@ class ReplicaManager:
     def maintain(self, now_ms: int) -> None:
         """Retention: delete whole segments past retention.ms / retention.bytes, never above the HW;
         not for a compact-only topic, whose old records the cleaner removes. And the transaction
-        state of producers idle for producer.id.expiration.ms goes."""
+        state of producers idle for producer.id.expiration.ms goes, and the replicas that could
+        not be created are tried again."""
+        if self.not_created:
+            self.apply_view(self.view, now_ms, list(self.not_created))
         for partition in list(self.partitions.values()):
             partition.expire_producers(now_ms, self.config["producer.id.expiration.ms"])
             if "delete" not in self.cleanup_policy(partition.topic):
@@ -462,15 +528,29 @@ class ReplicaManager:
     def checkpoint(self) -> None:
         """Every log.flush.offset.checkpoint.interval.ms and at close: each partition's producer
         snapshot (only where it differs from the one on disk: writing every idle partition's file
-        each minute stalls the loop), the recovery points, the HWs."""
+        each minute stalls the loop), the recovery points, the HWs. A file that cannot be written
+        now (out of descriptors, a full disk) is written at the next checkpoint; the others are
+        written all the same."""
+        failed: list[OSError] = []
         for key, partition in self.partitions.items():
             on_disk = (partition.log.directory, partition.producer_snapshot())
             if self._snapshots_on_disk.get(key) != on_disk:
-                write_producer_snapshot(*on_disk)
+                try:
+                    write_producer_snapshot(*on_disk)
+                except OSError as e:
+                    failed.append(e)
+                    continue
                 self._snapshots_on_disk[key] = on_disk
-        self.logs.write_checkpoints()
-        write_offset_checkpoint(self.root / HW_CHECKPOINT,
-                                {key: p.high_watermark for key, p in self.partitions.items()})
+        for write in (self.logs.write_checkpoints,
+                      lambda: write_offset_checkpoint(self.root / HW_CHECKPOINT,
+                                                      {key: p.high_watermark for key, p in self.partitions.items()})):
+            try:
+                write()
+            except OSError as e:
+                failed.append(e)
+        if failed:
+            log.error("checkpoint: %d file(s) not written, written at the next checkpoint: %s (%s)", len(failed),
+                      failed[0], self.descriptors.describe())
 
     def close(self) -> None:
         for partition in self.partitions.values():  # appended, fate unknown: see lose_leadership_proof

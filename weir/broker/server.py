@@ -17,6 +17,7 @@ from weir.broker.admin_apis import AdminApis
 from weir.broker.apis import DataApis
 from weir.broker.connection import Connection
 from weir.broker.controller_service import ControllerService
+from weir.broker.descriptors import raise_open_files_limit
 from weir.broker.group_apis import GroupApis
 from weir.broker.group_coordinator import GroupCoordinator
 from weir.broker.isr_sender import send_isr_changes
@@ -93,6 +94,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         if config.no_effect:
             log.info("accepted, no effect in Weir: %s", ", ".join(sorted(config.no_effect)))
+        raise_open_files_limit()  # before any log is opened: the replicas' budget follows from it
         self.replicas = ReplicaManager(config, now_ms())
         self.zk = ZkSession(config["zookeeper.connect"], session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000,
                             on_state=self._on_zk_state, security=self.zk_security)

@@ -39,7 +39,7 @@ def _counts(text: str) -> list[int]:
 
 
 def _bench(args) -> int:
-    from weir.bench.clusters import run_bench
+    from weir.bench.command import run_bench
     return run_bench(args)
 
 

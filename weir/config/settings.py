@@ -3,6 +3,7 @@ and the config sources DescribeConfigs numbers. A leaf: it imports no other conf
 
 from dataclasses import dataclass
 
+from weir.log.segment_files import DEFAULT_LIMIT as CLOSED_SEGMENT_FILES
 from weir.security.listeners import DEFAULT_PROTOCOL_MAP, PROTOCOLS
 
 MAX_LONG = 2**63 - 1
@@ -83,6 +84,11 @@ SETTINGS = {s.name: s for s in [
     Setting("log.flush.interval.ms", int, MAX_LONG, "fsync after this long."),
     Setting("log.flush.scheduler.interval.ms", int, MAX_LONG, "How often the flush timer is checked."),
     Setting("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are saved."),
+    Setting("weir.log.closed.segment.files.max", int, CLOSED_SEGMENT_FILES,
+            "Weir's (Kafka keeps every segment file open): most .log files of closed segments held open at once "
+            "across the broker's logs, for reads; beyond it the least recently read is closed, and opened again "
+            "when read. A log's active segment holds its own, outside this count. At most a quarter of the "
+            "soft RLIMIT_NOFILE is used."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch a producer may send."),
     Setting("log.message.timestamp.type", str, "CreateTime",
             "CreateTime: records keep the producer's timestamps; LogAppendTime: the broker's append time.",

@@ -36,9 +36,11 @@ ZOOKEEPER_STOP_TIMEOUT_S = 2
 class BrokerProcess:
     def __init__(self, broker_id: int, data_dir: Path, zookeeper_connect: str, port: int | None = None,
                  overrides: dict[str, str] | None = None, echo: bool = False, log_level: str = "INFO",
-                 protocol: str = "PLAINTEXT", properties: Path | None = None, python: str = sys.executable) -> None:
+                 protocol: str = "PLAINTEXT", properties: Path | None = None, python: str = sys.executable,
+                 max_open_files: int | None = None) -> None:
         self.broker_id = broker_id
         self.python = python  # the interpreter that runs it (`weir bench compare --against-python`)
+        self.max_open_files = max_open_files  # its RLIMIT_NOFILE, soft and hard (prlimit), if given
         self.properties = properties  # a server.properties file, which the overrides override
         self.log_level = log_level
         self.data_dir = data_dir
@@ -64,7 +66,8 @@ class BrokerProcess:
         return self.running and self._ready.is_set()
 
     def start(self, wait: bool = True) -> "BrokerProcess":
-        args = [self.python, "-m", "weir.cli.main", "--log-level", self.log_level, "broker",
+        limit = ["prlimit", f"--nofile={self.max_open_files}"] if self.max_open_files else []
+        args = [*limit, self.python, "-m", "weir.cli.main", "--log-level", self.log_level, "broker",
                 *([str(self.properties)] if self.properties else [])]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]

@@ -20,3 +20,8 @@ class UnexpectedAppendOffset(LogError):
 
 class CorruptRecord(LogError):
     """A batch handed to the log is malformed or fails its CRC (Kafka: CORRUPT_MESSAGE)."""
+
+
+class SegmentClosed(LogError):
+    """A segment was read after its log let it go (removed by retention, truncation or the
+    cleaner, or the log closed): only a reader on another thread, the log cleaner, can meet one."""

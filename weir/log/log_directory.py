@@ -29,6 +29,7 @@ from weir.log.checkpoint_file import (read_offset_checkpoint, read_partition_met
 from weir.log.file_io import fsync_directory
 from weir.log.log_config import LogConfig
 from weir.log.partition_log import PartitionLog
+from weir.log.segment_files import SegmentFileCache
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -66,13 +67,15 @@ def parse_partition_directory_name(name: str) -> TopicPartition | None:
 
 class LogDirectory:
     """Construct it once at start-up (it reads the checkpoints and the clean-shutdown marker),
-    then `open_partition` each hosted partition, or `open_all` to open whatever is on disk."""
+    then `open_partition` each hosted partition, or `open_all` to open whatever is on disk. Its
+    logs share one bounded cache of their closed segments' open files (`files`)."""
 
     def __init__(self, path: Path, config: LogConfig = LogConfig(),
-                 topic_configs: Mapping[str, LogConfig] | None = None):
+                 topic_configs: Mapping[str, LogConfig] | None = None, files: SegmentFileCache | None = None):
         self.path = Path(path)
         self.config = config
         self.topic_configs = dict(topic_configs or {})
+        self.files = SegmentFileCache() if files is None else files
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.topic_ids: dict[TopicPartition, uuid.UUID] = {}
         self._closed = False
@@ -92,9 +95,10 @@ class LogDirectory:
 
     @classmethod
     def open(cls, path: Path, config: LogConfig, now_ms: int, *,
-             topic_configs: Mapping[str, LogConfig] | None = None) -> "LogDirectory":
+             topic_configs: Mapping[str, LogConfig] | None = None,
+             files: SegmentFileCache | None = None) -> "LogDirectory":
         """Open the directory and every partition log in it."""
-        directory = cls(path, config, topic_configs)
+        directory = cls(path, config, topic_configs, files)
         directory.open_all(now_ms)
         return directory
 
@@ -115,7 +119,8 @@ class LogDirectory:
                                 recovery_point=self._recovery_points.get(tp),
                                 log_start_offset=self._log_start_offsets.get(tp, 0),
                                 cleaner_checkpoint=self._cleaner_checkpoints.get(tp),
-                                clean_shutdown=self.had_clean_shutdown and tp in self._recovery_points)
+                                clean_shutdown=self.had_clean_shutdown and tp in self._recovery_points,
+                                files=self.files)
         self._adopt(tp, log, read_partition_metadata(log.directory))
         return log
 
@@ -153,7 +158,7 @@ class LogDirectory:
             log.config = self.config_for(topic)
             return log
         log_path = self.partition_path(topic, partition)
-        log = PartitionLog.open(log_path, self.config_for(topic), now_ms)
+        log = PartitionLog.open(log_path, self.config_for(topic), now_ms, files=self.files)
         write_partition_metadata(log_path, topic_id)
         fsync_directory(self.path)
         self._adopt(tp, log, topic_id)

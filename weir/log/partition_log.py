@@ -38,6 +38,7 @@ from weir.log.leader_epoch_cache import LeaderEpochCache
 from weir.log.log_config import LogConfig
 from weir.log.log_validator import first_record_at_or_after
 from weir.log.segment import DELETED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
+from weir.log.segment_files import SegmentFileCache
 from weir.log.txn_index_files import AbortedTxnIndexes
 from weir.protocol.record_batch import HEADER_SIZE, read_batch_header
 
@@ -62,11 +63,13 @@ class AppendInfo:
 class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
                  log_start_offset: int, now_ms: int, leader_epochs: LeaderEpochCache,
-                 rng: random.Random | None = None):
+                 files: SegmentFileCache, rng: random.Random | None = None):
         self.directory = directory
         self.leader_epochs = leader_epochs
         self.config = config
+        self.files = files  # the closed segments' open files, shared with the broker's other logs
         self._rng = rng or random.Random()  # segment.jitter.ms
+        segments[-1].hold_file()
         segments[-1].roll_jitter_ms = self._roll_jitter()
         # Files of removed segments, renamed *.deleted, as [due time or None, delay, paths]: deleted
         # by delete_due_files once file.delete.delay.ms is over (counted from its first call after
@@ -97,14 +100,16 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None,
              log_start_offset: int = 0, clean_shutdown: bool = False, cleaner_checkpoint: int | None = None,
-             rng: random.Random | None = None) -> "PartitionLog":
+             files: SegmentFileCache | None = None, rng: random.Random | None = None) -> "PartitionLog":
         """Create or recover the log in `directory`.
 
         After a clean shutdown every segment is trusted (checked only for sanity). Otherwise
         segments from the one holding `recovery_point` on are recovered: CRC-checked and cut at
         the first bad batch, with later segments deleted. Without a recovery point, all are.
         Flushed segments after a hole (one emptied or removed) are set aside, not deleted.
+        `files`: the cache of closed segments' files the log shares (a cache of its own if none).
         """
+        files = SegmentFileCache() if files is None else files
         directory.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(directory / CLEANING_DIRECTORY, ignore_errors=True)  # a cleaning cut short
         bases = _clean_and_list_segments(directory)
@@ -122,44 +127,50 @@ class PartitionLog:
                 leader_epochs.assign(batch.leader_epoch, batch.base_offset)
 
         segments: list[LogSegment] = []
-        recovering = dropping = False
-        set_aside: list[int] = []
-        for i, base in enumerate(bases):
-            if not dropping and segments and segments[-1].next_offset != base:
-                dropping = True  # a hole or an overlap: nothing after it can be trusted
-            if dropping:
-                if clean_shutdown or (recovery_point is not None and base < recovery_point):
-                    set_aside.append(base)  # flushed data: kept on disk (below)
-                else:
-                    logger.warning("%s: deleting segment %d, after the log's recovered end at offset %d",
-                                   directory, base, segments[-1].next_offset if segments else base)
-                    _delete_segment_files(directory, base)
-                continue
-            segment = cls._new_segment(directory, base, config, now_ms)
-            if recovering or i >= first_unsafe or not segment.load_trusted():
-                recovering = True
-                if not segment.recover(learn_epoch):
-                    dropping = True
-            segments.append(segment)
+        try:
+            recovering = dropping = False
+            set_aside: list[int] = []
+            for i, base in enumerate(bases):
+                if not dropping and segments and segments[-1].next_offset != base:
+                    dropping = True  # a hole or an overlap: nothing after it can be trusted
+                if dropping:
+                    if clean_shutdown or (recovery_point is not None and base < recovery_point):
+                        set_aside.append(base)  # flushed data: kept on disk (below)
+                    else:
+                        logger.warning("%s: deleting segment %d, after the log's recovered end at offset %d",
+                                       directory, base, segments[-1].next_offset if segments else base)
+                        _delete_segment_files(directory, base)
+                    continue
+                segment = cls._new_segment(directory, base, config, now_ms, files)
+                segments.append(segment)
+                if recovering or i >= first_unsafe or not segment.load_trusted():
+                    recovering = True
+                    if not segment.recover(learn_epoch):
+                        dropping = True
 
-        if set_aside:
-            _set_aside_segments(directory, set_aside, segments[-1].next_offset if segments else set_aside[0], now_ms)
-        log_start_offset = max(log_start_offset, segments[0].base_offset if segments else 0)
-        if segments and segments[-1].next_offset < log_start_offset:
-            # The checkpointed start is beyond what survived: start over there (as Kafka does).
-            for segment in segments:
-                segment.delete()
-            segments = []
-        if not segments:
-            segments = [cls._new_segment(directory, log_start_offset, config, now_ms)]
-        log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs, rng)
-        if cleaner_checkpoint is not None and cleaner_checkpoint <= log.log_end_offset:
-            # past the recovered end: all to clean again (Kafka's cleanableOffsets resets it)
-            log.cleaner_checkpoint = cleaner_checkpoint
-        leader_epochs.truncate_from_end(log.log_end_offset)
-        log._check_leader_epochs()
-        leader_epochs.truncate_from_start(log.log_start_offset)
-        log.flush()  # recovered tails are now durable, so the recovery point is the LEO
+            if set_aside:
+                _set_aside_segments(directory, set_aside, segments[-1].next_offset if segments else set_aside[0],
+                                    now_ms)
+            log_start_offset = max(log_start_offset, segments[0].base_offset if segments else 0)
+            if segments and segments[-1].next_offset < log_start_offset:
+                # The checkpointed start is beyond what survived: start over there (as Kafka does).
+                for segment in segments:
+                    segment.delete()
+                segments.clear()
+            if not segments:
+                segments.append(cls._new_segment(directory, log_start_offset, config, now_ms, files, active=True))
+            log = cls(directory, config, segments, log_start_offset, now_ms, leader_epochs, files, rng)
+            if cleaner_checkpoint is not None and cleaner_checkpoint <= log.log_end_offset:
+                # past the recovered end: all to clean again (Kafka's cleanableOffsets resets it)
+                log.cleaner_checkpoint = cleaner_checkpoint
+            leader_epochs.truncate_from_end(log.log_end_offset)
+            log._check_leader_epochs()
+            leader_epochs.truncate_from_start(log.log_start_offset)
+            log.flush()  # recovered tails are now durable, so the recovery point is the LEO
+        except BaseException:
+            for segment in segments:  # their files leave the cache now, not as it fills up
+                segment.close()
+            raise
         return log
 
     def _check_leader_epochs(self) -> None:
@@ -177,7 +188,7 @@ class PartitionLog:
                        f"epoch {epochs.epoch_for_offset(last.base_offset)} at offset {last.base_offset} and "
                        f"latest {epochs.latest_epoch}, where the last batch says {last.leader_epoch}")
         epochs.rebuild(batch for segment in self._segments
-                       for batch in scan_file(segment.fd, 0, segment.size, verify_crc=False))
+                       for batch in scan_file(segment.file, 0, segment.size, verify_crc=False))
 
     def _last_batch(self) -> BatchInfo | None:
         for segment in reversed(self._segments):
@@ -186,9 +197,10 @@ class PartitionLog:
         return None
 
     @staticmethod
-    def _new_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def _new_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int, files: SegmentFileCache,
+                     *, active: bool = False) -> LogSegment:
         return LogSegment(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
-                          index_max_bytes=config.segment_index_bytes, now_ms=now_ms)
+                          index_max_bytes=config.segment_index_bytes, now_ms=now_ms, files=files, active=active)
 
     # ----- appending
 
@@ -295,13 +307,19 @@ class PartitionLog:
             self.roll(now_ms)
 
     def roll(self, now_ms: int) -> None:
-        """Start a new active segment at the LEO (no-op if the active one is empty)."""
+        """Start a new active segment at the LEO (no-op if the active one is empty). All or
+        nothing: the new segment's files are made before the old one is sealed, and go again if
+        sealing fails (out of descriptors, a full disk)."""
         self._check_open()
         if self.active_segment.size == 0:
             return
-        self.active_segment.seal()
-        segment = self._new_segment(self.directory, self.log_end_offset, self.config, now_ms)
+        segment = self._new_segment(self.directory, self.log_end_offset, self.config, now_ms, self.files, active=True)
         assert segment.size == 0, "a segment file already exists at the log end offset"
+        try:
+            self.active_segment.seal()
+        except BaseException:
+            segment.delete()
+            raise
         segment.roll_jitter_ms = self._roll_jitter()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
@@ -364,7 +382,7 @@ class PartitionLog:
                 continue
             batch = segment.find_batch_by_timestamp(timestamp_ms, self.log_start_offset)
             if batch is not None:
-                stored = os.pread(segment.fd, batch.size, batch.position)
+                stored = os.pread(segment.file, batch.size, batch.position)
                 offset, found = (first_record_at_or_after(stored, timestamp_ms)
                                  or (batch.base_offset, batch.max_timestamp))
                 return max(offset, self.log_start_offset), found
@@ -376,9 +394,10 @@ class PartitionLog:
         for segment in self._segments:
             if segment.next_offset <= from_offset:
                 continue
-            for batch in scan_file(segment.fd, 0, segment.size, verify_crc=False):
+            file = segment.file
+            for batch in scan_file(file, 0, segment.size, verify_crc=False):
                 if batch.last_offset >= from_offset:
-                    yield read_batch_header(os.pread(segment.fd, HEADER_SIZE, batch.position))
+                    yield read_batch_header(os.pread(file, HEADER_SIZE, batch.position))
 
     def batch_at(self, offset: int) -> bytes:
         """The whole batch holding `offset` (a transaction marker, to read it back)."""
@@ -387,7 +406,7 @@ class PartitionLog:
         batch = segment.find_batch(offset)
         if batch is None:
             raise OffsetOutOfRange(f"no batch holds offset {offset}")
-        return os.pread(segment.fd, batch.size, batch.position)
+        return os.pread(segment.file, batch.size, batch.position)
 
     def append_aborted_txns(self, entries) -> None:
         """Index aborted transactions (weir.transactions.txn_index.AbortedTxn) whose ABORT markers
@@ -413,7 +432,7 @@ class PartitionLog:
         if newest.max_timestamp < 0:
             return None
         batch = newest.find_batch(newest.offset_of_max_timestamp)
-        found = batch and first_record_at_or_after(os.pread(newest.fd, batch.size, batch.position),
+        found = batch and first_record_at_or_after(os.pread(newest.file, batch.size, batch.position),
                                                    newest.max_timestamp)
         return found or (newest.offset_of_max_timestamp, newest.max_timestamp)
 
@@ -436,6 +455,7 @@ class PartitionLog:
             self._truncate_fully_and_start_at(offset)
         else:
             i = bisect_right(self._bases, offset) - 1
+            self._segments[i].hold_file()  # the active segment from here on (opened before anything changes)
             for segment in self._segments[i + 1:]:
                 segment.delete()
             del self._segments[i + 1:]
@@ -465,7 +485,8 @@ class PartitionLog:
         for segment in self._segments:
             segment.delete()
         self.txn_indexes.clear()
-        self._segments = [self._new_segment(self.directory, offset, self.config, self.last_flush_ms)]
+        self._segments = [self._new_segment(self.directory, offset, self.config, self.last_flush_ms, self.files,
+                                            active=True)]
         self._segments[0].roll_jitter_ms = self._roll_jitter()
         self._bases = [offset]
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
@@ -637,19 +658,19 @@ class PartitionLog:
         if old not in self._segments[:-1]:
             return False
         staged = self.staging_directory()
-        old.offset_index.close()
-        old.time_index.close()
+        old.hold_file()  # reads of `old` stay on its own file until `new` takes its place, whatever fails
         old.offset_index.path.unlink(missing_ok=True)
         old.time_index.path.unlink(missing_ok=True)
         os.replace(staged / old.log_path.name, old.log_path)
         os.replace(staged / old.offset_index.path.name, old.offset_index.path)
         os.replace(staged / old.time_index.path.name, old.time_index.path)
         fsync_directory(self.directory)
-        new = self._new_segment(self.directory, old.base_offset, self.config, self.last_flush_ms)
+        new = self._new_segment(self.directory, old.base_offset, self.config, self.last_flush_ms, self.files)
         if not new.load_trusted():
             new.recover()
         assert new.next_offset == old.next_offset, "cleaning never changes a segment's offsets"
-        self._segments[self._segments.index(old)] = new  # old's descriptor closes with its last FetchSlice
+        self._segments[self._segments.index(old)] = new
+        old.close()  # its descriptor closes with its last FetchSlice
         return True
 
     # ----- state
@@ -674,6 +695,7 @@ class PartitionLog:
         assert 0 <= self.log_start_offset <= self.log_end_offset, (self.log_start_offset, self.log_end_offset)
         assert self._bases[0] <= self.log_start_offset
         assert self.log_end_offset == self.active_segment.next_offset
+        assert self.active_segment.holds_file, "the active segment keeps its file open"
 
 
 def _clean_and_list_segments(directory: Path) -> list[int]:

@@ -2,7 +2,12 @@
 
 A segment is named after its base offset (`00000000000000000123.log`, `.index`, `.timeindex`).
 Only the last segment of a log (the active one) is appended to. The segment keeps in memory
-what the log asks of it often: its valid size, its next offset, its largest timestamp.
+what the log asks of it often: its valid size, its next offset, its largest timestamp, and its
+indexes whole.
+
+Descriptors (weir.log.segment_files): the active segment holds its `.log` open (`hold_file`); a
+closed one's is opened when read, through the cache its log shares with the broker's other logs,
+and a sealed segment hands its own over to that cache. Its indexes hold none (weir.log.index_file).
 
 Two ways to open an existing segment:
 - `load_trusted()` for segments below the recovery point (known flushed): read the indexes, and
@@ -23,10 +28,12 @@ from pathlib import Path
 from typing import Callable
 
 from weir.log.batch_header import PREFIX_SIZE, BatchInfo, read_prefix, scan_file
+from weir.log.errors import SegmentClosed
 from weir.log.file_io import write_all
 from weir.log.log_validator import recovered_max_timestamp
 from weir.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from weir.log.offset_index import OffsetIndex
+from weir.log.segment_files import SegmentFile, SegmentFileCache, open_segment_file
 from weir.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from weir.log.time_index import TimeIndex
 
@@ -38,37 +45,6 @@ DELETED_SUFFIX = ".deleted"  # a removed segment's files, waiting for file.delet
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
-
-
-class SegmentFile(int):
-    """The open descriptor of a `.log` file, shared by the log and by outstanding FetchSlices.
-
-    It is an int (the descriptor itself), so os.pread / os.sendfile take it as is. Deleting a
-    segment does not close it: the descriptor is closed when the last holder drops this object, so
-    a fetch being sent never sees its descriptor closed or reused by another file. Keep the object,
-    not int(file), for as long as the descriptor is used.
-    """
-
-    def __new__(cls, fd: int) -> "SegmentFile":
-        file = super().__new__(cls, fd)
-        file.closed = False
-        return file
-
-    def fileno(self) -> int:
-        if self.closed:
-            raise ValueError("segment file is closed")
-        return int(self)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            os.close(int(self))
-
-    def __del__(self):
-        try:
-            self.close()
-        except OSError:
-            pass
 
 
 class RecentBatches:
@@ -113,20 +89,26 @@ class RecentBatches:
 
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
-                 index_max_bytes: int, now_ms: int):
+                 index_max_bytes: int, now_ms: int, files: SegmentFileCache, active: bool = False):
+        """Open (or create) the segment's files; `active`: it holds its `.log` open from the
+        start, else `files` holds it."""
         assert base_offset >= 0
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, ".log")
-        self.file = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644))
-        self.fd = int(self.file)
+        file = open_segment_file(self.log_path, create=True)
+        self.size = os.fstat(file).st_size
         self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index"),
                                         base_offset, index_max_bytes // OFFSET_ENTRY_SIZE)
         self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex"),
                                     base_offset, index_max_bytes // TIME_ENTRY_SIZE)
+        self._files = files
+        self._own_file: SegmentFile | None = file if active else None  # held outside the cache
+        self._closed = False
+        if not active:
+            files.put(self, file)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
         self.roll_jitter_ms = 0  # segment.jitter.ms: drawn by the log when this segment becomes active
-        self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -134,6 +116,35 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         self.dirty = False  # written since its last fsync
         self.recent = RecentBatches()
+
+    # ----- its file
+
+    @property
+    def file(self) -> SegmentFile:
+        """The open `.log` file: the segment's own while it holds it (active), else the cache's,
+        opened if the cache does not hold it. Keep the object, not int(file), while the
+        descriptor is in use."""
+        if self._own_file is not None:
+            return self._own_file
+        if self._closed:
+            raise SegmentClosed(f"{self.log_path} was read after its log let it go")
+        try:
+            return self._files.get(self, self.log_path)
+        except FileNotFoundError:
+            raise SegmentClosed(f"{self.log_path} is gone") from None
+
+    @property
+    def holds_file(self) -> bool:
+        return self._own_file is not None
+
+    def hold_file(self) -> None:
+        """Keep the `.log` open outside the cache: the segment becomes its log's active one (a
+        follower's truncation makes a closed one active again), or is being replaced and must
+        go on reading the file it has while the new one takes its name."""
+        if self._own_file is None:
+            file = self.file
+            self._files.take(self)
+            self._own_file = file
 
     # ----- opening an existing segment
 
@@ -159,7 +170,8 @@ class LogSegment:
             self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
             self.bytes_since_index_entry = 0
             return True
-        head = os.pread(self.fd, PREFIX_SIZE, 0)
+        file = self.file
+        head = os.pread(file, PREFIX_SIZE, 0)
         if len(head) < PREFIX_SIZE or read_prefix(head)[0] != self.base_offset:
             return False
         self.first_batch_timestamp = read_prefix(head)[8]
@@ -169,7 +181,7 @@ class LogSegment:
         end = start
         self.bytes_since_index_entry = 0
         self.next_offset = -1
-        for batch in scan_file(self.fd, start, self.size, verify_crc=False,
+        for batch in scan_file(file, start, self.size, verify_crc=False,
                                chunk_bytes=self.index_interval_bytes + 1024):
             if self.next_offset >= 0 and batch.base_offset != self.next_offset:
                 return False
@@ -188,6 +200,7 @@ class LogSegment:
         is taken from its records, as the validator sets it (batches written before the validator
         may carry -1). `on_batch` sees each good batch. True if the whole file was valid."""
         file_size = self.size
+        file = self.file
         self.size = 0
         self.recent.clear()
         self.next_offset = self.base_offset
@@ -195,7 +208,7 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         offset_entries: list[tuple[int, int]] = []
         time_entries: list[tuple[int, int]] = []
-        for batch in scan_file(self.fd, 0, file_size, verify_crc=True, inspect=recovered_max_timestamp):
+        for batch in scan_file(file, 0, file_size, verify_crc=True, inspect=recovered_max_timestamp):
             if (batch.base_offset != self.next_offset
                     or batch.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
                 break
@@ -207,7 +220,7 @@ class LogSegment:
         if self.size < file_size:
             log.warning("%s: recovery dropped %d bytes from byte %d (offset %d on): a torn, corrupt or invalid "
                         "batch", self.log_path, file_size - self.size, self.size, self.next_offset)
-            os.ftruncate(self.fd, self.size)
+            os.ftruncate(file, self.size)
         self.offset_index.reset(offset_entries)
         self.time_index.reset(time_entries)
         self.dirty = True
@@ -234,6 +247,7 @@ class LogSegment:
         nothing: the invariants are checked before the write, and if it fails, the file, both
         indexes and every counter are cut back to what they were."""
         assert batches and batches[0].base_offset == self.next_offset, "offsets must be contiguous"
+        assert self._own_file is not None, "only the active segment is appended to"
         assert batches[-1].last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
         position = self.size
         tally = (self.first_batch_timestamp, self.max_timestamp, self.offset_of_max_timestamp,
@@ -248,7 +262,7 @@ class LogSegment:
             offset_entries = self.offset_index.prepare(offset_entries)
             time_entries = self.time_index.prepare(time_entries)
             written = True
-            write_all(self.fd, buf)
+            write_all(self._own_file, buf)
             self.dirty = True
             self.offset_index.commit(offset_entries)
             self.time_index.commit(time_entries)
@@ -256,7 +270,7 @@ class LogSegment:
             (self.first_batch_timestamp, self.max_timestamp, self.offset_of_max_timestamp,
              self.bytes_since_index_entry) = tally
             if written:
-                os.ftruncate(self.fd, position)
+                os.ftruncate(self._own_file, position)
                 self.offset_index.truncate_to_entries(index_lengths[0])
                 self.time_index.truncate_to_entries(index_lengths[1])
             raise
@@ -266,11 +280,15 @@ class LogSegment:
 
     def seal(self) -> None:
         """Called when the segment stops being active: record its largest timestamp in the time
-        index, so the index alone tells the segment's largest timestamp, and write both indexes."""
+        index, so the index alone tells the segment's largest timestamp, write both indexes, and
+        hand the `.log` over to the cache."""
+        assert self._own_file is not None, "only the active segment is sealed"
         if self.max_timestamp > self.time_index.last_timestamp:
             self.time_index.append([(self.max_timestamp, self.offset_of_max_timestamp)])
         self.offset_index.write_pending()
         self.time_index.write_pending()
+        self._files.put(self, self._own_file)
+        self._own_file = None
 
     def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
         """What log.roll.ms is compared with, as Kafka's timeWaitedForRoll: in message time when
@@ -286,12 +304,12 @@ class LogSegment:
         modification time when no batch has a timestamp."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        return os.fstat(self.file).st_mtime_ns // 1_000_000
 
     # ----- finding batches
 
     def _scan(self, start: int, end: int):
-        return scan_file(self.fd, start, end, verify_crc=False,
+        return scan_file(self.file, start, end, verify_crc=False,
                          chunk_bytes=self.index_interval_bytes + 1024)
 
     def find_batch(self, offset: int) -> BatchInfo | None:
@@ -334,7 +352,7 @@ class LogSegment:
         batch = self.find_batch(offset)
         if batch is None:
             return
-        os.ftruncate(self.fd, batch.position)
+        os.ftruncate(self.file, batch.position)
         self.size = batch.position
         self.recent.clear()
         self.offset_index.truncate_to_position(batch.position)
@@ -345,20 +363,21 @@ class LogSegment:
         assert self.next_offset == batch.base_offset, "segment inconsistent after truncation"
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        os.fsync(self.file)
         self.offset_index.flush()
         self.time_index.flush()
         self.dirty = False
 
     def close(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
-        self.file.close()
+        """Let the `.log` go (index entries not yet written are dropped: flush first); its
+        descriptor closes once no FetchSlice holds it. The segment is read no more."""
+        self._closed = True
+        self._own_file = None
+        self._files.take(self)
 
     def delete(self) -> None:
         """Remove the files. The log file's descriptor stays open until no FetchSlice holds it."""
-        self.offset_index.close()
-        self.time_index.close()
+        self.close()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             path.unlink(missing_ok=True)
 
@@ -367,8 +386,7 @@ class LogSegment:
         rename its files `*.deleted`, the log file first, and return their new paths for the owner
         to delete after file.delete.delay.ms. Opening a log removes such leftovers. The log file's
         descriptor stays open until no FetchSlice holds it, as with delete()."""
-        self.offset_index.close()
-        self.time_index.close()
+        self.close()
         retired = []
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             target = path.with_name(path.name + DELETED_SUFFIX)

@@ -161,3 +161,21 @@ def test_a_partition_removed_while_its_fetch_was_out_takes_no_backoff(tmp_path):
     assert list(core.backoff_until) == [stays.key]
     core.clock.ms += 1
     assert core.next_round() == BACKOFF_MS - 1
+
+
+def test_a_round_asks_again_only_the_partitions_added_or_answered_since_the_last(tmp_path):
+    idle, busy = follower(tmp_path, 0), follower(tmp_path, 1)
+    core = core_with(idle, busy)
+    round_ = fetch_round(core)
+    asked = []
+    for p in (idle, busy):
+        ask = p.next_fetch_request
+        p.next_fetch_request = lambda p=p, ask=ask: (asked.append(p.key), ask())[1]
+    records = make_batch([b"a", b"b"], base_offset=0, leader_epoch=4)
+    assert core.on_fetch_answer(round_.fetching, 0, 0)
+    core.on_partition_answer(round_, busy.key, ErrorCode.none, 2, records, batch_headers(records), NOW, 0)
+    next_round = core.next_round()
+    assert asked == [busy.key]  # the idle one's ask stands
+    assert {p.key: next_round.asks[p.key].fetch_offset for p in next_round.fetching} == {idle.key: 0, busy.key: 2}
+    core.next_round()
+    assert asked == [busy.key]

@@ -9,6 +9,11 @@ one fetch session (KIP-227). A partition told to back off sits out the rounds fo
 replica.fetch.backoff.ms (less while the leader catches up: `backoff_ms`). A partition whose
 answer cannot be acted on (a broken invariant, asserted before a write) stops fetching until its
 next role change, and no other partition does (Kafka's failed partitions).
+
+A partition's ask changes only when it does: it is added (a new role), or the leader answered for
+it. Between those its last ask stands, so a round asks only those partitions again (and drops
+those of them that no longer follow this leader), and an idle partition costs a round no call of
+its own.
 """
 
 from __future__ import annotations
@@ -48,14 +53,21 @@ class FetcherCore:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.backoff_until: dict[tuple[str, int], float] = {}
         self.session = FetchSessionHandler()
+        self._asks: dict[tuple[str, int], SendFetch | SendOffsetForLeaderEpoch] = {}  # each partition's last ask
+        self._truncating: set[tuple[str, int]] = set()  # those whose last ask is an OffsetForLeaderEpoch
+        self._changed: set[tuple[str, int]] = set()  # those to ask again: added, or answered, since
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
         self.backoff_until.pop(partition.key, None)
+        self._changed.add(partition.key)
 
     def remove(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
         self.backoff_until.pop(key, None)
+        self._asks.pop(key, None)
+        self._truncating.discard(key)
+        self._changed.discard(key)
 
     def current(self, key: tuple[str, int]) -> Partition | None:
         """The partition of `key` if it still follows this leader (perhaps in a newer epoch, whose
@@ -71,28 +83,41 @@ class FetcherCore:
         done (ms); or None when none follows this leader any more. `held`: fetches the shell holds
         back this round (the follower throttle)."""
         now_ms = self.clock()
-        ready = []
-        for key, p in list(self.partitions.items()):
-            if not self._follows(p):
-                self.remove(key)
-            elif self.backoff_until.get(key, 0) <= now_ms:
-                ready.append(p)
+        self._ask_changed()
         if not self.partitions:
             return None
-        if not ready:
-            return min(self.backoff_until.values()) - now_ms
-        round_ = FetchRound({p.key: p.next_fetch_request() for p in ready})
-        for p in ready:
-            ask = round_.asks[p.key]
-            if isinstance(ask, SendOffsetForLeaderEpoch):
-                round_.truncating.append(p)
-            elif held is None or not held(p):
-                round_.fetching.append(p)
+        backoff_until = self.backoff_until
+        for key in [key for key, until in backoff_until.items() if until <= now_ms]:
+            del backoff_until[key]
+        asks = self._asks if not backoff_until else {
+            key: ask for key, ask in self._asks.items() if key not in backoff_until}
+        if not asks:
+            return min(backoff_until.values()) - now_ms
+        partitions, truncating = self.partitions, self._truncating
+        round_ = FetchRound(dict(asks), [partitions[key] for key in asks if key in truncating])
+        fetching = [partitions[key] for key in asks if key not in truncating]
+        round_.fetching = fetching if held is None else [p for p in fetching if not held(p)]
         return round_
+
+    def _ask_changed(self) -> None:
+        """The partitions added or answered since the last round: asked what they want now."""
+        for key in sorted(self._changed):
+            partition = self.partitions[key]
+            if not self._follows(partition):
+                self.remove(key)
+                continue
+            ask = self._asks[key] = partition.next_fetch_request()
+            if isinstance(ask, SendOffsetForLeaderEpoch):
+                self._truncating.add(key)
+            else:
+                self._truncating.discard(key)
+        self._changed.clear()
 
     def on_epoch_answer(self, round_: FetchRound, key: tuple[str, int], answer: EpochEndOffset) -> int | None:
         """The leader's answer to a truncating partition's OffsetForLeaderEpoch; the LEO it had if
         it truncated."""
+        if key in self.partitions:
+            self._changed.add(key)  # asked again next round, or dropped if it no longer follows this leader
         partition = self.current(key)
         ask = round_.asks.get(key)
         if partition is None or not isinstance(ask, SendOffsetForLeaderEpoch):
@@ -128,6 +153,8 @@ class FetcherCore:
                             leader_high_watermark: int, records, headers, now_ms: float, leader_log_start_offset: int):
         """One partition's part of a Fetch answer, `now_ms` being the partition's time: what the
         partition decided (None if it no longer follows this leader or failed)."""
+        if key in self.partitions:
+            self._changed.add(key)  # asked again next round, or dropped if it no longer follows this leader
         partition = self.current(key)
         ask = round_.asks.get(key)
         if partition is None or not isinstance(ask, SendFetch):

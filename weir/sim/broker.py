@@ -299,8 +299,7 @@ class SimBroker:
 
     def role_changed(self, partition: Partition) -> None:
         self.isr_sender.withdraw(partition.key)
-        if partition.follower is not None:
-            self.fetcher.start(partition)
+        self.fetcher.on_role_change(partition)
 
     def send_isr_change(self, partition: Partition, proposal) -> None:
         self.trace(f"{partition.topic}-{partition.index}: proposing ISR {sorted(proposal.new_isr)}")

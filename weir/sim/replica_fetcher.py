@@ -17,10 +17,15 @@ class SimFetcher:
         self.broker = broker
         self.fetchers: dict[int, LeaderFetcher] = {}  # leader id -> its fetcher
 
-    def start(self, partition) -> None:
-        """`partition` now follows: the fetcher of its leader takes it. The fetcher of a leader it
-        followed before drops it at its next round."""
-        leader_id = partition.follower.leader_id
+    def on_role_change(self, partition) -> None:
+        """`partition` changed role (production's ReplicaFetchers.on_role_change): the fetchers of
+        other leaders drop it, and if it follows, the fetcher of its leader takes it."""
+        leader_id = partition.follower.leader_id if partition.follower is not None else None
+        for other, fetcher in self.fetchers.items():
+            if other != leader_id:
+                fetcher.core.remove(partition.key)
+        if leader_id is None:
+            return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             fetcher = self.fetchers[leader_id] = LeaderFetcher(self.broker, leader_id)

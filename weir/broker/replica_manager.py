@@ -192,23 +192,19 @@ class ReplicaManager:
 
     VIEW_CHANGED = ("", -1)  # a waiters key: woken on every metadata change
 
-    def apply_view(self, view: ClusterView, now_ms: int, keys=None) -> None:
+    def apply_view(self, view: ClusterView, now_ms: int, keys=None, topics=()) -> None:
         """Bring hosted partitions in line with the controller's states in `view`: all of them,
-        or only the partitions in `keys` when that is all that changed."""
+        or, when that is all that changed, the partitions in `keys` and those of `topics` (created,
+        deleted, reassigned or reconfigured): a topic's change costs its partitions, not the
+        cluster's."""
         self.view = view
         self.hosting.on_live_brokers(frozenset(view.brokers), now_ms)  # who may join an ISR, or hold a HW back
         if keys is None:
-            for key in [k for k in self.not_created if not self._assigned_here(k)]:
-                del self.not_created[key]
-            for name in {t for t, _ in self.partitions} - set(view.topics):
-                self._drop_topic(name)
-            for cache in (self._topic_settings, self._validation_configs):  # deleted topics' settings
-                for name in cache.keys() - view.topics.keys():
-                    del cache[name]
-            # Reassigned away, perhaps while this broker was down (then only on disk).
-            for key in self.hosting.drop_assigned_elsewhere(view.topics, self.logs.partitions_on_disk()):
-                log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
+            self._take_topics(view, None)
             keys = [(a.name, p) for a in view.topics.values() for p in a.replicas]
+        elif topics:
+            self._take_topics(view, set(topics))
+            keys = [*keys, *((t, p) for t in sorted(topics) if (a := view.topics.get(t)) for p in a.replicas)]
         not_created = []
         for topic, index in keys:
             assignment = view.topics.get(topic)
@@ -226,6 +222,26 @@ class ReplicaManager:
                       "replicas already here go on serving", len(not_created), shown,
                       self.not_created[not_created[0]], self.descriptors.usage())
         self.waiters.notify(self.VIEW_CHANGED)
+
+    def _take_topics(self, view: ClusterView, names: set[str] | None) -> None:
+        """The topics `names` (None: every one) as `view` has them: deleted ones go, and the replicas
+        here they no longer assign, hosted or only on disk (reassigned away, perhaps while this
+        broker was down)."""
+        def named(topic: str) -> bool:
+            return names is None or topic in names
+        for key in [k for k in self.not_created if named(k[0]) and not self._assigned_here(k)]:
+            del self.not_created[key]
+        for name in ({t for t, _ in self.partitions} if names is None else names) - view.topics.keys():
+            self._drop_topic(name)
+        for cache in (self._topic_settings, self._validation_configs):  # deleted topics' settings
+            for name in [n for n in cache.keys() - view.topics.keys() if named(n)]:
+                del cache[name]
+        topics = view.topics if names is None else {t: view.topics[t] for t in names if t in view.topics}
+        on_disk = self.logs.partitions_on_disk() if names is None else [
+            (t, p) for t, a in topics.items() for p, replicas in a.replicas.items()
+            if self.broker_id not in replicas and self.logs.is_on_disk((t, p))]
+        for key in self.hosting.drop_assigned_elsewhere(topics, on_disk):
+            log.info("%s-%d is assigned to other brokers: deleted its replica here", *key)
 
     def _assigned_here(self, key: tuple[str, int]) -> bool:
         assignment = self.view.topics.get(key[0])
@@ -312,9 +328,11 @@ class ReplicaManager:
         self.isr_outbox_ready.set()
 
     def _drop_topic(self, name: str) -> None:
-        for key in [k for k in self.partitions if k[0] == name]:
+        hosted = [k for k in self.partitions if k[0] == name]
+        for key in hosted:
             self.hosting.drop(key)
-        log.info("deleted the replicas of topic %s", name)
+        if hosted:
+            log.info("deleted the replicas of topic %s", name)
 
     def lose_leadership_proof(self) -> None:
         """Our ZooKeeper session is suspended: stop acknowledging until it is known to be alive."""

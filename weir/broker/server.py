@@ -52,6 +52,10 @@ from weir.zk.formats import CONTROLLED_SHUTDOWN_PATH
 
 log = logging.getLogger(__name__)
 
+# Watcher events about one topic: applied to its partitions alone (other kinds: to every partition)
+TOPIC_EVENTS = frozenset({"topic", "topic_deleted", "config"})
+TOPIC_EVENT = object()  # the mark of a topic's name among the pending partition keys
+
 PRODUCE_EXPIRY_CHECK_MS = 100
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30
 
@@ -267,7 +271,7 @@ class Broker:
         if self._pending_keys is None:
             self._pending_keys = set()
             asyncio.get_running_loop().call_soon(self._apply_pending)
-        self._pending_keys.add(key if kind == "partition" else "all")
+        self._pending_keys.add(key if kind == "partition" else (TOPIC_EVENT, key) if kind in TOPIC_EVENTS else "all")
         if kind == "config":
             self.replicas.on_topic_config_changed(key, int(time.time() * 1000))
         elif kind == "broker_config":
@@ -288,7 +292,12 @@ class Broker:
         keys, self._pending_keys = self._pending_keys, None
         if not self.replicas.can_lead and not self._registered:
             return
-        self.replicas.apply_view(self.watcher.view, now_ms(), None if "all" in keys else keys)
+        if "all" in keys:
+            self.replicas.apply_view(self.watcher.view, now_ms())
+            return
+        topics = {key[1] for key in keys if key[0] is TOPIC_EVENT}
+        self.replicas.apply_view(self.watcher.view, now_ms(), [key for key in keys if key[0] is not TOPIC_EVENT],
+                                 topics)
 
     # -- stop ----------------------------------------------------------------------------
 

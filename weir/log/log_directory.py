@@ -203,6 +203,9 @@ class LogDirectory:
         fsync_directory(self.path)
         return log, moved
 
+    def is_on_disk(self, tp: TopicPartition) -> bool:
+        return (self.path / partition_directory_name(*tp)).is_dir()
+
     def partitions_on_disk(self) -> list[TopicPartition]:
         """Every partition directory, open in this run or not."""
         return [tp for name in sorted(os.listdir(self.path))

@@ -2,8 +2,11 @@
 `weir up`'s, the bench's and the tests' ZooKeeper and brokers leave no orphans behind.
 
 The child asks the kernel for a SIGKILL when its parent dies (Linux's prctl PR_SET_PDEATHSIG,
-through ctypes, after the fork and before the exec; the setting survives the exec of any program
-that is not set-user-ID, as python and java are not). Two traps:
+through ctypes), then execs the program; the setting survives the exec of any program that is not
+set-user-ID, as python and java are not. The asking is a small Python program the child runs
+first (DIES_WITH_PARENT), not a preexec_fn: a preexec_fn makes CPython run every at-fork handler
+in the parent, and a PySpark session in the same process (a test's, a bench's) then no longer
+finds its registered Python data sources. Two traps:
 
 - The kernel's "parent" is the *thread* that forked the child, not its process: a broker that a
   `weir verify` nemesis thread restarted would be killed the moment that thread ended. So every
@@ -16,20 +19,26 @@ that is not set-user-ID, as python and java are not). Two traps:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 from concurrent.futures import Future
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 START_TIMEOUT_S = 60  # for the forking thread to have started a child (a fork and an exec)
 
-_prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
-_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-_prctl.restype = ctypes.c_int
+# argv: the parent's pid, then the program and its arguments
+DIES_WITH_PARENT = f"""
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}, 0, 0, 0) != 0:
+    sys.exit("prctl(PR_SET_PDEATHSIG) failed: " + os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):  # the parent died before the prctl
+    os._exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
 
 _requests: queue.Queue = queue.Queue()
 _forker: threading.Thread | None = None
@@ -52,15 +61,7 @@ def _fork_children() -> None:
     while True:
         args, popen_arguments, started = _requests.get()
         try:
-            started.set_result(subprocess.Popen(args, preexec_fn=_dies_with(os.getpid()), **popen_arguments))
+            started.set_result(subprocess.Popen(
+                [sys.executable, "-S", "-c", DIES_WITH_PARENT, str(os.getpid()), *args], **popen_arguments))
         except BaseException as e:  # the caller's to see, in its own thread
             started.set_exception(e)
-
-
-def _dies_with(parent: int):
-    def ask_for_sigkill_when_parent_dies() -> None:  # in the child, between fork and exec
-        if _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        if os.getppid() != parent:  # it died before the prctl
-            os._exit(1)
-    return ask_for_sigkill_when_parent_dies

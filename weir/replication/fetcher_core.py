@@ -116,11 +116,8 @@ class FetcherCore:
     def on_epoch_answer(self, round_: FetchRound, key: tuple[str, int], answer: EpochEndOffset) -> int | None:
         """The leader's answer to a truncating partition's OffsetForLeaderEpoch; the LEO it had if
         it truncated."""
-        if key in self.partitions:
-            self._changed.add(key)  # asked again next round, or dropped if it no longer follows this leader
-        partition = self.current(key)
-        ask = round_.asks.get(key)
-        if partition is None or not isinstance(ask, SendOffsetForLeaderEpoch):
+        partition, ask = self._answered(round_, key, SendOffsetForLeaderEpoch)
+        if partition is None:
             return None
         leo = partition.log.log_end_offset
         try:
@@ -131,6 +128,18 @@ class FetcherCore:
         if backoff is not None:
             self.back_off(key, backoff.error)
         return leo if partition.log.log_end_offset < leo else None
+
+    def _answered(self, round_: FetchRound, key: tuple[str, int], kind: type):
+        """The partition the leader answered for, and what the round asked of it, if the answer is
+        for it (it still follows this leader, and was asked `kind`); else (None, None). Either way
+        it is asked again next round, or dropped if it no longer follows this leader."""
+        if key in self.partitions:
+            self._changed.add(key)
+        partition = self.current(key)
+        ask = round_.asks.get(key)
+        if partition is None or not isinstance(ask, kind):
+            return None, None
+        return partition, ask
 
     def still_fetching(self, round_: FetchRound) -> list[Partition]:
         """The round's fetching partitions that still follow this leader (after its truncations)."""
@@ -153,11 +162,8 @@ class FetcherCore:
                             leader_high_watermark: int, records, headers, now_ms: float, leader_log_start_offset: int):
         """One partition's part of a Fetch answer, `now_ms` being the partition's time: what the
         partition decided (None if it no longer follows this leader or failed)."""
-        if key in self.partitions:
-            self._changed.add(key)  # asked again next round, or dropped if it no longer follows this leader
-        partition = self.current(key)
-        ask = round_.asks.get(key)
-        if partition is None or not isinstance(ask, SendFetch):
+        partition, ask = self._answered(round_, key, SendFetch)
+        if partition is None:
             return None
         try:
             decision = partition.on_fetched(ask, error, leader_high_watermark, records, headers, now_ms,

@@ -150,10 +150,13 @@ class LogCleaner:
         """On the loop: each compacted log's LogToClean."""
         replicas, out = self.replicas, []
         # Kafka's maintainUncleanablePartitions: a log no longer hosted is forgotten
-        self.uncleanable &= {partition.log for partition in replicas.partitions.values()}
-        for key, partition in list(replicas.partitions.items()):
+        if self.uncleanable:
+            self.uncleanable &= {partition.log for partition in replicas.partitions.values()}
+        compacted = {topic for topic in {key[0] for key in replicas.partitions}
+                     if "compact" in replicas.cleanup_policy(topic)}
+        for key, partition in [item for item in replicas.partitions.items() if item[0][0] in compacted]:
             topic = key[0]
-            if "compact" not in replicas.cleanup_policy(topic) or partition.log in self.uncleanable:
+            if partition.log in self.uncleanable:
                 continue
             # Only what is committed: a record above the HW may yet be truncated away, and the
             # older record of its key it replaced must then still be there (Kafka's first

@@ -229,15 +229,17 @@ class LogDirectory:
         write_offset_checkpoint(self.path / CLEANER_CHECKPOINT, cleaned)
 
     def flush_if_due(self, now_ms: int) -> None:
+        """Every second: the logs whose flush.ms is over since their last flush are asked (with the
+        default, never: an idle broker's second costs no call per log)."""
         for log in self.logs.values():
-            if not log.is_deleted:
+            if now_ms - log.last_flush_ms >= log.config.flush_interval_ms and not log.is_deleted:
                 log.flush_if_due(now_ms)
 
     def delete_due_files(self, now_ms: int) -> None:
         """Delete removed segments' files whose file.delete.delay.ms is over (those a stop leaves
-        behind are removed when their log next opens)."""
+        behind are removed when their log next opens); only logs with such files are asked."""
         for log in self.logs.values():
-            if not log.is_deleted:
+            if log.retired and not log.is_deleted:
                 log.delete_due_files(now_ms)
 
     def close(self) -> None:

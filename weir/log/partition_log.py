@@ -74,7 +74,7 @@ class PartitionLog:
         # Files of removed segments, renamed *.deleted, as [due time or None, delay, paths]: deleted
         # by delete_due_files once file.delete.delay.ms is over (counted from its first call after
         # the removal when the removal knew no time: DeleteRecords).
-        self._retired: list[list] = []
+        self.retired: list[list] = []
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.log_end_offset = segments[-1].next_offset
@@ -566,7 +566,7 @@ class PartitionLog:
             if delay == 0:
                 segment.delete()
             else:
-                self._retired.append([None if now_ms is None else now_ms + delay, delay, segment.retire()])
+                self.retired.append([None if now_ms is None else now_ms + delay, delay, segment.retire()])
         del self._segments[:count]
         del self._bases[:count]
         self.txn_indexes.retain(self._bases)
@@ -580,14 +580,14 @@ class PartitionLog:
         """Delete the *.deleted files of removed segments whose file.delete.delay.ms is over;
         returns how many files went."""
         removed = 0
-        for entry in self._retired:
+        for entry in self.retired:
             if entry[0] is None:
                 entry[0] = now_ms + entry[1]
             if entry[0] <= now_ms:
                 for path in entry[2]:
                     path.unlink(missing_ok=True)
                     removed += 1
-        self._retired = [entry for entry in self._retired if entry[0] > now_ms]
+        self.retired = [entry for entry in self.retired if entry[0] > now_ms]
         return removed
 
     # ----- durability

@@ -272,8 +272,10 @@ class DataApis:
             return results
         results = read(True)
         max_wait_s = request.max_wait.total_seconds()
-        keys = [(name, p.partition) for key, parts in context.wanted if (name := name_of(key)) is not None for p in parts]
-        if not ((keys or context.holds_quiet) and keeps_waiting(results, request.min_bytes, max_wait_s)):
+        waits = keeps_waiting(results, request.min_bytes, max_wait_s)
+        keys = waits and [
+            (name, p.partition) for key, parts in context.wanted if (name := name_of(key)) is not None for p in parts]
+        if not (waits and (keys or context.holds_quiet)):
             return encode_fetch_response(header.api_version, 0, *context.answer(results))
         # a long poll: the connection awaits the answer (and handles nothing else meanwhile, as Kafka)
         loop = asyncio.get_running_loop()

@@ -144,6 +144,19 @@ def test_the_handler_sends_only_changed_partitions_and_forgets_dropped_ones():
     assert (third.epoch, third.send, third.forgotten) == (2, {}, ["b"])
 
 
+def test_the_handler_given_the_same_wanted_again_sends_an_empty_request_without_a_look_at_it():
+    handler = FetchSessionHandler()
+    wanted = {"a": (5, 10), "b": (5, 10)}
+    handler.build(wanted)
+    assert handler.on_answer(ErrorCode.none, 77)
+    wanted["a"] = (5, 99)  # not how a caller changes it (a new dict), to show the handler does not look
+    again = handler.build(wanted)
+    assert (again.epoch, again.send, again.forgotten) == (1, {}, [])
+    assert handler.on_answer(ErrorCode.none, 77)
+    changed = handler.build({"a": (5, 12), "b": (5, 10)})
+    assert (changed.epoch, changed.send, changed.forgotten) == (2, {"a": (5, 12)}, [])
+
+
 @pytest.mark.parametrize("outcome", ["session error", "other session id", "no answer"])
 def test_the_handler_starts_over_with_a_full_request_after_any_doubt(outcome):
     handler = FetchSessionHandler()
@@ -311,7 +324,8 @@ def test_a_quiet_partition_is_neither_read_nor_parked_on_until_it_has_news():
     assert cache.on_news(("t", 0), wake=True) == []  # no request parked: none to wake
     assert credits == [500]  # the follower fetched it at its LEO up to the last fetch
     again = cache.context(session_id, 3, [], [], by_id=False, follower=True, now_ms=1000)
-    assert [(key, [p.partition for p in parts]) for key, parts in again.wanted] == [("t", [0, 1])]
+    # read again, after those that stayed awake (the read order's back, as a partition that brought records)
+    assert [(key, [p.partition for p in parts]) for key, parts in again.wanted] == [("t", [1, 0])]
     assert not again.holds_quiet
 
 

@@ -179,3 +179,22 @@ def test_a_round_asks_again_only_the_partitions_added_or_answered_since_the_last
     assert {p.key: next_round.asks[p.key].fetch_offset for p in next_round.fetching} == {idle.key: 0, busy.key: 2}
     core.next_round()
     assert asked == [busy.key]
+
+
+def test_a_round_in_which_nothing_changed_is_the_last_round_again_until_something_does(tmp_path):
+    """The shell takes the same round object as nothing to recompute (an idle follower's fetches
+    cost it nothing per partition); an answer, a backoff, a moved log start or a new partition
+    make the next round a new one."""
+    first, second = follower(tmp_path, 0), follower(tmp_path, 1)
+    core = core_with(first, second)
+    round_ = fetch_round(core)
+    assert core.on_fetch_answer(round_.fetching, 0, 0)  # an answer naming no partition: none has news
+    assert core.next_round() is round_ and core.next_round() is round_
+    core.touch(first.key)
+    moved = core.next_round()
+    assert moved is not round_ and core.next_round() is moved
+    core.back_off(second.key, ErrorCode.unknown_server_error)
+    assert core.next_round().fetching == [first] and core.next_round() is not moved
+    third = follower(tmp_path, 2)
+    core.add(third)
+    assert third in core.next_round().fetching

@@ -40,6 +40,8 @@ class ReplicaFetcher:
         self.core = FetcherCore(leader_id, lambda: manager.config["replica.fetch.backoff.ms"],
                                 lambda: time.monotonic() * 1000)
         self.changed = asyncio.Event()
+        self._wanted_made_for: tuple | None = None  # the round, view and fetch size _last_wanted is of
+        self._last_wanted: tuple[dict, dict] = ({}, {})
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
 
     @property
@@ -114,15 +116,9 @@ class ReplicaFetcher:
     async def _fetch(self, conn: BrokerConnection, round_: FetchRound) -> None:
         config = self.manager.config
         replicas = self.manager.replicas
-        partitions, asks = round_.fetching, round_.asks
-        view = replicas.view
-        ids = {name: view.topics[name].topic_id for name in {p.topic for p in partitions} if name in view.topics}
-        names = {topic_id: name for name, topic_id in ids.items()}
-        max_bytes = config["replica.fetch.max.bytes"]
-        session = self.core.session.build({
-            (ids[p.topic], p.index): (asks[p.key].current_leader_epoch, asks[p.key].fetch_offset,
-                                      p.log.log_start_offset, max_bytes)
-            for p in partitions if p.topic in ids})
+        partitions = round_.fetching
+        wanted, names = self._wanted(round_)
+        session = self.core.session.build(wanted)
         wait_ms = config["replica.fetch.wait.max.ms"]
         body = encode_follower_fetch_request(
             FETCH_VERSION, self.manager.broker_id, replicas.own_broker_epoch(), wait_ms,
@@ -151,12 +147,32 @@ class ReplicaFetcher:
                 if decision is not None and not isinstance(decision, Backoff):
                     replicas.waiters.notify(key)
 
+    def _wanted(self, round_: FetchRound) -> tuple[dict, dict]:
+        """What the round's fetching partitions ask, by (topic id, partition), and the topic names
+        by id; the last ones again (the same objects) while the round, the topic ids and the fetch
+        size are unchanged, which costs the round no look at its partitions."""
+        view = self.manager.replicas.view
+        max_bytes = self.manager.config["replica.fetch.max.bytes"]
+        made_for = (round_, view, max_bytes)
+        if self._wanted_made_for is not None and all(a is b for a, b in zip(made_for, self._wanted_made_for)):
+            return self._last_wanted
+        asks = round_.asks
+        ids = {name: view.topics[name].topic_id for name in {p.topic for p in round_.fetching} if name in view.topics}
+        wanted = {(ids[p.topic], p.index): (asks[p.key].current_leader_epoch, asks[p.key].fetch_offset,
+                                            p.log.log_start_offset, max_bytes)
+                  for p in round_.fetching if p.topic in ids}
+        self._wanted_made_for, self._last_wanted = made_for, (wanted, {topic_id: name for name, topic_id in ids.items()})
+        return self._last_wanted
+
     def add(self, partition: Partition) -> None:
         self.core.add(partition)
         self.changed.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         self.core.remove(key)
+
+    def touch(self, key: tuple[str, int]) -> None:
+        self.core.touch(key)
 
 
 def _by_topic(items) -> list[tuple]:
@@ -191,6 +207,12 @@ class ReplicaFetchers:
             self._following[partition.key] = leader
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
             self.fetchers.pop(leader_id).task.cancel()
+
+    def on_log_start_moved(self, key: tuple[str, int]) -> None:
+        """A followed partition's log start moved (retention): its next fetch tells the leader."""
+        leader = self._following.get(key)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].touch(key)
 
     async def close(self) -> None:
         for fetcher in self.fetchers.values():

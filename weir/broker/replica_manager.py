@@ -109,6 +109,7 @@ class ReplicaManager:
         self.isr_outbox = IsrOutbox()  # its clock: monotonic milliseconds
         self.isr_outbox_ready = asyncio.Event()
         self.on_role_change = lambda partition: None  # set by the broker: the fetchers follow roles
+        self.on_log_start_moved = lambda key: None  # set by the broker: a follower's next fetch tells it
         # Set by the server (the group coordinator's complete_transaction): a transaction marker
         # was appended to __consumer_offsets partition `partition_index` and replicated.
         self.on_offsets_marker: Callable[[int, int, bool], None] | None = None
@@ -305,6 +306,8 @@ class ReplicaManager:
         # indexes dropped as damaged are built again by replaying the whole log, snapshot ignored
         snapshot = None if plog.txn_indexes.lost else read_producer_snapshot(plog.directory)
         partition.load_producers(snapshot)
+        if snapshot is None and plog.log_end_offset == 0:  # an empty log: no file says the same as an empty snapshot
+            snapshot = partition.producer_snapshot()
         self._snapshots_on_disk[partition.key] = (plog.directory, snapshot)
         return partition
 
@@ -536,6 +539,7 @@ class ReplicaManager:
             if deleted:
                 log.info("retention deleted %d segment(s) of %s-%d", deleted, *partition.key)
                 self.hosting.news(partition.key, wake=False)  # a new log start to tell
+                self.on_log_start_moved(partition.key)
 
     def flush_due(self, now_ms: int) -> None:
         """Every second: flush the logs due by flush.ms, and delete the files of removed segments

@@ -117,6 +117,7 @@ class Broker:
         self.controller = ControllerService(config, self.store, self.watcher, self.replicas.metrics)
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
+        self.replicas.on_log_start_moved = self.fetchers.on_log_start_moved
         self.admin = AdminApis(self.replicas, self.store, self.controller, authz)
         # consumer groups and transactions: the coordinators follow the roles of the
         # __consumer_offsets and __transaction_state partitions

@@ -39,15 +39,19 @@ class FetchSessionHandler:
         self._pending: tuple[SessionRequest, dict] | None = None
 
     def build(self, wanted: dict) -> SessionRequest:
-        """The next request, for the partitions `wanted` now (key -> fields)."""
+        """The next request, for the partitions `wanted` now (key -> fields). The handler keeps
+        `wanted` as it is, without a copy: the caller passes a new dict when anything in it changes,
+        and the same one again when nothing did, which then costs no look at its partitions."""
+        held = self._in_session
         if self.epoch == INITIAL_EPOCH:
-            request = SessionRequest(self.session_id, INITIAL_EPOCH, dict(wanted), [])
+            request = SessionRequest(self.session_id, INITIAL_EPOCH, wanted, [])
+        elif wanted is held:
+            request = SessionRequest(self.session_id, self.epoch, {}, [])
         else:
-            held = self._in_session
             request = SessionRequest(self.session_id, self.epoch,
                                      {key: fields for key, fields in wanted.items() if held.get(key) != fields},
                                      [key for key in held if key not in wanted])
-        self._pending = (request, dict(wanted))
+        self._pending = (request, wanted)
         return request
 
     def on_answer(self, error: int, session_id: int) -> bool:

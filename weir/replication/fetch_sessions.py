@@ -70,7 +70,8 @@ class FetchSession:
         self.follower = follower
         self.epoch = 1  # the epoch its next request must carry
         self.last_used_ms = now_ms
-        self.partitions: OrderedDict[tuple, _Cached] = OrderedDict()  # (topic id or name, partition), read order
+        self.partitions: dict[tuple, _Cached] = {}  # (topic id or name, partition) -> what it knows of it
+        self.awake: OrderedDict[tuple, _Cached] = OrderedDict()  # those not quiet, in read order
         # quiet partitions: key -> (the news key it waits on, the credit of the fetches it missed)
         self.quiet: dict[tuple, tuple[tuple, Callable[[int], None]]] = {}
         self.quiet_fetch_ms = now_ms  # the last fetch every quiet partition was still quiet at
@@ -88,8 +89,7 @@ class FetchContext:
         self.new_session = new_session  # (by_id, follower, now_ms) when a full request asks for one
         # an incremental request's entries as it read them: a later request of the session may
         # forget or replace one while this one long-polls, and then this answer must not touch it
-        self._entries = [cached for key, cached in session.partitions.items() if key not in session.quiet] \
-            if session else []
+        self._entries = list(session.awake.values()) if session else []
         # a follower's session: (topic key, partition) -> (HW, LSO, log start) last answered, if unnamed now
         self.told: dict = {}
         self.waiter = None  # set() while parked
@@ -101,6 +101,7 @@ class FetchContext:
         if session is None or not session.follower or key in session.quiet or key not in session.partitions:
             return
         session.quiet[key] = (news_key, credit)
+        del session.awake[key]
         self.cache.quiet_holders.setdefault(news_key, {})[session] = key
 
     @property
@@ -146,7 +147,8 @@ class FetchContext:
             if session is not None:
                 for (key, partitions), (_, _, answered) in zip(self.wanted, results):
                     for request, result in zip(partitions, answered):
-                        cached = session.partitions[key, request.partition] = _Cached(request)
+                        cached = session.partitions[key, request.partition] = \
+                            session.awake[key, request.partition] = _Cached(request)
                         cached.answered(result)
             return (session.id if session else 0), results
         session = self.session
@@ -159,8 +161,8 @@ class FetchContext:
                 if (result is not None and session.partitions.get((key, request.partition)) is cached
                         and cached.answered(result)):
                     changed.append(result)
-                    if result.records:
-                        session.partitions.move_to_end((key, request.partition))
+                    if result.records and (key, request.partition) in session.awake:
+                        session.awake.move_to_end((key, request.partition))
             if changed:
                 sent.append((name, topic_id, changed))
         return session.id, sent
@@ -198,6 +200,8 @@ class FetchSessionCache:
     def _unquiet(self, session: FetchSession, key: tuple, *, forget_holder: bool = True) -> None:
         news_key, credit = session.quiet.pop(key)
         credit(session.quiet_fetch_ms)
+        if key in session.partitions:
+            session.awake[key] = session.partitions[key]
         if forget_holder:
             holders = self.quiet_holders.get(news_key)
             if holders is not None:
@@ -236,26 +240,27 @@ class FetchSessionCache:
                 if (key, index) in session.quiet:
                     self._unquiet(session, (key, index))
                 session.partitions.pop((key, index), None)
+                session.awake.pop((key, index), None)
         for key, partitions in topics:
             for request in partitions:
                 if (key, request.partition) in session.quiet:
                     self._unquiet(session, (key, request.partition))
                 cached = session.partitions.get((key, request.partition))
                 if cached is None or _starts_over(cached.request, request):
-                    session.partitions[key, request.partition] = _Cached(request)
+                    session.partitions[key, request.partition] = session.awake[key, request.partition] = \
+                        _Cached(request)
                 else:
                     cached.request = request
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
-        quiet = session.quiet
-        context = FetchContext(self, _grouped((key, cached.request) for (key, p), cached in session.partitions.items()
-                                              if (key, p) not in quiet), session=session)
+        context = FetchContext(self, _grouped((key, cached.request) for (key, _), cached in session.awake.items()),
+                               session=session)
         if session.follower:  # only a follower's fetch of an idle partition has a short way
             named = {(key, request.partition) for key, partitions in topics for request in partitions}
             context.told = {key: (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset)
-                            for key, cached in session.partitions.items()
-                            if key not in named and key not in quiet and cached.high_watermark is not None}
+                            for key, cached in session.awake.items()
+                            if key not in named and cached.high_watermark is not None}
         return context
 
     def create(self, by_id: bool, follower: bool, now_ms: int) -> FetchSession | None:

@@ -10,10 +10,12 @@ replica.fetch.backoff.ms (less while the leader catches up: `backoff_ms`). A par
 answer cannot be acted on (a broken invariant, asserted before a write) stops fetching until its
 next role change, and no other partition does (Kafka's failed partitions).
 
-A partition's ask changes only when it does: it is added (a new role), or the leader answered for
-it. Between those its last ask stands, so a round asks only those partitions again (and drops
-those of them that no longer follow this leader), and an idle partition costs a round no call of
-its own.
+A partition's ask changes only when it does: it is added (a new role), the leader answered for
+it, or its log start moved (`touch`). Between those its last ask stands, so a round asks only
+those partitions again (and drops those of them that no longer follow this leader), and an idle
+partition costs a round no call of its own. A round in which nothing changed (no partition asked
+again, none backing off or held back) is the last round again, the same object, which the shell
+may take as unchanged without looking at its partitions.
 """
 
 from __future__ import annotations
@@ -56,11 +58,18 @@ class FetcherCore:
         self._asks: dict[tuple[str, int], SendFetch | SendOffsetForLeaderEpoch] = {}  # each partition's last ask
         self._truncating: set[tuple[str, int]] = set()  # those whose last ask is an OffsetForLeaderEpoch
         self._changed: set[tuple[str, int]] = set()  # those to ask again: added, or answered, since
+        self._last_round: FetchRound | None = None  # while nothing changed since, the next round too
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
         self.backoff_until.pop(partition.key, None)
         self._changed.add(partition.key)
+
+    def touch(self, key: tuple[str, int]) -> None:
+        """The partition's log changed outside the fetcher's answers (its log start moved): asked
+        again next round."""
+        if key in self.partitions:
+            self._changed.add(key)
 
     def remove(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
@@ -68,6 +77,7 @@ class FetcherCore:
         self._asks.pop(key, None)
         self._truncating.discard(key)
         self._changed.discard(key)
+        self._last_round = None
 
     def current(self, key: tuple[str, int]) -> Partition | None:
         """The partition of `key` if it still follows this leader (perhaps in a newer epoch, whose
@@ -83,6 +93,9 @@ class FetcherCore:
         done (ms); or None when none follows this leader any more. `held`: fetches the shell holds
         back this round (the follower throttle)."""
         now_ms = self.clock()
+        if not self._changed and not self.backoff_until and held is None and self._last_round is not None:
+            return self._last_round
+        self._last_round = None
         self._ask_changed()
         if not self.partitions:
             return None
@@ -97,6 +110,8 @@ class FetcherCore:
         round_ = FetchRound(dict(asks), [partitions[key] for key in asks if key in truncating])
         fetching = [partitions[key] for key in asks if key not in truncating]
         round_.fetching = fetching if held is None else [p for p in fetching if not held(p)]
+        if not backoff_until and held is None and not round_.truncating:
+            self._last_round = round_
         return round_
 
     def _ask_changed(self) -> None:

@@ -94,3 +94,28 @@ def test_a_checkpoint_epoch_inside_the_last_batch_is_rebuilt_from_the_batches(op
     reopened = open_log(clean_shutdown=True)
     assert reopened.leader_epochs.entries == [(2, 0)]
     assert reopened.end_offset_for_epoch(2) == (2, 10)
+
+
+def test_a_directory_writes_new_epochs_in_its_next_second_and_a_flush_never_passes_one(tmp_path):
+    """A broker's death moves thousands of leaderships at once: each leader's new epoch is written
+    in the directory's next second (with the others), not one file per leadership on the spot. A
+    flush (after which recovery no longer re-reads the batches) writes it first; a log deleted
+    meanwhile leaves nothing to write."""
+    import uuid
+
+    from weir.log.log_directory import LogDirectory
+
+    directory = LogDirectory(tmp_path)
+    topic_id = uuid.uuid4()
+    kept, flushed, deleted = (directory.open_partition("t", i, topic_id, None, NOW) for i in range(3))
+    for log in (kept, flushed, deleted):
+        log.leader_epochs.assign(5, 0)
+    checkpoint = "leader-epoch-checkpoint"
+    assert not any("5 0" in (log.directory / checkpoint).read_text() for log in (kept, flushed, deleted))
+    append(flushed, 5)
+    flushed.flush()
+    assert (flushed.directory / checkpoint).read_text() == "0\n1\n5 0\n"
+    directory.delete_partition("t", 2)
+    directory.flush_if_due(NOW)
+    assert (kept.directory / checkpoint).read_text() == "0\n1\n5 0\n"
+    assert not directory.unwritten_epochs and not deleted.directory.exists()

@@ -142,8 +142,10 @@ class ControllerService:
                     future.set_exception(e)
 
     def _on_written(self, change: StateChange) -> None:
-        log.info("controller: %s-%d leader %d epoch %d isr %s (%s)", change.topic, change.partition,
-                 change.new.leader, change.new.leader_epoch, list(change.new.isr), change.reason)
+        # a new leader at INFO; an ISR change only at DEBUG: a broker's death changes thousands
+        log.log(logging.INFO if change.old is None or change.new.leader != change.old.leader else logging.DEBUG,
+                "controller: %s-%d leader %d epoch %d isr %s (%s)", change.topic, change.partition,
+                change.new.leader, change.new.leader_epoch, list(change.new.isr), change.reason)
         self.metrics.on_state_written(change.old, change.new)
 
     async def _execute(self, op):

@@ -505,12 +505,10 @@ class ReplicaManager:
     # -- timers ------------------------------------------------------------------------
 
     def check_isr(self, now_ms: int) -> None:
-        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind. A
-        partition that decides nothing is not acted on, and so stays quiet in fetch sessions."""
+        """Every replica.lag.time.max.ms / 2: propose dropping followers that fell behind (a
+        partition that decides nothing stays quiet in fetch sessions: HostedPartitions.act)."""
         for partition in self.partitions.values():
-            effects = partition.check_isr(now_ms)
-            if not effects.decide_nothing:
-                self.hosting.act(partition, effects)
+            self.hosting.act(partition, partition.check_isr(now_ms))
 
     def quiet_fetch_credit(self, topic: str, index: int, replica_id: int):
         """Partition.quiet_fetch_credit of a hosted leader's partition."""

@@ -321,7 +321,10 @@ class ControllerEvents:
                         self._confirm(c, created[c.partition], written)
                     else:
                         follow_ups += self.core.on_write_conflict(c, stored.get(c.key))
-            updates = [c for c in changes if c.expected_version is not None]
+            # New leaders first: a broker's death changes every ISR it was in, and the partitions it
+            # led, offline until their new state is read, should not wait behind the ISR shrinks.
+            updates = sorted((c for c in changes if c.expected_version is not None),
+                             key=lambda c: c.new.leader == c.old.leader)
             if updates:
                 results = yield WriteStates(tuple((c.topic, c.partition, c.expected_version, c.new) for c in updates))
                 for c, result in zip(updates, results):

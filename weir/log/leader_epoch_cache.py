@@ -9,7 +9,10 @@ for each leader epoch, the first offset written in it, persisted in `leader-epoc
 Rules: epochs strictly increase and so do start offsets. A follower asks its leader "where does
 my latest epoch end?" (OffsetsForLeaderEpoch) and truncates there, so the answer must name the
 start of the next higher epoch. The file is rewritten (atomically) on every change; epochs change
-rarely, so this never touches the append hot path beyond one comparison.
+rarely, so this never touches the append hot path beyond one comparison. A new epoch (a leadership,
+an epoch met in appended batches) may be written a little later, with other logs' (`unwritten`):
+a broker's death moves thousands of leaderships at once, one file each; and no flush of the log
+passes it (the flush writes it first), so until then recovery re-learns it from the batches.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ logger = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path, entries: list[tuple[int, int]]):
+    def __init__(self, path: Path, entries: list[tuple[int, int]], unwritten: set | None = None):
+        """`unwritten`: the caches whose new epochs wait to be written (`write_unwritten`), which
+        this one joins at a new epoch; None: written at once."""
         self.path = path
+        self.unwritten = unwritten
         self.damaged = False
         self._epochs = [e for e, _ in entries]
         self._start_offsets = [o for _, o in entries]
 
     @classmethod
-    def open(cls, directory: Path) -> "LeaderEpochCache":
+    def open(cls, directory: Path, unwritten: set | None = None) -> "LeaderEpochCache":
         """The cache in `directory`'s checkpoint; `damaged` is set if the file is there but is not
         one (unreadable, or entries that do not ascend): the log then rebuilds it (`rebuild`)."""
         path = directory / LEADER_EPOCH_CHECKPOINT
@@ -53,7 +59,7 @@ class LeaderEpochCache:
             pass
         except (OSError, ValueError, IndexError):
             damaged = True
-        cache = cls(path, [] if damaged else entries)
+        cache = cls(path, [] if damaged else entries, unwritten)
         cache.damaged = damaged
         return cache
 
@@ -81,7 +87,10 @@ class LeaderEpochCache:
         # Not fsynced here (a leadership change may touch thousands of partitions): the log's
         # flush makes it durable, and recovery re-learns the epochs of the unflushed tail from
         # the batches themselves. Kafka flushes this file asynchronously for the same reason.
-        self._persist(durable=False)
+        if self.unwritten is None:
+            self._persist(durable=False)
+        else:
+            self.unwritten.add(self)
 
     def _add(self, epoch: int, start_offset: int) -> list[tuple[int, int]]:
         """Append (epoch, start_offset) after removing the entries it contradicts; returns those.
@@ -159,6 +168,27 @@ class LeaderEpochCache:
         """Make the file durable (the log calls this when it flushes)."""
         self._persist()
 
+    def forget(self) -> None:
+        """Its log is deleted: nothing of it waits to be written any more."""
+        if self.unwritten is not None:
+            self.unwritten.discard(self)
+
     def _persist(self, durable: bool = True) -> None:
+        self.forget()
         lines = ["0", str(len(self._epochs))] + [f"{e} {o}" for e, o in zip(self._epochs, self._start_offsets)]
         write_atomically(self.path, "\n".join(lines) + "\n", durable=durable)
+
+
+def write_unwritten(unwritten: set) -> None:
+    """Write (not fsync) the new epochs of the caches in `unwritten`. One that cannot be written now
+    (out of descriptors, a full disk) stays for the next call, and its log's flush writes it too."""
+    failed = None
+    for cache in list(unwritten):
+        try:
+            cache._persist(durable=False)
+        except FileNotFoundError:
+            cache.forget()  # its directory is gone with its log
+        except OSError as e:
+            failed = failed or e
+    if failed is not None:
+        logger.warning("%d leader-epoch checkpoint(s) not written, tried again in a second: %s", len(unwritten), failed)

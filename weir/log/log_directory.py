@@ -27,6 +27,7 @@ from typing import Mapping, NamedTuple
 from weir.log.checkpoint_file import (read_offset_checkpoint, read_partition_metadata, write_atomically,
                                       write_offset_checkpoint, write_partition_metadata)
 from weir.log.file_io import fsync_directory
+from weir.log.leader_epoch_cache import write_unwritten
 from weir.log.log_config import LogConfig
 from weir.log.partition_log import PartitionLog
 from weir.log.segment_files import SegmentFileCache
@@ -76,6 +77,7 @@ class LogDirectory:
         self.config = config
         self.topic_configs = dict(topic_configs or {})
         self.files = SegmentFileCache() if files is None else files
+        self.unwritten_epochs: set = set()  # its logs' leader-epoch caches with a new epoch to write
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.topic_ids: dict[TopicPartition, uuid.UUID] = {}
         self._closed = False
@@ -120,7 +122,7 @@ class LogDirectory:
                                 log_start_offset=self._log_start_offsets.get(tp, 0),
                                 cleaner_checkpoint=self._cleaner_checkpoints.get(tp),
                                 clean_shutdown=self.had_clean_shutdown and tp in self._recovery_points,
-                                files=self.files)
+                                files=self.files, unwritten_epochs=self.unwritten_epochs)
         self._adopt(tp, log, read_partition_metadata(log.directory))
         return log
 
@@ -158,7 +160,8 @@ class LogDirectory:
             log.config = self.config_for(topic)
             return log
         log_path = self.partition_path(topic, partition)
-        log = PartitionLog.open(log_path, self.config_for(topic), now_ms, files=self.files)
+        log = PartitionLog.open(log_path, self.config_for(topic), now_ms, files=self.files,
+                                unwritten_epochs=self.unwritten_epochs)
         write_partition_metadata(log_path, topic_id)
         fsync_directory(self.path)
         self._adopt(tp, log, topic_id)
@@ -229,8 +232,11 @@ class LogDirectory:
         write_offset_checkpoint(self.path / CLEANER_CHECKPOINT, cleaned)
 
     def flush_if_due(self, now_ms: int) -> None:
-        """Every second: the logs whose flush.ms is over since their last flush are asked (with the
-        default, never: an idle broker's second costs no call per log)."""
+        """Every second: the new leader epochs are written, and the logs whose flush.ms is over
+        since their last flush are asked (with the default, never: an idle broker's second costs
+        no call per log)."""
+        if self.unwritten_epochs:
+            write_unwritten(self.unwritten_epochs)
         for log in self.logs.values():
             if now_ms - log.last_flush_ms >= log.config.flush_interval_ms and not log.is_deleted:
                 log.flush_if_due(now_ms)

@@ -100,14 +100,16 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None,
              log_start_offset: int = 0, clean_shutdown: bool = False, cleaner_checkpoint: int | None = None,
-             files: SegmentFileCache | None = None, rng: random.Random | None = None) -> "PartitionLog":
+             files: SegmentFileCache | None = None, unwritten_epochs: set | None = None,
+             rng: random.Random | None = None) -> "PartitionLog":
         """Create or recover the log in `directory`.
 
         After a clean shutdown every segment is trusted (checked only for sanity). Otherwise
         segments from the one holding `recovery_point` on are recovered: CRC-checked and cut at
         the first bad batch, with later segments deleted. Without a recovery point, all are.
         Flushed segments after a hole (one emptied or removed) are set aside, not deleted.
-        `files`: the cache of closed segments' files the log shares (a cache of its own if none).
+        `files`: the cache of closed segments' files the log shares (a cache of its own if none);
+        `unwritten_epochs`: where its leader-epoch cache waits to be written (LeaderEpochCache).
         """
         files = SegmentFileCache() if files is None else files
         directory.mkdir(parents=True, exist_ok=True)
@@ -120,7 +122,7 @@ class PartitionLog:
         else:
             first_unsafe = max(bisect_right(bases, recovery_point) - 1, 0)
 
-        leader_epochs = LeaderEpochCache.open(directory)
+        leader_epochs = LeaderEpochCache.open(directory, unwritten_epochs)
 
         def learn_epoch(batch: BatchInfo) -> None:
             if batch.leader_epoch > leader_epochs.latest_epoch:
@@ -629,6 +631,7 @@ class PartitionLog:
                 segment.close()
             self._closed = True
         self.is_deleted = True
+        self.leader_epochs.forget()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # ----- compaction

@@ -72,12 +72,17 @@ class HostedPartitions:
             return None
         key = (assignment.name, index)
         partition = self.partitions.get(key)
+        before = None
         if partition is None:
             partition = self.shell.open_partition(assignment.name, index, now_ms)
             partition.on_live_brokers(self.live_brokers, now_ms)
             self.partitions[key] = partition
+        else:
+            before = (partition.state, partition.replicas)
         effects = partition.apply_state(state, replicas, self.shell.replication_config(assignment.name), now_ms,
                                         state_zxid, own_broker_epoch)
+        if effects.decide_nothing and before == (partition.state, partition.replicas):
+            return partition, effects  # the state it had: nothing for a fetch to hear (a broker's death re-applies all)
         self.act(partition, effects)
         self.waiters.notify(key)
         self.news(key, wake=True)
@@ -103,7 +108,9 @@ class HostedPartitions:
         self.shell.delete_log(key)
 
     def act(self, partition: Partition, effects: Effects) -> None:
-        """Carry out what the partition decided."""
+        """Carry out what the partition decided (a decision of nothing is no news to a fetch session)."""
+        if effects.decide_nothing:
+            return
         self.shell.complete(effects.completions)
         if effects.role_changed:
             self.shell.role_changed(partition)

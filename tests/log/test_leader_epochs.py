@@ -119,3 +119,19 @@ def test_a_directory_writes_new_epochs_in_its_next_second_and_a_flush_never_pass
     directory.flush_if_due(NOW)
     assert (kept.directory / checkpoint).read_text() == "0\n1\n5 0\n"
     assert not directory.unwritten_epochs and not deleted.directory.exists()
+
+
+def test_new_epochs_are_written_a_bounded_number_at_a_time(tmp_path):
+    from weir.log.leader_epoch_cache import LeaderEpochCache, write_unwritten
+
+    unwritten: set = set()
+    caches = [LeaderEpochCache.open(tmp_path / str(i), unwritten) for i in range(5)]
+    for i, cache in enumerate(caches):
+        cache.path.parent.mkdir()
+        cache.assign(3, i)
+    write_unwritten(unwritten, limit=2)
+    assert len(unwritten) == 3
+    write_unwritten(unwritten, limit=2)
+    write_unwritten(unwritten, limit=2)
+    assert not unwritten
+    assert [c.path.read_text() for c in caches] == [f"0\n1\n3 {i}\n" for i in range(5)]

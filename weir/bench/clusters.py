@@ -387,7 +387,7 @@ def _wait_until_led(admin, partitions: dict[str, int], what: str, timeout_s: flo
         if time.monotonic() >= deadline:
             raise BenchTimedOut(f"{what}: {unled:,} of {sum(partitions.values()):,} partitions without a live "
                                 f"leader after {timeout_s:g} s{failed}")
-        time.sleep(0.05)  # the poll's interval
+        time.sleep(0.2)  # the poll's interval: a Metadata of every partition is no small request at 10,000
 
 
 _SLEEPER = """

@@ -17,6 +17,7 @@ passes it (the flush writes it first), so until then recovery re-learns it from 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from bisect import bisect_left, bisect_right
 from pathlib import Path
@@ -26,6 +27,7 @@ from weir.log.checkpoint_file import write_atomically
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+EPOCH_WRITES_PER_CALL = 500  # write_unwritten's limit: its log directory calls it every second
 
 logger = logging.getLogger(__name__)
 
@@ -179,11 +181,13 @@ class LeaderEpochCache:
         write_atomically(self.path, "\n".join(lines) + "\n", durable=durable)
 
 
-def write_unwritten(unwritten: set) -> None:
-    """Write (not fsync) the new epochs of the caches in `unwritten`. One that cannot be written now
-    (out of descriptors, a full disk) stays for the next call, and its log's flush writes it too."""
+def write_unwritten(unwritten: set, limit: int = EPOCH_WRITES_PER_CALL) -> None:
+    """Write (not fsync) the new epochs of up to `limit` caches in `unwritten` (a file each: a
+    rename, a few hundred microseconds, which thousands at once would hold the event loop for a
+    second). The rest, and one that cannot be written now (out of descriptors, a full disk), wait
+    for the next call; a log's flush writes its own first."""
     failed = None
-    for cache in list(unwritten):
+    for cache in list(itertools.islice(unwritten, limit)):
         try:
             cache._persist(durable=False)
         except FileNotFoundError:

@@ -49,7 +49,7 @@ NO_EFFECT_BY_TYPE = {
         num.replica.alter.log.dirs.threads num.replica.fetchers offsets.load.buffer.size
         offsets.topic.compression.codec password.encoder.iterations password.encoder.key.length
         producer.id.expiration.check.interval.ms producer.purgatory.purge.interval.requests
-        queued.max.requests quota.window.num quota.window.size.seconds remote.fetch.max.wait.ms
+        queued.max.requests remote.fetch.max.wait.ms
         remote.log.manager.copier.thread.pool.size remote.log.manager.copy.quota.window.num
         remote.log.manager.copy.quota.window.size.seconds remote.log.manager.expiration.thread.pool.size
         remote.log.manager.fetch.quota.window.num remote.log.manager.fetch.quota.window.size.seconds

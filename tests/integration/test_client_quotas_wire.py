@@ -1,0 +1,154 @@
+"""DescribeClientQuotas and AlterClientQuotas on the wire, as Kafka 3.9's ZooKeeper mode answers
+them (kio-built requests), stored in Kafka's ZooKeeper layout beside the SCRAM credentials, applied
+by every broker and kept over a restart."""
+
+import datetime
+import importlib
+import json
+
+from kazoo.client import KazooClient
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from tests.integration.raw_protocol import PRODUCE, PRODUCE_V, RawClient, assert_healthy
+from tests.waiting import wait_until
+from weir.protocol.errors import ErrorCode
+from weir.protocol.records import encode_batch
+
+DESCRIBE, ALTER = 48, 49
+CLIENT = "bad-input-test"  # RawClient's client id
+
+
+def alter(client: RawClient, entries, validate_only: bool = False, version: int = 1) -> list[tuple[int, str]]:
+    """entries: [([(type, name)], [(key, value or None to remove)])] → [(error, message)]."""
+    kio = importlib.import_module(f"kio.schema.alter_client_quotas.v{version}.request")
+    request = kio.AlterClientQuotasRequest(entries=tuple(kio.EntryData(
+        entity=tuple(kio.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+        ops=tuple(kio.OpData(key=k, value=float(v or 0), remove=v is None) for k, v in ops))
+        for entity, ops in entries), validate_only=validate_only)
+    response = client.call(ALTER, version, request)
+    return [(e.error_code, e.error_message) for e in response.entries]
+
+
+def describe(client: RawClient, components=(), strict: bool = False, version: int = 1):
+    """→ (error, {((type, name), ...): {key: value}})"""
+    kio = importlib.import_module(f"kio.schema.describe_client_quotas.v{version}.request")
+    response = client.call(DESCRIBE, version, kio.DescribeClientQuotasRequest(
+        components=tuple(kio.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components),
+        strict=strict))
+    entries = {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+               for entry in response.entries or ()}
+    return response.error_code, entries
+
+
+def produce_throttle_ms(client: RawClient, size: int) -> int:
+    """A Produce of `size` bytes (to a topic that need not exist): its throttle_time_ms."""
+    response = client.call(PRODUCE, PRODUCE_V, ProduceRequest(
+        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+        topic_data=(TopicProduceData(name="no-such-topic", partition_data=(
+            PartitionProduceData(index=0, records=encode_batch([b"x" * size])),)),)))
+    return int(response.throttle_time.total_seconds() * 1000)
+
+
+def znode(zookeeper_connect: str, path: str):
+    zk = KazooClient(hosts=zookeeper_connect)
+    zk.start()
+    try:
+        if path.endswith("/"):
+            return sorted(zk.get_children(path.rstrip("/")))
+        return json.loads(zk.get(path)[0])
+    finally:
+        zk.stop()
+
+
+def test_quotas_are_altered_and_described_as_kafka_and_stored_in_its_zookeeper_layout(broker, zookeeper_connect):
+    with RawClient(broker.port) as client:
+        for version in (0, 1):
+            assert alter(client, [([("client-id", "c1")], [("producer_byte_rate", 1048576),
+                                                          ("consumer_byte_rate", 2097152)])], version=version) == [
+                (0, None)]
+        assert alter(client, [
+            ([("user", "user with spaces")], [("request_percentage", 12.5)]),
+            ([("user", None), ("client-id", None)], [("producer_byte_rate", 1000)]),
+            ([("ip", None)], [("connection_creation_rate", 10)]),
+            ([("ip", "10.0.0.1")], [("connection_creation_rate", 5)]),
+        ]) == [(0, None)] * 4
+        assert alter(client, [([("client-id", "c2")], [("producer_byte_rate", 1)])], validate_only=True) == [(0, None)]
+        bad = alter(client, [
+            ([("client-id", "c3")], [("bogus", 1)]),
+            ([("client-id", "c3")], [("producer_byte_rate", -5)]),
+            ([("client-id", "c3")], [("producer_byte_rate", 10.5)]),
+            ([("group", "g")], [("producer_byte_rate", 1)]),
+            ([("user", "")], [("producer_byte_rate", 1)]),
+            ([], [("producer_byte_rate", 1)]),
+            ([("user", "u"), ("ip", "10.0.0.2")], [("producer_byte_rate", 1)]),
+            ([("ip", "no such host")], [("connection_creation_rate", 1)]),
+            ([("ip", "10.0.0.3")], [("producer_byte_rate", 1)]),
+        ])
+        assert [code for code, _ in bad] == [ErrorCode.invalid_request] * 9
+        assert bad[0][1] == "Invalid configuration key bogus" and "must be greater than 0" in bad[1][1]
+
+        code, everything = describe(client)
+        assert code == 0 and everything == {
+            (("client-id", "c1"),): {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0},
+            (("user", "user with spaces"),): {"request_percentage": 12.5},
+            (("client-id", None), ("user", None)): {"producer_byte_rate": 1000.0},
+            (("ip", None),): {"connection_creation_rate": 10.0},
+            (("ip", "10.0.0.1"),): {"connection_creation_rate": 5.0},
+        }
+        assert describe(client, [("client-id", 0, "c1")], strict=True)[1] == {
+            (("client-id", "c1"),): {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0}}
+        assert list(describe(client, [("user", 1, None)])[1]) == [(("client-id", None), ("user", None))]
+        assert describe(client, [("other", 0, "x")]) == (ErrorCode.unsupported_version, {})
+        assert describe(client, [("ip", 2, None), ("user", 2, None)]) == (ErrorCode.invalid_request, {})
+
+        assert alter(client, [([("client-id", "c1")], [("consumer_byte_rate", None)])]) == [(0, None)]
+        assert describe(client, [("client-id", 0, "c1")])[1] == {(("client-id", "c1"),): {"producer_byte_rate": 1048576.0}}
+        assert alter(client, [([("user", None), ("client-id", None)], [("producer_byte_rate", None)])]) == [(0, None)]
+        assert_healthy(broker)
+
+    # Kafka's ZooKeeper layout: sanitized names, <default>, a notice per change
+    assert znode(zookeeper_connect, "/config/clients/c1") == {"version": 1, "config": {"producer_byte_rate": "1048576"}}
+    assert znode(zookeeper_connect, "/config/users/user%20with%20spaces") == {
+        "version": 1, "config": {"request_percentage": "12.5"}}
+    assert znode(zookeeper_connect, "/config/ips/<default>")["config"] == {"connection_creation_rate": "10"}
+    assert znode(zookeeper_connect, "/config/users/") == ["user%20with%20spaces"]  # <default>/clients/<default> gone
+    notices = znode(zookeeper_connect, "/config/changes/")
+    assert len(notices) == 8 and all(n.startswith("config_change_") for n in notices)
+    assert znode(zookeeper_connect, f"/config/changes/{notices[-1]}") == {
+        "version": 2, "entity_path": "users/<default>/clients/<default>"}
+
+
+def test_a_users_quotas_and_scram_credentials_share_its_znode(broker, zookeeper_connect):
+    with RawClient(broker.port) as client:
+        assert alter(client, [([("user", "alice")], [("producer_byte_rate", 5000)])]) == [(0, None)]
+    zk = KazooClient(hosts=zookeeper_connect)
+    zk.start()
+    try:
+        config = json.loads(zk.get("/config/users/alice")[0])["config"]
+        config["SCRAM-SHA-256"] = "salt=c2FsdA==,stored_key=a2V5,server_key=a2V5,iterations=4096"
+        zk.set("/config/users/alice", json.dumps({"version": 1, "config": config}).encode())
+    finally:
+        zk.stop()
+    with RawClient(broker.port) as client:
+        assert alter(client, [([("user", "alice")], [("producer_byte_rate", None), ("consumer_byte_rate", 7000)])]) == [
+            (0, None)]
+        assert describe(client, [("user", 0, "alice")], strict=True)[1] == {
+            (("user", "alice"),): {"consumer_byte_rate": 7000.0}}
+    assert znode(zookeeper_connect, "/config/users/alice")["config"] == {
+        "consumer_byte_rate": "7000", "SCRAM-SHA-256": "salt=c2FsdA==,stored_key=a2V5,server_key=a2V5,iterations=4096"}
+
+
+def test_a_quota_set_through_one_broker_holds_on_another_and_after_a_restart(start_broker):
+    first, second = start_broker(0), start_broker(1)
+    with RawClient(first.port) as client:
+        assert produce_throttle_ms(client, 64 * 1024) == 0  # no quotas: never throttled
+        assert alter(client, [([("client-id", CLIENT)], [("producer_byte_rate", 1024)])]) == [(0, None)]
+
+    def throttled_by(broker) -> bool:
+        with RawClient(broker.port) as client:
+            return produce_throttle_ms(client, 64 * 1024) > 0
+
+    wait_until(lambda: throttled_by(second), "the quota set through broker 0 to hold on broker 1")
+    second.stop()
+    second.start()
+    assert throttled_by(second), "the quota holds after a restart"

@@ -1,0 +1,96 @@
+"""What each request costs its client's quotas, and how long the client is held for it (KIP-13,
+KIP-124, KIP-219): the broker's side of weir.quotas, with the clock.
+
+- Produce: the request's size, against producer_byte_rate, when the answer is ready.
+- Fetch by a consumer: the records answered, against consumer_byte_rate; a fetch over the quota
+  is answered empty (and its bytes taken back), as Kafka's, and a fetch never asks for more than
+  the quota allows in one measuring span.
+- Every request but the exempt ones: the time the broker's loop spent on it, as a percentage of
+  one second, against request_percentage (a throttle time bounded by one window).
+
+Replication is never throttled by client quotas (follower fetches and the brokers' own requests
+are exempt). The connection writes the answer at once, with the throttle time in it, and then
+reads nothing more from the client until the time is over (KIP-219: the channel is muted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from weir.clock import now_ms
+from weir.protocol.header import RequestHeader
+from weir.protocol.versions import ApiKey
+from weir.quotas.client_quotas import ClientQuotas, QuotaBook
+from weir.quotas.entities import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+
+# Not held to request_percentage: authentication (Kafka's network layer) and the brokers' own requests
+EXEMPT_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_PARTITION,
+                         ApiKey.WRITE_TXN_MARKERS})
+
+
+class Throttled:
+    """A handler's answer (whatever it would return) with the throttle time already in it."""
+
+    __slots__ = ("body", "throttle_ms")
+
+    def __init__(self, body, throttle_ms: int) -> None:
+        assert throttle_ms > 0
+        self.body = body
+        self.throttle_ms = throttle_ms
+
+
+def user_of(principal: str) -> str:
+    """The quota user of a principal ("User:alice" → "alice"; unauthenticated: ANONYMOUS)."""
+    return principal.partition(":")[2]
+
+
+class ClientThrottles:
+    """The broker's client quotas: `book` (kept by weir.coordination.client_quota_store) and a
+    rate per quota key, over `samples` windows of `window_s`."""
+
+    def __init__(self, samples: int, window_s: int, clock: Callable[[], int] = now_ms) -> None:
+        self.book = QuotaBook()
+        self.clock = clock
+        window_ms = window_s * 1000
+        self.produce = ClientQuotas(self.book, PRODUCER_BYTE_RATE, samples, window_ms)
+        self.fetch = ClientQuotas(self.book, CONSUMER_BYTE_RATE, samples, window_ms)
+        self.request = ClientQuotas(self.book, REQUEST_PERCENTAGE, samples, window_ms, max_throttle_ms=window_ms)
+        self.controller_mutation = ClientQuotas(self.book, CONTROLLER_MUTATION_RATE, samples, window_ms)
+        self.all = (self.produce, self.fetch, self.request, self.controller_mutation)
+
+    def quotas_changed(self) -> None:
+        for quotas in self.all:
+            quotas.quotas_changed()
+
+    def _record(self, quotas: ClientQuotas, header: RequestHeader, value: float) -> int:
+        now = self.clock()
+        user, client_id = user_of(header.principal), header.client_id or ""
+        throttle = quotas.record(user, client_id, value, now)
+        if throttle:
+            quotas.throttled(user, client_id, throttle, now)
+        return throttle
+
+    def produced(self, header: RequestHeader) -> int:
+        """A Produce's throttle time (its size recorded)."""
+        return self._record(self.produce, header, header.size) if self.produce.enabled else 0
+
+    def fetched(self, header: RequestHeader, size: int) -> int:
+        """A consumer's Fetch answer of `size` bytes: its throttle time; when throttled the bytes
+        are taken back (the answer will be empty)."""
+        if not self.fetch.enabled:
+            return 0
+        throttle = self._record(self.fetch, header, size)
+        if throttle:
+            self.fetch.unrecord(user_of(header.principal), header.client_id or "", size, self.clock())
+        return throttle
+
+    def fetch_limit(self, header: RequestHeader) -> int | None:
+        """The most a consumer's Fetch may answer (None: no quota)."""
+        most = self.fetch.max_value_in_window(user_of(header.principal), header.client_id or "")
+        return None if most is None else int(min(most, 2 ** 31 - 1))
+
+    def handled(self, header: RequestHeader, seconds: float) -> int:
+        """A request that took the loop `seconds`: its request_percentage throttle time."""
+        if not self.request.enabled or header.api_key in EXEMPT_APIS:
+            return 0
+        return self._record(self.request, header, seconds * 100)

@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from tests.integration.raw_protocol import PRODUCE, PRODUCE_V, RawClient, assert_healthy
+from tests.scraping import broker_metrics
 from tests.waiting import wait_until
 from weir.protocol.errors import ErrorCode
 from weir.protocol.records import encode_batch
@@ -139,7 +140,7 @@ def test_a_users_quotas_and_scram_credentials_share_its_znode(broker, zookeeper_
 
 
 def test_a_quota_set_through_one_broker_holds_on_another_and_after_a_restart(start_broker):
-    first, second = start_broker(0), start_broker(1)
+    first, second = start_broker(0), start_broker(1, **{"metrics.port": "0"})
     with RawClient(first.port) as client:
         assert produce_throttle_ms(client, 64 * 1024) == 0  # no quotas: never throttled
         assert alter(client, [([("client-id", CLIENT)], [("producer_byte_rate", 1024)])]) == [(0, None)]
@@ -149,6 +150,10 @@ def test_a_quota_set_through_one_broker_holds_on_another_and_after_a_restart(sta
             return produce_throttle_ms(client, 64 * 1024) > 0
 
     wait_until(lambda: throttled_by(second), "the quota set through broker 0 to hold on broker 1")
+    metrics = broker_metrics(second)  # Kafka's kafka.server:type=Produce,user=,client-id= byte-rate, throttle-time
+    [(labels, throttle)] = metrics["kafka_server_produce_throttle_time"]
+    assert labels == {"user": "", "client_id": CLIENT} and throttle > 0
+    assert metrics["kafka_server_produce_byte_rate"][0][1] > 1024
     second.stop()
     second.start()
     assert throttled_by(second), "the quota holds after a restart"

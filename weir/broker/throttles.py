@@ -57,6 +57,10 @@ class ClientThrottles:
         self.request = ClientQuotas(self.book, REQUEST_PERCENTAGE, samples, window_ms, max_throttle_ms=window_ms)
         self.controller_mutation = ClientQuotas(self.book, CONTROLLER_MUTATION_RATE, samples, window_ms)
         self.all = (self.produce, self.fetch, self.request, self.controller_mutation)
+        # Kafka's quota metric groups (QuotaType) and rate names: kafka.server:type=Produce,user=,client-id=
+        self.metric_groups = (("Produce", "byte-rate", self.produce), ("Fetch", "byte-rate", self.fetch),
+                              ("Request", "request-time", self.request),
+                              ("ControllerMutation", "mutation-rate", self.controller_mutation))
 
     def quotas_changed(self) -> None:
         for quotas in self.all:

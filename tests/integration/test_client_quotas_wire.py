@@ -157,3 +157,24 @@ def test_a_quota_set_through_one_broker_holds_on_another_and_after_a_restart(sta
     second.stop()
     second.start()
     assert throttled_by(second), "the quota holds after a restart"
+
+
+def create_topics(client: RawClient, version: int, topics: dict[str, int]):
+    kio = importlib.import_module(f"kio.schema.create_topics.v{version}.request")
+    response = client.call(19, version, kio.CreateTopicsRequest(
+        topics=tuple(kio.CreatableTopic(name=name, num_partitions=n, replication_factor=1, assignments=(), configs=())
+                     for name, n in topics.items()),
+        timeout=datetime.timedelta(seconds=30), validate_only=False))
+    return {t.name: t.error_code for t in response.topics}, int(response.throttle_time.total_seconds() * 1000)
+
+
+def test_controller_mutations_over_the_quota_are_refused_or_throttled_as_kip_599(start_broker):
+    broker = start_broker(controller_quota_window_num="2")  # a bucket of two seconds' worth: 2 partitions
+    with RawClient(broker.port) as client:
+        assert alter(client, [([("user", None)], [("controller_mutation_rate", 1)])]) == [(0, None)]
+        errors, throttle = create_topics(client, 7, {"a": 2, "b": 1, "c": 1})
+        # a empties the bucket, b overdraws it (one mutation may), c finds it below zero
+        assert errors == {"a": 0, "b": 0, "c": ErrorCode.throttling_quota_exceeded}
+        assert 500 <= throttle <= 1000
+        errors, throttle = create_topics(client, 5, {"d": 3})  # before v6: created, and the client throttled
+        assert errors == {"d": 0} and 2000 <= throttle <= 4000

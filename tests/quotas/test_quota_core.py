@@ -8,7 +8,7 @@ from weir.quotas.client_quotas import INACTIVE_MS, ClientQuotas, QuotaBook
 from weir.quotas.describe import DEFAULT, EXACT, SPECIFIED, checked_filter, described
 from weir.quotas.entities import (QuotaError, alter, checked_entity, encode_notice, entity, entity_of_path, entity_path,
                                   notice_entity)
-from weir.quotas.rate import Rate
+from weir.quotas.rate import Rate, TokenBucket
 
 
 def test_a_new_rate_is_measured_over_samples_minus_one_windows_as_kafkas():
@@ -171,3 +171,16 @@ def test_bad_filters_get_kafkas_errors(components, code):
     with pytest.raises(QuotaError) as e:
         checked_filter(components)
     assert e.value.code == code
+
+
+def test_a_token_bucket_lets_one_mutation_overdraw_it_then_refills_at_the_quota():
+    book = QuotaBook()
+    book.set(entity(user=None), {"controller_mutation_rate": "2"})
+    quotas = ClientQuotas(book, "controller_mutation_rate", 11, 1000, stat=TokenBucket)
+    quotas.quotas_changed()
+    assert quotas.throttle_now("u", "c", 0) == 0
+    assert quotas.record("u", "c", 20, 0) == 0  # 22 tokens: 11 windows of 2/s
+    assert quotas.record("u", "c", 6, 0) == 2000  # 4 below zero: two seconds at 2/s
+    assert quotas.throttle_now("u", "c", 1000) == 1000
+    assert quotas.throttle_now("u", "c", 2000) == 0
+    assert quotas.throttle_now("other", "c", 0) == 0  # the default user's quota: a bucket per user

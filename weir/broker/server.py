@@ -117,7 +117,9 @@ class Broker:
             self.acl_store = AclStore(self.zk, authz)
             await self.acl_store.start()
         # client quotas: read before serving anyone, followed on every change (/config/changes)
-        self.throttles = ClientThrottles(config["quota.window.num"], config["quota.window.size.seconds"])
+        self.throttles = ClientThrottles(config["quota.window.num"], config["quota.window.size.seconds"],
+                                         config["controller.quota.window.num"],
+                                         config["controller.quota.window.size.seconds"])
         self.quota_store = ClientQuotaStore(self.zk, self.throttles.book, self.throttles.quotas_changed)
         await self.quota_store.start()
         self.store = ZkMetadataStore(self.zk, on_controller_gone=lambda: self.controller.elect())
@@ -126,7 +128,7 @@ class Broker:
         self.controller = ControllerService(config, self.store, self.watcher, self.replicas.metrics)
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
-        self.admin = AdminApis(self.replicas, self.store, self.controller, authz)
+        self.admin = AdminApis(self.replicas, self.store, self.controller, authz, self.throttles)
         # consumer groups and transactions: the coordinators follow the roles of the
         # __consumer_offsets and __transaction_state partitions
         self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,

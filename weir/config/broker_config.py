@@ -215,7 +215,8 @@ class BrokerConfig:
         return name in self._static
 
 
-AT_LEAST_ONE = ("quota.window.num", "quota.window.size.seconds")  # Kafka's atLeast(1)
+AT_LEAST_ONE = ("quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
+                "controller.quota.window.size.seconds")  # Kafka's atLeast(1)
 
 
 def dynamic_settings() -> frozenset[str]:

@@ -28,8 +28,8 @@ NO_EFFECT_BY_TYPE = {
         controller.quorum.append.linger.ms
         controller.quorum.election.backoff.max.ms controller.quorum.election.timeout.ms
         controller.quorum.fetch.timeout.ms controller.quorum.request.timeout.ms
-        controller.quorum.retry.backoff.ms controller.quota.window.num
-        controller.quota.window.size.seconds controller.socket.timeout.ms
+        controller.quorum.retry.backoff.ms
+        controller.socket.timeout.ms
         delete.records.purgatory.purge.interval.requests fetch.purgatory.purge.interval.requests
         group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms
         group.consumer.max.session.timeout.ms group.consumer.max.size

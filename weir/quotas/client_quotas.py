@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from weir.quotas.entities import CLIENT_ID, USER, Entity, quota_values
-from weir.quotas.rate import Rate
+from weir.quotas.rate import Rate, TokenBucket
 
 Tags = tuple[str, str]  # (user, client id); "" where the rate does not distinguish them
 INACTIVE_MS = 3600 * 1000
@@ -82,8 +82,8 @@ class QuotaBook:
 class _Sensor:
     __slots__ = ("rate", "throttle_sum", "throttle_count", "used_ms")
 
-    def __init__(self, samples: int, window_ms: int) -> None:
-        self.rate = Rate(samples, window_ms)
+    def __init__(self, samples: int, window_ms: int, stat: type) -> None:
+        self.rate = stat(samples, window_ms)
         self.throttle_sum = Rate(samples, window_ms)  # Kafka's Avg of the throttle times: their sum
         self.throttle_count = Rate(samples, window_ms)  # over their count, in the same windows
         self.used_ms = 0
@@ -96,11 +96,13 @@ class _Sensor:
 class ClientQuotas:
     """The rates of one quota key (producer_byte_rate, consumer_byte_rate, request_percentage,
     controller_mutation_rate), over `samples` windows of `window_ms` each. `max_throttle_ms`:
-    a bound on a throttle time (Kafka bounds the request quota's by one window), None for none."""
+    a bound on a throttle time (Kafka bounds the request quota's by one window), None for none;
+    `stat`: Rate, or TokenBucket (controller_mutation_rate, KIP-599)."""
 
     def __init__(self, book: QuotaBook, key: str, samples: int, window_ms: int,
-                 max_throttle_ms: int | None = None) -> None:
+                 max_throttle_ms: int | None = None, stat: type = Rate) -> None:
         self.book = book
+        self.stat = stat
         self.key = key
         self.samples = samples
         self.window_ms = window_ms
@@ -117,7 +119,7 @@ class ClientQuotas:
     def _sensor(self, tags: Tags, now_ms: int) -> _Sensor:
         sensor = self._sensors.get(tags)
         if sensor is None:
-            sensor = self._sensors[tags] = _Sensor(self.samples, self.window_ms)
+            sensor = self._sensors[tags] = _Sensor(self.samples, self.window_ms, self.stat)
         sensor.used_ms = now_ms
         if now_ms - self._swept_ms >= SWEEP_EVERY_MS:
             self._swept_ms = now_ms
@@ -131,13 +133,24 @@ class ClientQuotas:
             return 0
         tags, bound = self.book.resolve(self.key, user, client_id)
         sensor = self._sensor(tags, now_ms)
-        sensor.rate.record(value, now_ms)
+        sensor.rate.record(value, now_ms, bound)
+        return self._throttle(sensor, bound, now_ms)
+
+    def _throttle(self, sensor: _Sensor, bound: float | None, now_ms: int) -> int:
         if bound is None:
             return 0
         throttle = sensor.rate.throttle_ms(bound, now_ms)
         if self.max_throttle_ms is not None:
             throttle = min(throttle, self.max_throttle_ms)
         return throttle
+
+    def throttle_now(self, user: str, client_id: str, now_ms: int) -> int:
+        """The client's throttle time before it records anything more (KIP-599's strict check: a
+        client whose bucket is already below zero is refused)."""
+        if not self.enabled:
+            return 0
+        tags, bound = self.book.resolve(self.key, user, client_id)
+        return self._throttle(self._sensor(tags, now_ms), bound, now_ms)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a value recorded (a Fetch answered empty because it was throttled)."""

@@ -13,6 +13,11 @@ in Kafka.
 A quota is violated when the rate after recording is above the bound; the client is then
 throttled for as long as it takes the rate to come back to the bound if it sends nothing more:
 (rate - bound) / bound * window span.
+
+`TokenBucket` is KIP-599's measure for controller_mutation_rate: a bucket of `samples` windows'
+worth of the quota, full at first, refilled at the quota's rate, emptied by each mutation
+(partitions created or deleted) and allowed to go below zero by the one that overdraws it; the
+client then waits until it is back to zero.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class Rate:
         self._sums: list[float] = []
         self._current = 0
 
-    def record(self, value: float, now_ms: int) -> None:
+    def record(self, value: float, now_ms: int, bound: float | None = None) -> None:
+        """(`bound`: unused, as in TokenBucket's signature.)"""
         if not self._starts:
             self._starts.append(now_ms)
             self._sums.append(0.0)
@@ -81,3 +87,34 @@ class Rate:
         if rate <= bound:
             return 0
         return round((rate - bound) / bound * self.span_ms(now_ms))
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat (times in ms, the quota per second)."""
+
+    __slots__ = ("burst_s", "tokens", "_last_ms")
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.burst_s = samples * window_ms / 1000  # the bucket holds this many seconds' worth
+        self.tokens: float | None = None  # None: full
+        self._last_ms = 0
+
+    def _refill(self, bound: float, now_ms: int) -> None:
+        burst = self.burst_s * bound
+        self.tokens = burst if self.tokens is None else min(burst, self.tokens + bound * (now_ms - self._last_ms) / 1000)
+        self._last_ms = now_ms
+
+    def record(self, value: float, now_ms: int, bound: float | None = None) -> None:
+        if bound is None:  # no quota: nothing to count against
+            return
+        self._refill(bound, now_ms)
+        self.tokens = min(self.burst_s * bound, self.tokens - value)
+
+    def throttle_ms(self, bound: float, now_ms: int) -> int:
+        """How long until the bucket is back to zero (0: it is not below)."""
+        self._refill(bound, now_ms)
+        return round(-self.tokens / bound * 1000) if self.tokens < 0 else 0
+
+    def measure(self, now_ms: int) -> float:
+        """The tokens left (as last refilled)."""
+        return self.tokens if self.tokens is not None else 0.0

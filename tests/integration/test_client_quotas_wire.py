@@ -178,3 +178,16 @@ def test_controller_mutations_over_the_quota_are_refused_or_throttled_as_kip_599
         assert 500 <= throttle <= 1000
         errors, throttle = create_topics(client, 5, {"d": 3})  # before v6: created, and the client throttled
         assert errors == {"d": 0} and 2000 <= throttle <= 4000
+
+
+def test_connections_over_an_ips_creation_rate_are_closed_unserved_as_kip_612(start_broker):
+    broker = start_broker(quota_window_num="2")  # the rate over at least one second
+    with RawClient(broker.port) as client:
+        assert alter(client, [([("ip", "127.0.0.1")], [("connection_creation_rate", 1)])]) == [(0, None)]
+    with RawClient(broker.port) as first:
+        assert first.api_versions_ok()  # one a second is allowed
+        with RawClient(broker.port) as second:
+            second.send(b"\x00\x00\x00\x01\x00")  # read by nobody
+            second.assert_closed_by_broker()
+        assert first.api_versions_ok()
+    assert "Traceback" not in broker.output()

@@ -96,6 +96,14 @@ class Connection(FrameReceiver):
             self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s, self._close_if_idle)
         self.peer = transport.get_extra_info("peername")
         self._client_host = f"/{self.peer[0]}" if self.peer else ""
+        throttles = self.apis.throttles
+        if throttles is not None and self.peer and throttles.connections.enabled:
+            hold_ms = throttles.connection_created(self.peer[0])
+            if hold_ms:  # KIP-612: not served; closed once the throttle time is over
+                transport.pause_reading()
+                self._close_reason = f"connection_creation_rate of {self.peer[0]} exceeded"
+                asyncio.get_running_loop().call_later(hold_ms / 1000, self.close, self._close_reason, logging.INFO)
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -11,6 +11,8 @@ KIP-124, KIP-219): the broker's side of weir.quotas, with the clock.
   controller_mutation_rate (KIP-599). From the versions that know THROTTLING_QUOTA_EXCEEDED
   (CreateTopics v6, CreatePartitions v3, DeleteTopics v5) the quota is strict: a topic asked
   for once the client's bucket is below zero fails with it; older clients are only throttled.
+- A new connection: one more against its IP's connection_creation_rate (KIP-612); one over it
+  is not served, and is closed once the throttle time is over (Kafka's delayed close).
 
 Replication is never throttled by client quotas (follower fetches and the brokers' own requests
 are exempt). The connection writes the answer at once, with the throttle time in it, and then
@@ -26,7 +28,8 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.quotas.client_quotas import ClientQuotas, QuotaBook
-from weir.quotas.entities import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from weir.quotas.entities import (CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE,
+                                  PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE)
 from weir.quotas.rate import TokenBucket
 
 # KIP-599: the first version of each API that answers THROTTLING_QUOTA_EXCEEDED (ControllerMutationQuota's strictSinceVersion)
@@ -66,7 +69,9 @@ class ClientThrottles:
         self.request = ClientQuotas(self.book, REQUEST_PERCENTAGE, samples, window_ms, max_throttle_ms=window_ms)
         self.controller_mutation = ClientQuotas(self.book, CONTROLLER_MUTATION_RATE, controller_samples,
                                                 controller_window_s * 1000, stat=TokenBucket)
-        self.all = (self.produce, self.fetch, self.request, self.controller_mutation)
+        self.connections = ClientQuotas(self.book, CONNECTION_CREATION_RATE, samples, window_ms,
+                                        max_throttle_ms=window_ms, by_ip=True)
+        self.all = (self.produce, self.fetch, self.request, self.controller_mutation, self.connections)
         # Kafka's quota metric groups (QuotaType) and rate names: kafka.server:type=Produce,user=,client-id=
         self.metric_groups = (("Produce", "byte-rate", self.produce), ("Fetch", "byte-rate", self.fetch),
                               ("Request", "request-time", self.request),
@@ -108,6 +113,13 @@ class ClientThrottles:
         if not self.request.enabled or header.api_key in EXEMPT_APIS:
             return 0
         return self._record(self.request, header, seconds * 100)
+
+    def connection_created(self, ip: str) -> int:
+        """A connection accepted from `ip`, on any listener (as Kafka's ConnectionQuotas): how long
+        to hold it before closing it (0: serve it)."""
+        if not self.connections.enabled:
+            return 0
+        return self.connections.record(ip, "", 1, self.clock())
 
     def mutations(self, header: RequestHeader) -> "MutationQuota | None":
         """A CreateTopics, CreatePartitions or DeleteTopics request's controller mutation quota

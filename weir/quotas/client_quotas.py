@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from weir.quotas.entities import CLIENT_ID, USER, Entity, quota_values
+from weir.quotas.entities import CLIENT_ID, IP, USER, Entity, quota_values
 from weir.quotas.rate import Rate, TokenBucket
 
 Tags = tuple[str, str]  # (user, client id); "" where the rate does not distinguish them
@@ -78,6 +78,14 @@ class QuotaBook:
                 return tags, values[key]
         return ("", client_id), None
 
+    def resolve_ip(self, key: str, ip: str, _: str = "") -> tuple[Tags, float | None]:
+        """An IP's quota (KIP-612): its own, else the default IP's; a rate per IP either way."""
+        for e in (((IP, ip),), ((IP, None),)):
+            values = self._quotas.get(e)
+            if values is not None and key in values:
+                return (ip, ""), values[key]
+        return (ip, ""), None
+
 
 class _Sensor:
     __slots__ = ("rate", "throttle_sum", "throttle_count", "used_ms")
@@ -97,12 +105,14 @@ class ClientQuotas:
     """The rates of one quota key (producer_byte_rate, consumer_byte_rate, request_percentage,
     controller_mutation_rate), over `samples` windows of `window_ms` each. `max_throttle_ms`:
     a bound on a throttle time (Kafka bounds the request quota's by one window), None for none;
-    `stat`: Rate, or TokenBucket (controller_mutation_rate, KIP-599)."""
+    `stat`: Rate, or TokenBucket (controller_mutation_rate, KIP-599); `by_ip`: the quotas of
+    IPs (connection_creation_rate, KIP-612), a client being an IP address and no client id."""
 
     def __init__(self, book: QuotaBook, key: str, samples: int, window_ms: int,
-                 max_throttle_ms: int | None = None, stat: type = Rate) -> None:
+                 max_throttle_ms: int | None = None, stat: type = Rate, by_ip: bool = False) -> None:
         self.book = book
         self.stat = stat
+        self.resolve = book.resolve_ip if by_ip else book.resolve
         self.key = key
         self.samples = samples
         self.window_ms = window_ms
@@ -131,7 +141,7 @@ class ClientQuotas:
         """Record `value` for the client; the throttle time it has earned (ms, 0: none)."""
         if not self.enabled:
             return 0
-        tags, bound = self.book.resolve(self.key, user, client_id)
+        tags, bound = self.resolve(self.key, user, client_id)
         sensor = self._sensor(tags, now_ms)
         sensor.rate.record(value, now_ms, bound)
         return self._throttle(sensor, bound, now_ms)
@@ -149,18 +159,18 @@ class ClientQuotas:
         client whose bucket is already below zero is refused)."""
         if not self.enabled:
             return 0
-        tags, bound = self.book.resolve(self.key, user, client_id)
+        tags, bound = self.resolve(self.key, user, client_id)
         return self._throttle(self._sensor(tags, now_ms), bound, now_ms)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a value recorded (a Fetch answered empty because it was throttled)."""
         if self.enabled:
-            self._sensor(self.book.resolve(self.key, user, client_id)[0], now_ms).rate.record(-value, now_ms)
+            self._sensor(self.resolve(self.key, user, client_id)[0], now_ms).rate.record(-value, now_ms)
 
     def throttled(self, user: str, client_id: str, throttle_ms: int, now_ms: int) -> None:
         """The client was held for `throttle_ms` (the throttle-time metric)."""
         if self.enabled:
-            sensor = self._sensor(self.book.resolve(self.key, user, client_id)[0], now_ms)
+            sensor = self._sensor(self.resolve(self.key, user, client_id)[0], now_ms)
             sensor.throttle_sum.record(throttle_ms, now_ms)
             sensor.throttle_count.record(1, now_ms)
 
@@ -169,7 +179,7 @@ class ClientQuotas:
         None without a quota."""
         if not self.enabled:
             return None
-        bound = self.book.resolve(self.key, user, client_id)[1]
+        bound = self.resolve(self.key, user, client_id)[1]
         return None if bound is None else bound * (self.samples - 1) * self.window_ms / 1000
 
     def metrics(self, now_ms: int) -> list[tuple[Tags, float, float]]:

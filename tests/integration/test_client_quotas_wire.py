@@ -5,6 +5,7 @@ by every broker and kept over a restart."""
 import datetime
 import importlib
 import json
+import time
 
 from kazoo.client import KazooClient
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -191,3 +192,22 @@ def test_connections_over_an_ips_creation_rate_are_closed_unserved_as_kip_612(st
             second.assert_closed_by_broker()
         assert first.api_versions_ok()
     assert "Traceback" not in broker.output()
+
+
+def test_a_client_over_its_request_percentage_is_throttled_and_muted(broker):
+    kio = importlib.import_module("kio.schema.describe_client_quotas.v1.request")
+
+    def throttle_ms(client: RawClient) -> int:
+        response = client.call(DESCRIBE, 1, kio.DescribeClientQuotasRequest(components=(), strict=False))
+        return int(response.throttle_time.total_seconds() * 1000)
+
+    with RawClient(broker.port) as client:
+        assert alter(client, [([("client-id", CLIENT)], [("request_percentage", 0.001)])]) == [(0, None)]
+        for _ in range(500):  # each takes the broker's loop some 0.1 ms: 0.01 %/s over ten seconds
+            throttle = throttle_ms(client)
+            if throttle:
+                break
+        assert 0 < throttle <= 1000  # bounded by one window, as Kafka's request quota
+        answered = time.monotonic()
+        throttle_ms(client)  # read only once the client is unmuted
+        assert time.monotonic() - answered >= throttle / 1000 * 0.8

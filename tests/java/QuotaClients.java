@@ -5,6 +5,8 @@
 //   topic <name>                            CreateTopics, one partition
 //   produce <topic> <client id> <bytes>     records of 16 KiB, acks=1; elapsed ms, the throttle time seen
 //   consume <topic> <client id> <bytes>     partition 0 from the start; elapsed ms, the throttle time seen
+//   bg <step>                               the step in a thread of its own, beside the steps after it
+//   join                                    wait for the steps started with bg
 // Usage: java -cp <jars>:<classes> QuotaClients <bootstrap> <step> [-- <step>]...
 
 import java.util.*;
@@ -21,14 +23,34 @@ public class QuotaClients {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         List<String> step = new ArrayList<>();
+        List<Thread> background = new ArrayList<>();
+        List<Throwable> failures = Collections.synchronizedList(new ArrayList<>());
         for (int i = 1; i <= args.length; i++) {
-            if (i == args.length || args[i].equals("--")) {
-                run(bootstrap, step);
-                step.clear();
-            } else {
+            if (i < args.length && !args[i].equals("--")) {
                 step.add(args[i]);
+                continue;
             }
+            if (step.get(0).equals("bg")) {
+                List<String> inner = new ArrayList<>(step.subList(1, step.size()));
+                Thread thread = new Thread(() -> {
+                    try {
+                        run(bootstrap, inner);
+                    } catch (Throwable e) {
+                        failures.add(e);
+                    }
+                });
+                thread.start();
+                background.add(thread);
+            } else if (step.get(0).equals("join")) {
+                for (Thread thread : background) thread.join();
+                background.clear();
+            } else {
+                run(bootstrap, step);
+            }
+            step = new ArrayList<>();
         }
+        for (Thread thread : background) thread.join();
+        if (!failures.isEmpty()) throw new RuntimeException(failures.get(0));
     }
 
     static Properties props(String bootstrap, String clientId) {
@@ -125,7 +147,7 @@ public class QuotaClients {
             throttleMax = Math.max(throttleMax, metric(producer.metrics(), "producer-metrics", "produce-throttle-time-max"));
         }
         long elapsed = (System.nanoTime() - start) / 1_000_000;
-        System.out.println("{\"produced\": " + bytes + ", \"elapsed_ms\": " + elapsed + ", \"throttle_ms\": " + throttleMax + "}");
+        System.out.println("{\"produced\": " + bytes + ", \"client\": \"" + clientId + "\", \"elapsed_ms\": " + elapsed + ", \"throttle_ms\": " + throttleMax + "}");
     }
 
     static void consume(String bootstrap, String topic, String clientId, long bytes) throws Exception {
@@ -149,6 +171,6 @@ public class QuotaClients {
             }
         }
         long elapsed = (System.nanoTime() - start) / 1_000_000;
-        System.out.println("{\"consumed\": " + got + ", \"elapsed_ms\": " + elapsed + ", \"throttle_ms\": " + throttleMax + "}");
+        System.out.println("{\"consumed\": " + got + ", \"client\": \"" + clientId + "\", \"elapsed_ms\": " + elapsed + ", \"throttle_ms\": " + throttleMax + "}");
     }
 }

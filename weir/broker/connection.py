@@ -272,7 +272,9 @@ class Connection(FrameReceiver):
                 body = self._sasl(header, request)
             else:
                 body = self.apis.handlers[api_key](header, request)
-            exempt = api_key == ApiKey.FETCH and fetching_replica(header, request)[0] >= 0
+            throttles = self.apis.throttles  # a follower's fetch is not held to request_percentage
+            exempt = (throttles is not None and throttles.request.enabled and api_key == ApiKey.FETCH
+                      and fetching_replica(header, request)[0] >= 0)
             self._timings[id(header)] = (api_key, arrived, started, time.perf_counter() - started, exempt)
         except CloseConnection as e:
             self.close(str(e))

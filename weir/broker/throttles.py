@@ -105,6 +105,8 @@ class ClientThrottles:
 
     def fetch_limit(self, header: RequestHeader) -> int | None:
         """The most a consumer's Fetch may answer (None: no quota)."""
+        if not self.fetch.enabled:
+            return None
         most = self.fetch.max_value_in_window(user_of(header.principal), header.client_id or "")
         return None if most is None else int(min(most, 2 ** 31 - 1))
 

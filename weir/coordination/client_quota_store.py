@@ -60,11 +60,16 @@ class ClientQuotaStore:
         """Every stored entity of users, users/<u>/clients, clients and ips with its config."""
         paths = []
         for root in ROOTS.values():
-            for name in await children(self.session, f"{CONFIG_PATH}/{root}"):
-                paths.append(f"{root}/{name}")
-                if root == ROOTS[USER]:
-                    paths += [f"{root}/{name}/clients/{c}"
-                              for c in await children(self.session, f"{CONFIG_PATH}/{root}/{name}/clients")]
+            paths += [f"{root}/{name}" for name in await children(self.session, f"{CONFIG_PATH}/{root}")]
+        users = [p for p in paths if p.startswith(ROOTS[USER] + "/")]
+        listed = await self.session.wait_all(self.client.get_children_async(f"{CONFIG_PATH}/{u}/clients")
+                                             for u in users)  # pipelined: one round trip for every user
+        for user, clients in zip(users, listed):
+            if isinstance(clients, NoNodeError):
+                continue
+            if isinstance(clients, Exception):
+                raise clients
+            paths += [f"{user}/clients/{c}" for c in clients]
         entities = [(entity_of_path(p), p) for p in paths]
         entities = [(e, p) for e, p in entities if e is not None]
         results = await self.session.wait_all(self.client.get_async(f"{CONFIG_PATH}/{p}") for _, p in entities)

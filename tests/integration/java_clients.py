@@ -4,6 +4,7 @@ pip and unpacks into tests/java/.jars; tests/java/*.java are compiled once per t
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,8 +31,10 @@ def _fetch_jars() -> None:
         [wheel] = Path(download).glob("*.whl")
         JARS_DIR.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheel) as z:
-            for name in JARS:
-                (JARS_DIR / name).write_bytes(z.read(f"pyflink/lib/{name}"))
+            for name in JARS:  # each in place at once: test processes may fetch side by side
+                partial = JARS_DIR / f".{name}.{os.getpid()}"
+                partial.write_bytes(z.read(f"pyflink/lib/{name}"))
+                partial.replace(JARS_DIR / name)
 
 
 @functools.cache

@@ -10,10 +10,8 @@ worth before any throttling, and the test would take half a minute to see a rate
 windows a client may burst one second's worth, so 4 MiB at 1 MiB/s take about 3 s.
 """
 
-import subprocess
-import sys
-
 from tests.integration.java_clients import quota_clients
+from weir.cli.main import main
 
 MiB = 1 << 20
 BYTES = 4 * MiB
@@ -49,21 +47,32 @@ def test_a_client_ids_byte_rates_hold_its_producer_and_consumer_but_not_another(
         assert fast["throttle_ms"] == 0 and fast["elapsed_ms"] * 2 < slow["elapsed_ms"], (fast, slow)
 
 
-def weir_configs(bootstrap: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "weir.cli.main", "configs", "--bootstrap-server", bootstrap, *args],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+def weir_configs(capsys, bootstrap: str, *args: str, fails: bool = False) -> str:
+    """`weir configs --bootstrap-server B <args>`, in this process (each start of the CLI costs a
+    second or two); its output (its errors if `fails`)."""
+    code = main(["configs", "--bootstrap-server", bootstrap, *args])
+    out = capsys.readouterr()
+    assert (code != 0) == fails, out
+    return out.err if fails else out.out
 
 
-def test_quotas_set_by_weir_configs_are_read_back_by_the_java_admin_client(broker):
-    weir_configs(broker.bootstrap, "--entity-type", "clients", "--entity-name", "slow", "--alter", "--add-config",
+def test_quotas_set_by_weir_configs_are_read_back_by_the_java_admin_client(broker, capsys):
+    weir_configs(capsys, broker.bootstrap, "--entity-type", "clients", "--entity-name", "slow", "--alter", "--add-config",
                  f"producer_byte_rate={MiB},consumer_byte_rate={MiB}")
-    weir_configs(broker.bootstrap, "--entity-type", "users", "--entity-default", "--alter", "--add-config",
+    weir_configs(capsys, broker.bootstrap, "--entity-type", "users", "--entity-default", "--alter", "--add-config",
                  "request_percentage=50")
     [described] = quota_clients(broker.bootstrap, ["describe"])
     assert sorted(described["quotas"], key=str) == sorted([
         {"entity": {"client-id": "slow"}, "values": {"producer_byte_rate": float(MiB), "consumer_byte_rate": float(MiB)}},
         {"entity": {"user": None}, "values": {"request_percentage": 50.0}}], key=str)
-    assert weir_configs(broker.bootstrap, "--entity-type", "clients", "--entity-name", "slow", "--describe") == (
+    assert weir_configs(capsys, broker.bootstrap, "--entity-type", "clients", "--entity-name", "slow", "--describe") == (
         f"Quota configs for client-id 'slow' are consumer_byte_rate={MiB}.0, producer_byte_rate={MiB}.0\n")
+    alice_default = ["--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default"]
+    assert weir_configs(capsys, broker.bootstrap, *alice_default, "--alter", "--add-config", "producer_byte_rate=1e7") == (
+        "Completed updating config for user alice.\n")
+    assert weir_configs(capsys, broker.bootstrap, *alice_default, "--describe") == (
+        "Quota configs for user-principal 'alice', the default client-id are producer_byte_rate=1.0E7\n")
+    weir_configs(capsys, broker.bootstrap, *alice_default, "--alter", "--delete-config", "producer_byte_rate")
+    assert weir_configs(capsys, broker.bootstrap, *alice_default, "--describe") == ""
+    assert "Invalid config(s): consumer_byte_rate" in weir_configs(
+        capsys, broker.bootstrap, *alice_default, "--alter", "--delete-config", "consumer_byte_rate", fails=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from weir.quotas.entities import CLIENT_ID, IP, USER, Entity, quota_values
-from weir.quotas.rate import Rate, TokenBucket
+from weir.quotas.rate import Rate
 
 Tags = tuple[str, str]  # (user, client id); "" where the rate does not distinguish them
 INACTIVE_MS = 3600 * 1000

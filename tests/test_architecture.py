@@ -8,7 +8,7 @@ from pathlib import Path
 import weir
 
 SOURCE = Path(weir.__file__).parent
-PURE_PACKAGES = ("protocol", "log", "replication", "controller", "groups", "transactions", "zk")
+PURE_PACKAGES = ("protocol", "log", "replication", "controller", "groups", "transactions", "zk", "quotas")
 FORBIDDEN_IN_PURE = {"asyncio", "threading", "socket", "time", "kazoo"}
 MOST_TOP_LEVEL_MODULES = 4
 

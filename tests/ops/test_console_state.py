@@ -43,3 +43,13 @@ def test_a_broker_that_leaves_stays_on_the_page_and_the_changes_make_a_timeline(
     assert [e["text"] for e in picture["timeline"]] == [
         "t-0: ISR shrinks [1, 2, 0] → [2, 0]", "t-0: leader 1 → 2 (epoch 4)", "broker 1 is gone",
         "controller: broker 0 → broker 2"]
+
+
+def test_clients_held_by_a_quota_are_shown_with_their_rate():
+    held = {"kafka_server_produce_byte_rate": [({"user": "", "client_id": "slow"}, 1048576.0),
+                                               ({"user": "", "client_id": "fast"}, 10.0)],
+            "kafka_server_produce_throttle_time": [({"user": "", "client_id": "slow"}, 250.0),
+                                                   ({"user": "", "client_id": "fast"}, 0.0)]}
+    picture = ConsoleState().picture(1000, BROKERS, 0, {}, {1: held})
+    assert picture["throttled"] == [{"broker": 1, "quota": "produce", "user": "", "client_id": "slow",
+                                     "throttle_ms": 250.0, "rate": 1048576.0}]

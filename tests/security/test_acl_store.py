@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from weir.coordination import change_notices
 from weir.coordination.zk_client import ZkSession
-from weir.security import acl_store
 from weir.security.acl_store import AclStore
 from weir.security.acls import (AclEntry, Authorizer, Operation, PatternType, Permission, ResourcePattern, ResourceType,
                                 encode_entries)
@@ -56,7 +56,7 @@ def test_changes_reach_every_broker_and_a_new_one_loads_them(zookeeper_connect, 
             assert may_write(third, "orders") and not may_write(third, "pre-x")
             stat = await sessions[0].wait(sessions[0].client.exists_async("/kafka-acl-extended/prefixed/Topic/pre"))
             assert stat is None  # no ACLs left: no znode
-            monkeypatch.setattr(acl_store, "CHANGE_EXPIRY_S", -60)  # every notice is old now
+            monkeypatch.setattr(change_notices, "CHANGE_EXPIRY_S", -60)  # every notice is old now
             await first.update(literal, lambda old: frozenset())
             await until(lambda: not may_write(second, "orders") and not may_write(third, "orders"),
                         "the last change to reach every broker")

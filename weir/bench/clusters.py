@@ -144,6 +144,7 @@ class SinkApis:
         self.followers = followers
         self.api_versions_body = DataApis.api_versions_body
         self.metrics = BrokerMetrics()  # the broker's request loop times every request; so does the sink's
+        self.throttles = None  # no client quotas
         self.next_offset = 0
         self.batch = encode_batch([os.urandom(record_size)] * FETCH_BATCH_RECORDS)
         self._answers: dict[int, bytearray] = {}  # partition -> its answer buffer

@@ -14,6 +14,7 @@ from collections import Counter
 
 from weir.broker.controller_service import ControllerService
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.throttles import ClientThrottles
 from weir.broker.topics import INTERNAL_TOPICS, check_no_collision, validate_topic_name
 from weir.config import topic_configs
 from weir.config.broker_config import dynamic_settings, parse_dynamic
@@ -62,9 +63,10 @@ async def serialized(step):
 
 class AdminApis:
     def __init__(self, replicas: ReplicaManager, store: ZkMetadataStore, controller: ControllerService,
-                 authz: RequestAuthorizer | None = None) -> None:
+                 authz: RequestAuthorizer | None = None, throttles: ClientThrottles | None = None) -> None:
         self.replicas = replicas
         self.authz = authz
+        self.throttles = throttles  # controller_mutation_rate (KIP-599) for topic and partition changes
         self.config = replicas.config
         self.broker_id = self.config["broker.id"]
         self.store = store
@@ -268,12 +270,16 @@ class AdminApis:
                              f"{self.replicas.not_created[(name, refused[0])]}; the topic exists, its other "
                              f"partitions serve, and these are tried again")
 
+    def _mutations(self, header: RequestHeader):
+        return self.throttles.mutations(header) if self.throttles is not None else None
+
     def create_topics(self, header: RequestHeader, request):
         names = [t.name for t in request.topics]
         return self._create_topics(request, denied_creation(self.authz, header, names),
-                                   denied(self.authz, header, TOPIC, names, ApiKey.DESCRIBE_CONFIGS))
+                                   denied(self.authz, header, TOPIC, names, ApiKey.DESCRIBE_CONFIGS),
+                                   self._mutations(header))
 
-    async def _create_topics(self, request, refused: set[str], configs_hidden: set[str]) -> dict:
+    async def _create_topics(self, request, refused: set[str], configs_hidden: set[str], mutations=None):
         """configs_hidden: no DESCRIBE_CONFIGS, so no configs in the answer (Kafka's topic_config_error_code)."""
         results = []
         named = Counter(t.name for t in request.topics)
@@ -297,6 +303,8 @@ class AdminApis:
                                      "give either assignments or num_partitions/replication_factor")
                 partitions = t.num_partitions if t.num_partitions != -1 else self.config["num.partitions"]
                 factor = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
+                if mutations is not None and not request.validate_only and t.name not in self.view.topics:
+                    mutations.record(len(manual) if manual else partitions)
                 assignment = await self.create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
                 out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
                            replication_factor=len(assignment.replicas[0]))
@@ -307,7 +315,8 @@ class AdminApis:
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
             results.append(out)
-        return {"throttle_time": 0, "topics": results}
+        body = {"throttle_time": 0, "topics": results}
+        return mutations.answer(body) if mutations is not None else body
 
     def delete_topics(self, header: RequestHeader, request):
         return self._delete_topics(header, request)
@@ -333,6 +342,7 @@ class AdminApis:
         refused = denied(self.authz, header, TOPIC, names)
         hidden = denied(self.authz, header, TOPIC, names, ApiKey.METADATA)  # Metadata's check: DESCRIBE
         responses = []
+        mutations = self._mutations(header)
         for name, topic_id in wanted:
             assignment = self.view.topics.get(name)
             out = {"name": name, "topic_id": assignment.topic_id if assignment else topic_id,
@@ -349,6 +359,8 @@ class AdminApis:
                 out["error_code"], out["error_message"] = ErrorCode.invalid_topic_exception, "internal topic"
             else:
                 try:
+                    if mutations is not None:
+                        mutations.record(len(assignment.replicas))
                     await serialized(lambda: self.store.delete_topic(assignment.name))
                     log.info("deleted topic %s", assignment.name)
                 except UnknownTopic:
@@ -356,12 +368,14 @@ class AdminApis:
                 except KafkaError as e:
                     out["error_code"], out["error_message"] = e.code, e.message
             responses.append(out)
-        return {"throttle_time": 0, "responses": responses}
+        body = {"throttle_time": 0, "responses": responses}
+        return mutations.answer(body) if mutations is not None else body
 
     def create_partitions(self, header: RequestHeader, request):
-        return self._create_partitions(request, denied(self.authz, header, TOPIC, [t.name for t in request.topics]))
+        return self._create_partitions(request, denied(self.authz, header, TOPIC, [t.name for t in request.topics]),
+                                       self._mutations(header))
 
-    async def _create_partitions(self, request, refused: set[str]) -> dict:
+    async def _create_partitions(self, request, refused: set[str], mutations=None):
         results = []
         named = Counter(t.name for t in request.topics)
         answered = set()
@@ -376,16 +390,17 @@ class AdminApis:
             try:
                 if t.name in refused:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-                await serialized(lambda: self._add_partitions(t, request.validate_only))
+                await serialized(lambda: self._add_partitions(t, request.validate_only, mutations))
             except KafkaError as e:
                 out["error_code"], out["error_message"] = e.code, e.message
             except ReassignmentInProgress:
                 out["error_code"] = ErrorCode.reassignment_in_progress
                 out["error_message"] = f"the partitions of {t.name} are being reassigned"
             results.append(out)
-        return {"throttle_time": 0, "results": results}
+        body = {"throttle_time": 0, "results": results}
+        return mutations.answer(body) if mutations is not None else body
 
-    async def _add_partitions(self, t, validate_only: bool) -> None:
+    async def _add_partitions(self, t, validate_only: bool, mutations=None) -> None:
         """One topic of a CreatePartitions request, checked against the topic as ZooKeeper has it,
         not our view: a change made a moment ago may not have reached the view (which says first
         whether the topic is known at all, and so whether its name may be looked up)."""
@@ -407,6 +422,8 @@ class AdminApis:
             raise KafkaError(e.code, str(e)) from None
         if validate_only:
             return
+        if mutations is not None:
+            mutations.record(len(added))
         try:
             await self.store.add_partitions(t.name, TopicAssignment(t.name, assignment.topic_id,
                                                                     {**assignment.replicas, **added}))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
 from weir.broker.replica_manager import FetchParams, ReplicaManager
+from weir.broker.throttles import ClientThrottles, Throttled
 from weir.broker.topics import INTERNAL_TOPICS
 from weir.broker.txn_verification import TxnVerifier
 from weir.clock import now_ms
@@ -52,6 +53,13 @@ ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
 
 
 
+def fetching_replica(header: RequestHeader, request) -> tuple[int, int]:
+    """A Fetch's (replica id, replica epoch): a follower's id, or -1 for a consumer."""
+    if header.api_version >= 15:
+        return request.replica_state.replica_id, request.replica_state.replica_epoch
+    return request.replica_id, -1
+
+
 class CloseConnection(Exception):
     """The client must learn of an error it gets no response for (acks=0)."""
 
@@ -67,8 +75,10 @@ class InOrder:
 
 class DataApis:
     def __init__(self, replicas: ReplicaManager, verifier: TxnVerifier | None = None,
-                 authz: RequestAuthorizer | None = None, fetch_sessions: FetchSessionCache | None = None) -> None:
+                 authz: RequestAuthorizer | None = None, fetch_sessions: FetchSessionCache | None = None,
+                 throttles: ClientThrottles | None = None) -> None:
         self.replicas = replicas
+        self.throttles = throttles  # client quotas (None: none)
         self.verifier = verifier  # KIP-890: asks the transaction coordinator (None: nobody to ask)
         self.authz = authz  # None: no authorizer, everything is allowed
         self.fetch_sessions = fetch_sessions or FetchSessionCache()  # KIP-227
@@ -140,15 +150,22 @@ class DataApis:
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))
         if verifying:
-            return InOrder(self._produce_verified(header.api_version, request, topics_out, waiting, verifying))
+            return InOrder(self._produce_verified(header, request, topics_out, waiting, verifying))
         if request.acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
-            return None
+            return self._produce_answer(header, None)
         if not waiting or all(f.done() for _, f in waiting):
             self._settle(waiting)
-            return encode_produce_response(header.api_version, topics_out)
-        return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
+            return self._produce_answer(header, topics_out)
+        return InOrder(self._produce_replicated(header, topics_out, waiting))
+
+    def _produce_answer(self, header: RequestHeader, topics_out):
+        """The answer (None: acks=0, no answer) with the producer's throttle time, once the
+        request is done (Kafka records a Produce against producer_byte_rate then)."""
+        throttle = self.throttles.produced(header) if self.throttles is not None else 0
+        body = None if topics_out is None else encode_produce_response(header.api_version, topics_out, throttle)
+        return Throttled(body, throttle) if throttle else body
 
     def _known_partition(self, name: str, index: int) -> bool:
         """The partition exists (else the append answers UNKNOWN_TOPIC_OR_PARTITION, which Kafka
@@ -180,7 +197,7 @@ class DataApis:
         result.record_errors = e.record_errors
         log.warning("produce to %s-%d refused: %s", name, result.index, e)
 
-    async def _produce_verified(self, version: int, request, topics_out, waiting, verifying):
+    async def _produce_verified(self, header: RequestHeader, request, topics_out, waiting, verifying):
         """KIP-890 part 1: the coordinator verifies the partitions whose producer has no
         transaction on them yet; each is appended, with its guard, only once verified."""
         producers = {(v.header.producer_id, v.header.producer_epoch) for _, _, v, _ in verifying}
@@ -200,12 +217,12 @@ class DataApis:
             except KafkaError as e:
                 self._refused(result, name, e)
         if request.acks == 0:
-            return None
+            return self._produce_answer(header, None)
         await asyncio.gather(*(f for _, f in waiting))
         self._settle(waiting)
-        return encode_produce_response(version, topics_out)
+        return self._produce_answer(header, topics_out)
 
-    def _produce_replicated(self, version: int, topics_out, waiting) -> asyncio.Future:
+    def _produce_replicated(self, header: RequestHeader, topics_out, waiting) -> asyncio.Future:
         """A future answered with the response once every partition's acks=all wait is over:
         callbacks on the partitions' futures, not a task gathering them (this is per request)."""
         answer = asyncio.get_running_loop().create_future()
@@ -216,7 +233,7 @@ class DataApis:
             if not pending and not answer.done():
                 try:
                     self._settle(waiting)
-                    answer.set_result(encode_produce_response(version, topics_out))
+                    answer.set_result(self._produce_answer(header, topics_out))
                 except Exception as e:
                     answer.set_exception(e)
 
@@ -239,10 +256,7 @@ class DataApis:
         asked); else a future of it, which a ParkedFetch settles (the long poll). Most fetches
         are answered at once, and so cost the connection no task."""
         by_id = header.api_version >= 13
-        if header.api_version >= 15:
-            replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
-        else:
-            replica_id, replica_epoch = request.replica_id, -1
+        replica_id, replica_epoch = fetching_replica(header, request)
         try:
             context = self.fetch_sessions.context(
                 request.session_id, request.session_epoch,
@@ -262,11 +276,14 @@ class DataApis:
                 named = [name for key, _ in context.wanted if (name := name_of(key)) is not None]
                 refused = denied(self.authz, header, TOPIC, named)
         read_committed = request.isolation_level == READ_COMMITTED  # KIP-98
+        consumer = replica_id < 0
+        limit = self.throttles.fetch_limit(header) if consumer and self.throttles is not None else None
+        max_bytes = request.max_bytes if limit is None else min(request.max_bytes, limit)
 
         def read(first: bool) -> list:
             now = now_ms()
             params = FetchParams(replica_id, replica_epoch, read_committed, now, first)
-            results = self._read_all(params, context, name_of, request.max_bytes, by_id, refused=refused)
+            results = self._read_all(params, context, name_of, max_bytes, by_id, refused=refused)
             if first:
                 context.read_done(now)
             return results
@@ -276,7 +293,7 @@ class DataApis:
         keys = waits and [
             (name, p.partition) for key, parts in context.wanted if (name := name_of(key)) is not None for p in parts]
         if not (waits and (keys or context.holds_quiet)):
-            return encode_fetch_response(header.api_version, 0, *context.answer(results))
+            return self._fetch_answer(header, context, results, consumer)
         # a long poll: the connection awaits the answer (and handles nothing else meanwhile, as Kafka)
         loop = asyncio.get_running_loop()
         answered = loop.create_future()
@@ -288,11 +305,24 @@ class DataApis:
             if error is not None:
                 answered.set_exception(error)  # the connection logs it and closes
             else:
-                answered.set_result(encode_fetch_response(header.api_version, 0, *context.answer(results)))
+                answered.set_result(self._fetch_answer(header, context, results, consumer))
         context.park(ParkedFetch(self.replicas.waiters, keys, follower=replica_id >= 0, min_bytes=request.min_bytes,
                                  deadline=loop.time() + max_wait_s, read=read, answer=answer, clock=loop.time,
                                  call_soon=loop.call_soon, call_at=loop.call_at))
         return answered
+
+    def _fetch_answer(self, header: RequestHeader, context: FetchContext, results: list, consumer: bool):
+        """The answer to a Fetch. A consumer over consumer_byte_rate gets an empty one with its
+        throttle time instead, the bytes read not counted (Kafka's handleFetchRequest): it fetches
+        them again once unmuted."""
+        throttles = self.throttles
+        if consumer and throttles is not None and throttles.fetch.enabled:
+            size = sum(records_size(r) for _, _, answered in results for r in answered if r is not None)
+            throttle = throttles.fetched(header, size)
+            if throttle:
+                return Throttled(encode_fetch_response(header.api_version, 0, context.throttled_session_id(), [],
+                                                       throttle), throttle)
+        return encode_fetch_response(header.api_version, 0, *context.answer(results))
 
     def _read_all(self, params: FetchParams, context: FetchContext, name_of, max_bytes: int, by_id: bool, *,
                   refused=None) -> list:

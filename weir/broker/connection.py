@@ -30,12 +30,13 @@ import time
 from collections import deque
 from collections.abc import Coroutine
 
-from weir.broker.apis import CloseConnection, InOrder
+from weir.broker.apis import CloseConnection, InOrder, fetching_replica
+from weir.broker.throttles import Throttled
 from weir.clock import now_ms
 from weir.protocol import codec
 from weir.protocol.errors import ErrorCode
 from weir.protocol.header import MalformedHeader, RequestHeader, read_request_header, response_header
-from weir.protocol.hot_responses import FileRegion
+from weir.protocol.hot_responses import FileRegion, with_throttle_time
 from weir.protocol.versions import ApiKey, is_supported
 from weir.security.authenticator import HANDSHAKEN, Answer, Authenticator
 from weir.security.tls import ANONYMOUS, NoRuleApplies, principal_of
@@ -71,7 +72,8 @@ class Connection(FrameReceiver):
         self.peer = None
         self._client_host = ""
         self._frames: deque[tuple[float, bytes | memoryview]] = deque()  # (when it arrived, the frame)
-        self._timings: dict[int, tuple[int, float, float, float]] = {}  # id(header) → api, arrived, started, local
+        # id(header) → api, arrived, started, local time, exempt from request_percentage (a follower's fetch)
+        self._timings: dict[int, tuple[int, float, float, float, bool]] = {}
         self._busy = False
         self._in_order: deque[list] = deque()  # [header, task or None, body]: answers not yet written
         self._in_order_drained = asyncio.Event()
@@ -83,6 +85,8 @@ class Connection(FrameReceiver):
         self._idle_s = idle_ms / 1000 if idle_ms >= 0 else None
         self._last_active = time.monotonic()  # a request read or an answer written
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._muted_until = 0.0  # KIP-219: a throttled client's next request is read after this (loop time)
+        self._unmute_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -92,6 +96,14 @@ class Connection(FrameReceiver):
             self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s, self._close_if_idle)
         self.peer = transport.get_extra_info("peername")
         self._client_host = f"/{self.peer[0]}" if self.peer else ""
+        throttles = self.apis.throttles
+        if throttles is not None and self.peer and throttles.connections.enabled:
+            hold_ms = throttles.connection_created(self.peer[0])
+            if hold_ms:  # KIP-612: not served; closed once the throttle time is over
+                transport.pause_reading()
+                self._close_reason = f"connection_creation_rate of {self.peer[0]} exceeded"
+                asyncio.get_running_loop().call_later(hold_ms / 1000, self.close, self._close_reason, logging.INFO)
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -124,6 +136,8 @@ class Connection(FrameReceiver):
             self._auth_timer.cancel()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
 
     def _close_if_idle(self) -> None:
         idle_for = time.monotonic() - self._last_active
@@ -163,7 +177,7 @@ class Connection(FrameReceiver):
     # -- processing ----------------------------------------------------------
 
     def _process(self) -> None:
-        while self._frames and not self._busy and not self._closed:
+        while self._frames and not self._busy and not self._closed and self._unmute_timer is None:
             pending = self._handle(*self._frames.popleft())
             if isinstance(pending, tuple):  # (header, a future of its answer): no task for it
                 self._busy = True
@@ -216,7 +230,7 @@ class Connection(FrameReceiver):
         if queued >= MAX_QUEUED_FRAMES and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True
-        elif queued < MAX_QUEUED_FRAMES // 2 and self._reading_paused:
+        elif queued < MAX_QUEUED_FRAMES // 2 and self._reading_paused and self._unmute_timer is None:
             self.transport.resume_reading()
             self._reading_paused = False
 
@@ -258,7 +272,10 @@ class Connection(FrameReceiver):
                 body = self._sasl(header, request)
             else:
                 body = self.apis.handlers[api_key](header, request)
-            self._timings[id(header)] = (api_key, arrived, started, time.perf_counter() - started)
+            throttles = self.apis.throttles  # a follower's fetch is not held to request_percentage
+            exempt = (throttles is not None and throttles.request.enabled and api_key == ApiKey.FETCH
+                      and fetching_replica(header, request)[0] >= 0)
+            self._timings[id(header)] = (api_key, arrived, started, time.perf_counter() - started, exempt)
         except CloseConnection as e:
             self.close(str(e))
             return None
@@ -393,9 +410,25 @@ class Connection(FrameReceiver):
                 self._process()
 
     def _respond(self, header: RequestHeader, body) -> Coroutine | None:
-        """Write a handler's answer: a dict for kio, bytes, a list of buffers, or None (no answer)."""
-        api_key, arrived, started, local_s = self._timings.pop(id(header))
+        """Write a handler's answer: a dict for kio, bytes, a list of buffers, or None (no answer),
+        perhaps Throttled; then, if the client is over a quota, read nothing more from it for the
+        throttle time (KIP-219)."""
+        api_key, arrived, started, local_s, exempt = self._timings.pop(id(header))
         self.apis.metrics.observe_request(api_key, started - arrived, local_s, time.perf_counter() - arrived)
+        throttle_ms = 0
+        if isinstance(body, Throttled):
+            body, throttle_ms = body.body, body.throttle_ms
+        throttles = self.apis.throttles
+        if throttles is not None and not exempt and throttles.request.enabled:
+            request_ms = throttles.handled(header, local_s)
+            if request_ms > throttle_ms:
+                throttle_ms = request_ms
+                if isinstance(body, dict):
+                    body = {**body, "throttle_time": throttle_ms}
+                elif body is not None and api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
+                    body = with_throttle_time(api_key, header.api_version, body, throttle_ms)
+        if throttle_ms:
+            self._mute(throttle_ms)
         if body is None:
             return
         if isinstance(body, dict):
@@ -482,6 +515,26 @@ class Connection(FrameReceiver):
                     return
             else:
                 self.transport.write(item)
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Read no request of this client's for `throttle_ms` (a later throttle may make it longer)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._muted_until or self._closed:
+            return
+        self._muted_until = until
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        self._unmute_timer = loop.call_at(until, self._unmute)
+        self.transport.pause_reading()
+
+    def _unmute(self) -> None:
+        self._unmute_timer = None
+        if self._closed:
+            return
+        if not self._reading_paused and self._close_reason is None:
+            self.transport.resume_reading()
+        self._process()
 
     def close(self, reason: str, level: int = logging.WARNING) -> None:
         if not self._closed:

@@ -208,6 +208,14 @@ class BrokerState:
                                                                     max(0, plog.log_end_offset - leo))
         gauge("kafka_server_replicafetchermanager_maxlag", "The largest lag of this broker's followers.",
               ["clientId"]).add_metric(["Replica"], max_lag)
+        now = broker.throttles.clock()
+        for group, rate_name, quotas in broker.throttles.metric_groups:  # kafka.server:type=Produce,user=,client-id=
+            prefix = f"kafka_server_{group.lower()}"
+            for (user, client_id), rate, throttle in quotas.metrics(now):
+                gauge(f"{prefix}_{rate_name.replace('-', '_')}", f"{group} quota: the {rate_name} per user and client "
+                      "id sharing a quota.", ["user", "client_id"]).add_metric([user, client_id], rate)
+                gauge(f"{prefix}_throttle_time", f"{group} quota: the average throttle time (ms).",
+                      ["user", "client_id"]).add_metric([user, client_id], throttle)
         end_offsets = {p.key: p.high_watermark for p in leaders}
         for group in broker.groups.groups.values():
             for (topic, index), committed in group.offsets.items():

@@ -24,10 +24,12 @@ from weir.broker.isr_sender import send_isr_changes
 from weir.broker.log_cleaner import LogCleaner
 from weir.broker.metrics import BrokerMetrics
 from weir.broker.metrics import serve as serve_metrics
+from weir.broker.quota_apis import QuotaApis
 from weir.broker.reassignment_apis import ReassignmentApis
 from weir.broker.replica_fetcher import ReplicaFetchers
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.scram_apis import ScramApis
+from weir.broker.throttles import ClientThrottles
 from weir.broker.txn_apis import TransactionApis
 from weir.broker.txn_coordinator import TransactionCoordinatorShell
 from weir.broker.txn_markers import TxnMarkerApis
@@ -36,6 +38,7 @@ from weir.client import BrokerConnection
 from weir.clock import now_ms
 from weir.config.broker_config import BrokerConfig
 from weir.config.settings import DEFAULT_ENTITY
+from weir.coordination.client_quota_store import ClientQuotaStore
 from weir.coordination.producer_ids import ProducerIdAllocator
 from weir.coordination.zk_client import BrokerIdInUse, KazooState, ZkSession
 from weir.coordination.zk_metadata import ZkMetadataStore
@@ -66,10 +69,12 @@ class BrokerApis:
 
     def __init__(self, data: DataApis, admin: AdminApis, reassignment: ReassignmentApis, groups: GroupApis,
                  transactions: TransactionApis, metrics: BrokerMetrics, txn_markers: TxnMarkerApis,
-                 scram: ScramApis | None = None, acls: AclApis | None = None) -> None:
+                 scram: ScramApis | None = None, acls: AclApis | None = None,
+                 quotas: QuotaApis | None = None) -> None:
         self.handlers = {**data.handlers, **admin.handlers, **reassignment.handlers, **groups.handlers,
                          **transactions.handlers, **txn_markers.handlers, **(scram.handlers if scram else {}),
-                         **(acls.handlers if acls else {})}
+                         **(acls.handlers if acls else {}), **(quotas.handlers if quotas else {})}
+        self.throttles = data.throttles  # client quotas, which the connections apply
         self.api_versions_body = data.api_versions_body
         self.metrics = metrics
         self.scram_credential = scram.store.credential if scram else None
@@ -111,6 +116,12 @@ class Broker:
             authz = RequestAuthorizer(Authorizer(super_users, config["allow.everyone.if.no.acl.found"]))
             self.acl_store = AclStore(self.zk, authz)
             await self.acl_store.start()
+        # client quotas: read before serving anyone, followed on every change (/config/changes)
+        self.throttles = ClientThrottles(config["quota.window.num"], config["quota.window.size.seconds"],
+                                         config["controller.quota.window.num"],
+                                         config["controller.quota.window.size.seconds"])
+        self.quota_store = ClientQuotaStore(self.zk, self.throttles.book, self.throttles.quotas_changed)
+        await self.quota_store.start()
         self.store = ZkMetadataStore(self.zk, on_controller_gone=lambda: self.controller.elect())
         await self.store.ensure_paths()
         self.watcher = MetadataWatcher(self.zk, on_change=self._on_metadata_change)
@@ -118,7 +129,7 @@ class Broker:
         self.fetchers = ReplicaFetchers(self.replicas, config, self._connect_fresh)
         self.replicas.on_role_change = self.fetchers.on_role_change
         self.replicas.on_log_start_moved = self.fetchers.on_log_start_moved
-        self.admin = AdminApis(self.replicas, self.store, self.controller, authz)
+        self.admin = AdminApis(self.replicas, self.store, self.controller, authz, self.throttles)
         # consumer groups and transactions: the coordinators follow the roles of the
         # __consumer_offsets and __transaction_state partitions
         self.transactions = TransactionCoordinatorShell(self.replicas, config, self.admin.create_topic,
@@ -140,13 +151,14 @@ class Broker:
         self._started = True
         await self.watcher.start()
         self.replicas.view = self.watcher.view  # until we lead, requests see NOT_LEADER_OR_FOLLOWER, not "no topic"
-        data = DataApis(self.replicas, self.txn_verifier, authz, self.fetch_sessions)
+        data = DataApis(self.replicas, self.txn_verifier, authz, self.fetch_sessions, self.throttles)
         self.replicas.hosting.fetch_sessions = self.fetch_sessions
         apis = BrokerApis(data, self.admin, ReassignmentApis(self.controller, authz),
                           GroupApis(self.groups, self.transactions, authz),
                           TransactionApis(self.transactions, self.groups.offsets_partition_count, authz),
                           self.replicas.metrics, TxnMarkerApis(self.replicas, authz),
-                          ScramApis(ScramCredentialStore(self.zk), authz), AclApis(authz, self.acl_store))
+                          ScramApis(ScramCredentialStore(self.zk), authz), AclApis(authz, self.acl_store),
+                          QuotaApis(self.quota_store, authz))
         self.servers = []
         for listener in config.listeners:  # one server per listener, each with its security protocol
             security = self.listener_security[listener.name]
@@ -369,6 +381,7 @@ class Broker:
         await self.watcher.stop()
         if self.acl_store is not None:
             await self.acl_store.stop()
+        await self.quota_store.stop()
         await self.store.close()
         await self.zk.close()
         self.replicas.close()

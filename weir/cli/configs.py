@@ -3,12 +3,14 @@
     weir configs --entity-type topics|brokers --entity-name X --describe [--all]
     weir configs --entity-type topics|brokers --entity-name X --alter [--add-config k=v,k=v] [--delete-config k,k]
     weir configs --entity-type brokers --entity-default --alter|--describe   (the cluster-wide dynamic configs)
+    weir configs --entity-type users|clients|ips ...   (client quotas: weir.cli.quota_configs)
 """
 
 from __future__ import annotations
 
 from weir.cli.common import (UsageError, common_options, is_default, parse_key_values, parse_names, raise_for,
                              run_command)
+from weir.cli.quota_configs import QUOTA_ENTITY_TYPES, quotas_alter, quotas_describe
 from weir.client import BrokerConnection, ClusterClient, ErrorCode, KafkaError, UnsupportedVersion
 from weir.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from weir.protocol.versions import ApiKey
@@ -111,17 +113,29 @@ async def configs_alter(client: ClusterClient, args) -> int:
 async def configs_command(client: ClusterClient, args) -> int:
     if args.describe == args.alter:
         raise UsageError("give exactly one of --describe and --alter")
+    types, names = args.entity_type, args.entity_names or []
+    if all(t in QUOTA_ENTITY_TYPES for t in types):
+        if args.describe:
+            return await quotas_describe(client, types, names)
+        return await quotas_alter(client, types, names, args.add_config, args.delete_config)
+    if len(types) > 1 or len(names) > 1:
+        raise UsageError("one --entity-type and one --entity-name (or --entity-default) for topics and brokers")
+    args.entity_type = types[0]
+    args.entity_name = names[0] if names and names[0] else None
+    args.entity_default = names == [""]
     return await (configs_describe if args.describe else configs_alter)(client, args)
 
 
 def register(sub) -> None:
     """Add `configs` to the `weir` subparsers."""
-    command = sub.add_parser("configs", help="describe or alter topic and broker configs")
+    command = sub.add_parser("configs", help="describe or alter topic and broker configs, and client quotas")
     common_options(command, suppress=False)
-    command.add_argument("--entity-type", choices=["topics", "brokers"], required=True)
-    command.add_argument("--entity-name")
-    command.add_argument("--entity-default", action="store_true",
-                         help="with --entity-type brokers: the dynamic configs of every broker")
+    command.add_argument("--entity-type", choices=["topics", "brokers", *QUOTA_ENTITY_TYPES], action="append",
+                         required=True, help="repeated for a user and client id: users, then clients")
+    # names and defaults in one list, in the order given: each pairs with the --entity-type at its position
+    command.add_argument("--entity-name", action="append", dest="entity_names")
+    command.add_argument("--entity-default", action="append_const", const="", dest="entity_names",
+                         help="brokers: the dynamic configs of every broker; users, clients, ips: the default quota")
     command.add_argument("--describe", action="store_true")
     command.add_argument("--all", action="store_true", help="with --describe: defaults too")
     command.add_argument("--alter", action="store_true")

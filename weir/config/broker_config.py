@@ -112,6 +112,9 @@ class BrokerConfig:
                                   else _parse_value(setting, raw))
         self._apply_coarser_units()
         self._resolve_log_dirs()
+        for name in AT_LEAST_ONE:
+            if self._values[name] < 1:
+                raise ConfigError(f"Invalid value {self._values[name]} for configuration {name}: Value must be at least 1")
         try:
             self.listeners, self.advertised_listeners, self.inter_broker_listener_name = resolve(
                 self["listeners"], self["advertised.listeners"], self["listener.security.protocol.map"],
@@ -210,6 +213,10 @@ class BrokerConfig:
         """Set in the properties file or an override (Kafka's STATIC_BROKER_CONFIG), not left at
         its default: DescribeConfigs tells the two apart even when the values are equal."""
         return name in self._static
+
+
+AT_LEAST_ONE = ("quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
+                "controller.quota.window.size.seconds")  # Kafka's atLeast(1)
 
 
 def dynamic_settings() -> frozenset[str]:

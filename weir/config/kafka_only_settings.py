@@ -28,8 +28,8 @@ NO_EFFECT_BY_TYPE = {
         controller.quorum.append.linger.ms
         controller.quorum.election.backoff.max.ms controller.quorum.election.timeout.ms
         controller.quorum.fetch.timeout.ms controller.quorum.request.timeout.ms
-        controller.quorum.retry.backoff.ms controller.quota.window.num
-        controller.quota.window.size.seconds controller.socket.timeout.ms
+        controller.quorum.retry.backoff.ms
+        controller.socket.timeout.ms
         delete.records.purgatory.purge.interval.requests fetch.purgatory.purge.interval.requests
         group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms
         group.consumer.max.session.timeout.ms group.consumer.max.size
@@ -49,7 +49,7 @@ NO_EFFECT_BY_TYPE = {
         num.replica.alter.log.dirs.threads num.replica.fetchers offsets.load.buffer.size
         offsets.topic.compression.codec password.encoder.iterations password.encoder.key.length
         producer.id.expiration.check.interval.ms producer.purgatory.purge.interval.requests
-        queued.max.requests quota.window.num quota.window.size.seconds remote.fetch.max.wait.ms
+        queued.max.requests remote.fetch.max.wait.ms
         remote.log.manager.copier.thread.pool.size remote.log.manager.copy.quota.window.num
         remote.log.manager.copy.quota.window.size.seconds remote.log.manager.expiration.thread.pool.size
         remote.log.manager.fetch.quota.window.num remote.log.manager.fetch.quota.window.size.seconds

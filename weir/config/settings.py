@@ -199,6 +199,12 @@ SETTINGS = {s.name: s for s in [
     Setting("connections.max.idle.ms", int, 600000,
             "A connection with no request read or answer written for this long is closed, as is one that has "
             "not finished authenticating within it (negative: idle connections stay)."),
+    Setting("quota.window.num", int, 11,
+            "Client quotas (KIP-13): the samples a client's rate is measured over."),
+    Setting("quota.window.size.seconds", int, 1, "Client quotas: the time span of each sample."),
+    Setting("controller.quota.window.num", int, 11,
+            "controller_mutation_rate (KIP-599): a client may burst this many windows' worth of mutations."),
+    Setting("controller.quota.window.size.seconds", int, 1, "controller_mutation_rate: the time span of a window."),
     Setting("connections.max.reauth.ms", int, 0,
             "KIP-368: a SASL session lasts this long; the client must re-authenticate (0: for ever)."),
     Setting("connection.failed.authentication.delay.ms", int, 100,

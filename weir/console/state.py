@@ -4,7 +4,9 @@ metrics, and the timeline of changes between pictures.
 A partition's status is the worst that applies: offline (no leader), under-min-ISR, under-
 replicated (ISR smaller than the replica set), ok. Each replica's LEO and lag come from its
 leader's metrics (`weir_partition_replica_log_end_offset`); without them they are unknown (None).
-Brokers once seen and now missing from Metadata are shown as down, not forgotten.
+Brokers once seen and now missing from Metadata are shown as down, not forgotten. Clients held by
+a quota are those whose throttle time (`kafka_server_<quota>_throttle_time`) is above zero on a
+broker, with the rate that broker measures for them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 TIMELINE_LENGTH = 60
+QUOTA_GROUPS = {"produce": "byte_rate", "fetch": "byte_rate", "request": "request_time",
+                "controllermutation": "tokens"}  # kafka.server:type=<group>: its rate's name
 
 
 def series(metrics: dict[str, list], name: str, *keys: str) -> dict[tuple, float]:
@@ -39,6 +43,14 @@ class ConsoleState:
                 hw[(topic, partition)] = max(value, hw.get((topic, partition), -1))
             lag += [{"group": g, "topic": t, "partition": int(p), "lag": int(v)} for (g, t, p), v in
                     series(metrics, "kafka_consumergroup_lag", "consumergroup", "topic", "partition").items()]
+        throttled = [{"broker": broker, "quota": group, "user": user, "client_id": client_id,
+                      "throttle_ms": round(throttle, 1), "rate": round(rates.get((user, client_id), 0.0), 1)}
+                     for broker, metrics in sorted(metrics_by_broker.items())
+                     for group, rate_name in QUOTA_GROUPS.items()
+                     for rates in [series(metrics, f"kafka_server_{group}_{rate_name}", "user", "client_id")]
+                     for (user, client_id), throttle in sorted(
+                         series(metrics, f"kafka_server_{group}_throttle_time", "user", "client_id").items())
+                     if throttle > 0]
         picture = {
             "time": now_ms,
             "controller": controller_id,
@@ -48,6 +60,7 @@ class ConsoleState:
             "topics": [self._topic(t, brokers, leo, hw, under_min) for name, t in sorted(topics.items())
                        if not t.is_internal],
             "groups": sorted(lag, key=lambda g: (g["group"], g["topic"], g["partition"])),
+            "throttled": throttled,
         }
         self._record_changes(picture)
         picture["timeline"] = list(reversed(self.timeline))

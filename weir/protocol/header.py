@@ -33,6 +33,7 @@ class RequestHeader:
     # with that listener's endpoints) and who sent it (authenticated by TLS or SASL), for an authorizer
     listener: str = ""
     principal: str = "User:ANONYMOUS"
+    size: int = 0  # the request's bytes (Kafka's sizeInBytes: a Produce costs its client's quota that much)
 
 
 def read_request_header(frame: bytes | memoryview, client_host: str = "", listener: str = "",
@@ -51,7 +52,8 @@ def read_request_header(frame: bytes | memoryview, client_host: str = "", listen
         offset = end
     elif client_id_len != -1:
         raise MalformedHeader(f"negative client id length {client_id_len}")
-    return RequestHeader(api_key, api_version, correlation_id, client_id, offset, client_host, listener, principal)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, offset, client_host, listener, principal,
+                         len(frame))
 
 
 def skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:

@@ -83,7 +83,8 @@ def _topic_key(name: str, topic_id: uuid.UUID | None, by_id: bool, flexible: boo
     return _ZERO_UUID if topic_id is None else topic_id.bytes  # None: the request's zero UUID
 
 
-def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, list[ProducePartitionResult]]]) -> bytes:
+def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, list[ProducePartitionResult]]],
+                            throttle_ms: int = 0) -> bytes:
     flexible = version >= 9
     by_id = version >= 13
     out = [_array_len(len(topics), flexible)]
@@ -106,19 +107,19 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
                 out.append(NO_TAGS)
         if flexible:
             out.append(NO_TAGS)
-    out.append(_I32.pack(0))  # throttle_time_ms
+    out.append(_I32.pack(throttle_ms))
     if flexible:
         out.append(NO_TAGS)
     return b"".join(out)
 
 
 def encode_fetch_response(version: int, error_code: int, session_id: int,
-                          topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]]) -> list:
+                          topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], throttle_ms: int = 0) -> list:
     """The body as a list of bytes and FileRegion items (record data is not copied)."""
     flexible = version >= 12
     by_id = version >= 13
     out: list = []
-    head = [_FETCH_TOP.pack(0, error_code, session_id) if version >= 7 else _I32.pack(0)]
+    head = [_FETCH_TOP.pack(throttle_ms, error_code, session_id) if version >= 7 else _I32.pack(throttle_ms)]
     head.append(_array_len(len(topics), flexible))
     for name, topic_id, partitions in topics:
         head.append(_topic_key(name, topic_id, by_id, flexible))
@@ -158,6 +159,16 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
         head.append(NO_TAGS)
     out.append(b"".join(head))
     return out
+
+
+def with_throttle_time(api_key: int, version: int, body, throttle_ms: int):
+    """A Produce (bytes) or Fetch (buffers) body encoded above, with another throttle_time_ms:
+    Produce ends with it (and, flexible, the empty tagged fields), Fetch starts with it."""
+    if api_key == 0:
+        end = len(body) - (5 if version >= 9 else 4)
+        return body[:end] + _I32.pack(throttle_ms) + body[end + 4:]
+    assert api_key == 1 and isinstance(body[0], bytes), "a Fetch body starts with its throttle time"
+    return [_I32.pack(throttle_ms) + body[0][4:], *body[1:]]
 
 
 @dataclass(slots=True)

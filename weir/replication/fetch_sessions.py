@@ -121,6 +121,12 @@ class FetchContext:
         if self.session is not None:
             self.session.parked = self
 
+    def throttled_session_id(self) -> int:
+        """The session id of an answer left empty because its consumer is over its quota (Kafka's
+        getThrottledResponse): an incremental request's session; none for a full one, which
+        then creates no session (the consumer asks again, in full, once unmuted)."""
+        return self.session.id if self.session is not None else 0
+
     def unpark(self) -> None:
         if self.session is not None and self.session.parked is self:
             self.session.parked = None

@@ -69,6 +69,8 @@ REQUIRED: dict[ApiKey, dict[ResourceType, Operation]] = {
     ApiKey.DESCRIBE_ACLS: {CLUSTER: Op.DESCRIBE},
     ApiKey.CREATE_ACLS: {CLUSTER: Op.ALTER},
     ApiKey.DELETE_ACLS: {CLUSTER: Op.ALTER},
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: {CLUSTER: Op.DESCRIBE_CONFIGS},
+    ApiKey.ALTER_CLIENT_QUOTAS: {CLUSTER: Op.ALTER_CONFIGS},
 }
 DENIED_ERROR = {TOPIC: ErrorCode.topic_authorization_failed, GROUP: ErrorCode.group_authorization_failed,
                 CLUSTER: ErrorCode.cluster_authorization_failed, TXN: ErrorCode.transactional_id_authorization_failed}

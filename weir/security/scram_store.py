@@ -8,19 +8,20 @@ they are (and then fails on); Weir encodes their dots, which Sanitizer.desanitiz
 
 A broker reads the credential when a client authenticates (kept for at most CACHE_S, so that a
 flood of logins does not become a flood of ZooKeeper reads), so a new or changed user counts within
-a second on every broker, and Weir needs no change notices (Kafka's /config/changes, which would
-only pile up here). Writes compare-and-set the znode's version.
+a second on every broker, and needs no change notice. Writes compare-and-set the znode's version
+and keep what else the znode holds: the user's quotas (weir.quotas.entities), which do have
+change notices.
 """
 
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
-from urllib.parse import quote, unquote_plus
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from weir.protocol.scram import ScramCredential, ScramError
+from weir.quotas.entities import decode_config, encode_config
+from weir.zk.formats import desanitize, sanitize
 
 USERS_PATH = "/config/users"
 CACHE_S = 1.0
@@ -31,33 +32,8 @@ class ConcurrentChange(Exception):
     pass
 
 
-def sanitize(user: str) -> str:
-    """Kafka's Sanitizer.sanitize: Java's URLEncoder (letters, digits and . - _ kept; UTF-8 bytes
-    of any other character as %XX), with a space as %20 rather than '+'."""
-    if user in (".", ".."):
-        return "%2E" * len(user)
-    return quote(user, safe="").replace("~", "%7E")  # Python's quote keeps '~', Java's does not
-
-
-def desanitize(znode_name: str) -> str:
-    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
-    return unquote_plus(znode_name)
-
-
 def user_path(user: str) -> str:
     return f"{USERS_PATH}/{sanitize(user)}"
-
-
-def encode_user_config(config: dict[str, str]) -> bytes:
-    return json.dumps({"version": 1, "config": dict(sorted(config.items()))}, separators=(",", ":")).encode()
-
-
-def decode_user_config(data: bytes) -> dict[str, str]:
-    try:
-        obj = json.loads(data)
-        return {str(k): str(v) for k, v in obj.get("config", {}).items()}
-    except (ValueError, AttributeError):
-        return {}
 
 
 class ScramCredentialStore:
@@ -73,7 +49,7 @@ class ScramCredentialStore:
             data, stat = await self.session.wait(self.client.get_async(user_path(user)))
         except NoNodeError:
             return {}, None
-        return decode_user_config(data), stat.version
+        return decode_config(data), stat.version
 
     async def credential(self, mechanism: str, user: str) -> ScramCredential | None:
         if not user or len(user) > 1024:
@@ -120,7 +96,7 @@ class ScramCredentialStore:
             config.pop(mechanism, None)
         for mechanism, credential in upserts.items():
             config[mechanism] = credential.encode()
-        data = encode_user_config(config)
+        data = encode_config(config)
         path = user_path(user)
         try:
             if version is None:
@@ -137,11 +113,11 @@ def write_credential(client, user: str, mechanism: str, credential: ScramCredent
     path = user_path(user)
     try:
         data, stat = client.get(path)
-        config, version = decode_user_config(data), stat.version
+        config, version = decode_config(data), stat.version
     except NoNodeError:
         config, version = {}, None
     config[mechanism] = credential.encode()
     if version is None:
-        client.create(path, encode_user_config(config), makepath=True)
+        client.create(path, encode_config(config), makepath=True)
     else:
-        client.set(path, encode_user_config(config), version=version)
+        client.set(path, encode_config(config), version=version)

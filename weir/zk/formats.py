@@ -23,6 +23,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, unquote_plus
 
 from weir.zk.model import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 
@@ -77,6 +78,21 @@ def topic_config_path(topic: str) -> str:
 def broker_config_path(entity: str) -> str:
     """Dynamic broker configs: a broker id, or <default> for the cluster-wide ones."""
     return f"{CONFIG_BROKERS_PATH}/{entity}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize, of a user, client id or IP in a znode name: Java's URLEncoder
+    (letters, digits and . - _ kept; UTF-8 bytes of any other character as %XX), with a space as
+    %20 rather than '+'. ZooKeeper refuses the names '.' and '..', which Kafka leaves as they are
+    (and then fails on); Weir encodes their dots, which Sanitizer.desanitize reads back."""
+    if name in (".", ".."):
+        return "%2E" * len(name)
+    return quote(name, safe="").replace("~", "%7E")  # Python's quote keeps '~', Java's does not
+
+
+def desanitize(znode_name: str) -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
+    return unquote_plus(znode_name)
 
 
 def is_legal_topic_name(topic: str) -> bool:

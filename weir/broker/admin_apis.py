@@ -31,6 +31,7 @@ from weir.protocol import codec
 from weir.protocol.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, RESOURCE_TOPIC
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
+from weir.protocol.metadata_response import BrokerEntry, PartitionEntry, encode_metadata_response, encode_topic
 from weir.protocol.versions import ApiKey
 from weir.security.acls import CLUSTER_NAME
 from weir.security.authorization import (CLUSTER, DENIED_ERROR, NO_OPERATIONS, TOPIC, RequestAuthorizer, allowed,
@@ -73,6 +74,8 @@ class AdminApis:
         self.controller = controller
         self.rng = random.Random()
         self._metadata_cache: dict[tuple, bytes] = {}
+        # a topic's name -> (version, listener, operations) -> its part of a Metadata answer
+        self._topic_metadata_cache: dict[str, dict[tuple, bytes]] = {}
         # name -> the coordinator's InternalTopic (set by the server): auto-created as it plans
         self.internal_topics: dict = {}
         self.handlers = {
@@ -92,8 +95,15 @@ class AdminApis:
     def view(self):
         return self.replicas.view
 
-    def metadata_changed(self) -> None:
+    def metadata_changed(self, kind: str = "", key=None) -> None:
+        """The watcher's `kind` of change (zk_watcher.py): a partition's or a topic's drops only that
+        topic's cached Metadata part; any other (brokers, say) all of them."""
         self._metadata_cache.clear()
+        topic = key[0] if kind == "partition" else key if kind in ("topic", "topic_deleted") else None
+        if topic is None:
+            self._topic_metadata_cache.clear()
+        else:
+            self._topic_metadata_cache.pop(topic, None)
 
     # -- Metadata ------------------------------------------------------------------------
 
@@ -143,68 +153,70 @@ class AdminApis:
 
     def _metadata_body(self, version: int, names, listener: str = "", refused: frozenset = frozenset(),
                        asked: dict | None = None) -> bytes:
-        """Encoded, and cached unless it holds a principal's operations (`asked`: _metadata_dict's)."""
-        if asked:
-            return _encode_body(ApiKey.METADATA, version,
-                                self._metadata_dict(names, listener, refused, version=version, **asked))
-        key = (version, names, listener, refused)
-        body = self._metadata_cache.get(key)
+        """Encoded: whole, cached unless it holds a principal's operations (`asked`:
+        topic_operations(name), a topic's, and cluster_operations, the cluster's); and each topic's
+        part cached until the topic or the live brokers change."""
+        key = None if asked else (version, names, listener, refused)
+        body = self._metadata_cache.get(key) if key else None
         if body is None:
-            body = _encode_body(ApiKey.METADATA, version, self._metadata_dict(names, listener, refused, version=version))
-            self._metadata_cache[key] = body
+            asked = asked or {}
+            body = encode_metadata_response(
+                version, self._metadata_brokers(listener), self.config["cluster.id"], self.view.controller_id,
+                self._metadata_topics(version, names, listener, refused, asked.get("topic_operations")),
+                asked.get("cluster_operations", NO_OPERATIONS))
+            if key:
+                self._metadata_cache[key] = body
         return body
 
-    def _metadata_dict(self, names, listener: str = "", refused: frozenset = frozenset(),
-                       topic_operations=None, cluster_operations: int = NO_OPERATIONS, version: int = 12) -> dict:
-        """`topic_operations(name)`: a topic's authorized operations, when asked for;
-        `cluster_operations`: the cluster's."""
+    def _metadata_topics(self, version: int, names, listener: str, refused: frozenset, topic_operations) -> list[bytes]:
+        """`topic_operations(name)`: a topic's authorized operations, when asked for."""
         view = self.view
-        # a leader without the client's listener: LISTENER_NOT_FOUND from v6, before LEADER_NOT_AVAILABLE (Kafka)
-        no_listener = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
         keys = names if names is not None else tuple(sorted(t for t in view.topics if t not in refused))
         topics = []
         for key in keys:
             assignment = view.topics.get(key) if isinstance(key, str) else view.topic_by_id(key)
-            if (key if isinstance(key, str) else getattr(assignment, "name", None)) in refused:
-                topics.append({"error_code": ErrorCode.topic_authorization_failed,
-                               "name": key if isinstance(key, str) else None,
-                               "topic_id": key if isinstance(key, uuid.UUID) else ZERO_UUID,
-                               "is_internal": False, "partitions": []})
-                continue
-            if assignment is None:  # by id (v12+): UNKNOWN_TOPIC_ID, as Kafka's unknownTopicIdsTopicMetadata
-                code = ErrorCode.unknown_topic_id if isinstance(key, uuid.UUID) else ErrorCode.unknown_topic_or_partition
-                if isinstance(key, str) and not _legal(key):
+            name = key if isinstance(key, str) else None
+            topic_id = key if isinstance(key, uuid.UUID) else None
+            if (name or getattr(assignment, "name", None)) in refused:
+                topics.append(encode_topic(version, ErrorCode.topic_authorization_failed, name, topic_id, False, (),
+                                           NO_OPERATIONS))
+            elif assignment is None:  # by id (v12+): UNKNOWN_TOPIC_ID, as Kafka's unknownTopicIdsTopicMetadata
+                code = ErrorCode.unknown_topic_id if topic_id else ErrorCode.unknown_topic_or_partition
+                if name is not None and not _legal(name):
                     code = ErrorCode.invalid_topic_exception
-                topics.append({"error_code": code, "name": key if isinstance(key, str) else None,
-                               "topic_id": key if isinstance(key, uuid.UUID) else ZERO_UUID,
-                               "is_internal": False, "partitions": []})
-                continue
-            topics.append({"error_code": 0, "name": assignment.name, "topic_id": assignment.topic_id,
-                           "is_internal": assignment.name in INTERNAL_TOPICS,
-                           "topic_authorized_operations": topic_operations(assignment.name) if topic_operations
-                           else NO_OPERATIONS,
-                           "partitions": [self._partition_metadata(assignment, p, listener, no_listener)
-                                          for p in sorted(assignment.replicas)]})
-        return {"throttle_time": 0, "brokers": self._broker_entries("node_id", listener),
-                "cluster_id": self.config["cluster.id"], "controller_id": view.controller_id,
-                "topics": topics, "cluster_authorized_operations": cluster_operations, "error_code": 0}
+                topics.append(encode_topic(version, code, name, topic_id, False, (), NO_OPERATIONS))
+            else:
+                operations = topic_operations(assignment.name) if topic_operations else NO_OPERATIONS
+                cached = self._topic_metadata_cache.setdefault(assignment.name, {})
+                topic = cached.get((version, listener, operations))
+                if topic is None:
+                    # a leader without the client's listener: LISTENER_NOT_FOUND from v6, before
+                    # LEADER_NOT_AVAILABLE (Kafka)
+                    no_listener = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
+                    topic = cached[version, listener, operations] = encode_topic(
+                        version, 0, assignment.name, assignment.topic_id, assignment.name in INTERNAL_TOPICS,
+                        (self._partition_metadata(assignment, p, listener, no_listener)
+                         for p in sorted(assignment.replicas)), operations)
+                topics.append(topic)
+        return topics
 
     def _partition_metadata(self, assignment: TopicAssignment, index: int, listener: str = "",
-                            no_listener: ErrorCode = ErrorCode.listener_not_found) -> dict:
+                            no_listener: ErrorCode = ErrorCode.listener_not_found) -> PartitionEntry:
         """As Kafka's ZkMetadataCache.getPartitionMetadata: a leader that is not live, or has no
         endpoint on the client's `listener`, is none (-1) with LEADER_NOT_AVAILABLE or `no_listener`."""
-        replicas = list(assignment.replicas[index])
+        replicas = assignment.replicas[index]
         state = self.view.states.get((assignment.name, index))
         offline = [r for r in replicas if r not in self.view.brokers]
         leader = None if state is None else self.view.brokers.get(state.leader)
         if leader is None or leader.address(listener) is None:
             error = ErrorCode.leader_not_available if leader is None else no_listener
-            return {"error_code": error, "partition_index": index, "leader_id": NO_LEADER,
-                    "leader_epoch": state.leader_epoch if state else -1, "replica_nodes": replicas,
-                    "isr_nodes": list(state.isr) if state else [], "offline_replicas": offline}
-        return {"error_code": 0, "partition_index": index, "leader_id": state.leader,
-                "leader_epoch": state.leader_epoch, "replica_nodes": replicas, "isr_nodes": list(state.isr),
-                "offline_replicas": offline}
+            return PartitionEntry(error, index, NO_LEADER, state.leader_epoch if state else -1, replicas,
+                                  state.isr if state else (), offline)
+        return PartitionEntry(0, index, state.leader, state.leader_epoch, replicas, state.isr, offline)
+
+    def _metadata_brokers(self, listener: str) -> list[BrokerEntry]:
+        return [BrokerEntry(b["node_id"], b["host"], b["port"], b["rack"])
+                for b in self._broker_entries("node_id", listener)]
 
     def _broker_entries(self, id_field: str, listener: str) -> list[dict]:
         """The live brokers at their endpoint of `listener` (the one the client came on); as

@@ -289,7 +289,7 @@ class Broker:
             self.replicas.on_topic_config_changed(key, int(time.time() * 1000))
         elif kind == "broker_config":
             self._take_dynamic_configs()
-        self.admin.metadata_changed()
+        self.admin.metadata_changed(kind, key)
         self.controller.on_metadata_change(kind, key)
 
     def _take_dynamic_configs(self) -> None:

@@ -96,6 +96,8 @@ def test_the_scale_bench_prints_every_figure_of_a_size(tmp_path):
                          r"([\d.]+) s", printed)
     assert failover is not None, printed
     assert int(failover.group(1)) > 0 and math.isfinite(float(failover.group(2)))
+    rejoin = re.search(r"rejoin: broker (\d) restarted; in every ISR again after ([\d.]+) s", printed)
+    assert rejoin is not None and rejoin.group(1) in failover.group(0), printed
 
 
 def test_the_scale_bench_gives_up_on_a_wedged_cluster_saying_what_timed_out():

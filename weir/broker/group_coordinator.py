@@ -24,7 +24,8 @@ import uuid
 
 from weir.broker.internal_topic import InternalTopic
 from weir.clock import now_ms
-from weir.groups.group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
+from weir.groups.group import Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
+from weir.groups.offsets import CommittedOffset
 from weir.groups.placement import OFFSETS_TOPIC, partition_for
 from weir.groups.records import (GroupKey, LoggedMarker, OffsetKey, OffsetValue, RecordFormatError, encode_batch,
                                  encode_transactional_batch, group_key, group_value, offset_key, offset_value,

@@ -21,7 +21,7 @@ def loading_coordinator() -> SimpleNamespace:
     """A coordinator still loading the group's __consumer_offsets partition."""
     def no_group(group_id, create):
         raise AssertionError("a loading coordinator has no groups to look at")
-    return SimpleNamespace(group=no_group, loading=True, owned=set(), groups={},
+    return SimpleNamespace(group=no_group, loading=True, owned=set(), groups={}, consumer_groups={},
                            coordinator_error=lambda group_id, empty_allowed=False: ErrorCode.coordinator_load_in_progress)
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
@@ -109,7 +110,7 @@ class TopicInfo:
     partitions: int
 
 
-Topics = dict[str, TopicInfo]  # by name: the cluster's topics now
+Topics = Mapping[str, TopicInfo]  # by name: the cluster's topics now
 
 
 def normalized(assignment: dict) -> Assignment:
@@ -395,10 +396,18 @@ class ConsumerGroup(OffsetBook):
             self.static_members[member.instance_id] = member.member_id
 
     def _subscription_metadata(self, topics: Topics) -> dict[str, tuple[uuid.UUID, int]]:
+        """The subscribed topics that exist: those named, then (only if a member has one) those
+        a regular expression matches, which takes a look at every topic."""
         out = {}
-        for name, info in topics.items():
-            if any(m.subscribes_to(name) for m in self.members.values()):
+        for name in set().union(*(m.subscribed_topic_names for m in self.members.values())):
+            info = topics.get(name)
+            if info is not None:
                 out[name] = (info.topic_id, info.partitions)
+        regexes = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        if regexes:
+            for name, info in topics.items():
+                if name not in out and name not in INTERNAL_TOPICS and any(re.fullmatch(r, name) for r in regexes):
+                    out[name] = (info.topic_id, info.partitions)
         return out
 
     def _maybe_update_target(self) -> None:

@@ -230,3 +230,37 @@ def test_the_wire_answers_as_kafka_4(start_broker):
                                                                            "include_authorized_operations": False})
             assert empty.groups[0].group_state == "Empty" and empty.groups[0].group_epoch == 2
     asyncio.run(scenario())
+
+
+def test_java_client_members_split_join_and_leave(start_broker):
+    """The same with Apache Kafka's Java client (3.9.1, where group.protocol=consumer is a preview:
+    it speaks ConsumerGroupHeartbeat v0, the coordinator naming its member), and a librdkafka
+    member in the same group."""
+    from java_client import JavaMember
+    broker = start_broker(0, **CONSUMER_SETTINGS)
+    topic, partitions, group = "kip848-java", 6, "g-848-java"
+    create_topic(broker.bootstrap, topic, partitions)
+    log: list = []
+    members = [JavaMember(broker.bootstrap, group, topic, log) for _ in range(2)]
+    try:
+        wait_until(lambda: sorted(len(m.assignment) for m in members) == [3, 3], "3 partitions each", 60)
+        produce(broker.bootstrap, topic, 300, partitions)
+        wait_until(lambda: len({(p, o) for p, o, _ in log}) >= 300, "first 300 consumed", 30)
+        members.append(Member(broker.bootstrap, group, topic, log))
+        members[-1].start()
+        produce(broker.bootstrap, topic, 300, partitions, start=300)
+        wait_until(lambda: sorted(len(m.assignment) for m in members) == [2, 2, 2], "2 partitions each", 30)
+        assert sorted(p for m in members for p in m.assignment) == list(range(partitions))
+        members[0].leave()
+        rest = members[1:]
+        wait_until(lambda: sorted(len(m.assignment) for m in rest) == [3, 3], "3 partitions each after the leave", 30)
+        wait_until(lambda: len({(p, o) for p, o, _ in log}) >= 600, "all 600 consumed", 30)
+        wait_until(lambda: sum(committed_offsets(broker.bootstrap, group, topic, partitions).values()) == 600,
+                   "every record committed", 30)
+        for m in rest:
+            m.leave()
+    finally:
+        for m in members:
+            if isinstance(m, JavaMember):
+                m.kill()
+    check_exactly_once_past_commits(log, expected_offsets(600, partitions))

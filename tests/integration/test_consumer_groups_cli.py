@@ -5,6 +5,7 @@ shown without --execute, done with it), delete offsets, delete the group."""
 import time
 
 from confluent_kafka import Consumer, Producer
+from scraping import broker_metrics
 from test_admin_cli import failed, ok, weir
 
 GROUP_SETTINGS = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
@@ -78,7 +79,8 @@ def test_consumer_protocol_group_is_described_with_its_epochs(start_broker):
     """A KIP-848 group (librdkafka, group.protocol=consumer): offsets and lag, members with
     their epochs and target assignments (--verbose), state with the group and assignment epochs."""
     broker = start_broker(0, **GROUP_SETTINGS, **{"group.consumer.heartbeat.interval.ms": "500",
-                                                  "group.consumer.min.heartbeat.interval.ms": "500"})
+                                                  "group.consumer.min.heartbeat.interval.ms": "500",
+                                                  "metrics.port": "0"})
     ok(weir(broker, "topics", "create", "--topic", "kip848", "--partitions", "2", "--replication-factor", "1"))
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(10):
@@ -103,6 +105,9 @@ def test_consumer_protocol_group_is_described_with_its_epochs(start_broker):
         assert member[-6:] == ["app-client", "2", "1", "kip848:0,1", "1", "kip848:0,1"], member
         (state,) = rows(ok(weir(broker, "consumer-groups", "--describe", "--group", "app848", "--state", "--verbose")))
         assert state[-5:] == ["uniform", "Stable", "1", "1", "1"], state  # assignor, state, epochs, #members
+        lag = [v for labels, v in broker_metrics(broker)["kafka_consumergroup_lag"]
+               if labels["consumergroup"] == "app848"]
+        assert sum(lag) == 2, lag  # the console's lag, from the same gauge
     finally:
         consumer.close()
     (state,) = rows(ok(weir(broker, "consumer-groups", "--describe", "--group", "app848", "--state")))

@@ -50,6 +50,9 @@ class ConsumerGroupApis:
             owned=None if owned is None else normalized({t.topic_id: frozenset(t.partitions) for t in owned}),
             client_id=header.client_id or "", client_host=header.client_host)
         config = self.coordinator.consumer_config
+        if not config.enabled:
+            return _response(HeartbeatResult(ErrorCode.unsupported_version, "The consumer group protocol is not "
+                                             "enabled (group.coordinator.rebalance.protocols)."))
         invalid = check_heartbeat(request.group_id, beat, config.assignors, member_id_required=version >= 1)
         if invalid is not None:
             return _response(HeartbeatResult(invalid[0], invalid[1]))

@@ -209,7 +209,7 @@ class BrokerState:
         gauge("kafka_server_replicafetchermanager_maxlag", "The largest lag of this broker's followers.",
               ["clientId"]).add_metric(["Replica"], max_lag)
         end_offsets = {p.key: p.high_watermark for p in leaders}
-        for group in broker.groups.groups.values():
+        for group in [*broker.groups.groups.values(), *broker.groups.consumer_groups.values()]:  # both protocols
             for (topic, index), committed in group.offsets.items():
                 end = end_offsets.get((topic, index))
                 if end is not None:

@@ -84,12 +84,15 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1
     offsets_retention_ms: int = 10080 * 60_000
     max_metadata_bytes: int = 4096
+    enabled: bool = True  # "consumer" in group.coordinator.rebalance.protocols
 
     @classmethod
     def from_broker(cls, config) -> ConsumerGroupConfig:
+        protocols = {p.strip() for p in config["group.coordinator.rebalance.protocols"].split(",")}
         return cls(config["group.consumer.session.timeout.ms"], config["group.consumer.heartbeat.interval.ms"],
                    parse_assignors(config["group.consumer.assignors"]), config["group.consumer.max.size"],
-                   config["offsets.retention.minutes"] * 60_000, config["offset.metadata.max.bytes"])
+                   config["offsets.retention.minutes"] * 60_000, config["offset.metadata.max.bytes"],
+                   "consumer" in protocols)
 
 
 def parse_assignors(value: str) -> tuple[str, ...]:

@@ -39,12 +39,14 @@ class Member(threading.Thread):
         self.log = log
         self.stopping = threading.Event()
         self.assignment: list[int] = []
+        self.assigned: list[tuple[str, int]] = []  # read here, not by calling the consumer from another thread
 
     def run(self) -> None:
         from confluent_kafka import KafkaException
         while not self.stopping.is_set():
             msg = self.consumer.poll(0.2)
-            self.assignment = sorted(tp.partition for tp in self.consumer.assignment())
+            self.assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
+            self.assignment = [p for _, p in self.assigned]
             if msg is None or msg.error():
                 continue
             try:
@@ -264,3 +266,62 @@ def test_java_client_members_split_join_and_leave(start_broker):
             if isinstance(m, JavaMember):
                 m.kill()
     check_exactly_once_past_commits(log, expected_offsets(600, partitions))
+
+
+def describe_group(port: int, group: str):
+    async def ask():
+        async with await BrokerConnection.open("127.0.0.1", port, timeout_s=10) as conn:
+            response = await conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group],
+                                                                              "include_authorized_operations": False})
+            return response.groups[0]
+    return asyncio.run(ask())
+
+
+def test_regular_expression_subscription_follows_new_topics(start_broker):
+    """librdkafka sends a ^-pattern as the subscription's regex; the coordinator matches it
+    (Python's re for Kafka's RE2/J) and a topic created later joins the assignment."""
+    broker = start_broker(0, **CONSUMER_SETTINGS)
+    create_topic(broker.bootstrap, "rx-a", 2)
+    create_topic(broker.bootstrap, "other", 2)
+    log: list = []
+    member = Member(broker.bootstrap, "g-rx", "^rx-.*", log)
+    member.start()
+    try:
+        wait_until(lambda: member.assignment == [0, 1], "rx-a's partitions", 30)
+        create_topic(broker.bootstrap, "rx-b", 3)
+        wait_until(lambda: len(member.assigned) == 5, "rx-b's partitions too", 30)
+        assert {topic for topic, _ in member.assigned} == {"rx-a", "rx-b"}
+        described = describe_group(broker.port, "g-rx")
+        assert described.members[0].subscribed_topic_regex == "(^rx-.*)"  # as librdkafka sends it
+    finally:
+        member.leave()
+
+
+def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance(start_broker):
+    """group.instance.id: closing sends epoch -2 (the member keeps its place and partitions for
+    the session timeout); a new consumer with the same instance id takes them over, the group
+    epoch unchanged and the other member untouched."""
+    broker = start_broker(0, **CONSUMER_SETTINGS)
+    topic, group = "static848", "g-static"
+    create_topic(broker.bootstrap, topic, 6)
+    log: list = []
+    members = [Member(broker.bootstrap, group, topic, log, **{"group.instance.id": f"i{n}"}) for n in range(2)]
+    for m in members:
+        m.start()
+    wait_until(lambda: sorted(len(m.assignment) for m in members) == [3, 3], "3 partitions each", 30)
+    wait_until(lambda: describe_group(broker.port, group).group_state == "Stable", "stable", 30)
+    before = describe_group(broker.port, group)
+    kept = members[0].assignment
+    members[0].leave()
+    left = describe_group(broker.port, group)
+    assert sorted(m.member_epoch for m in left.members)[0] == -2 and left.group_epoch == before.group_epoch
+    back = Member(broker.bootstrap, group, topic, log, **{"group.instance.id": "i0"})
+    back.start()
+    try:
+        wait_until(lambda: back.assignment == kept, "the same partitions again", 30)
+        after = describe_group(broker.port, group)
+        assert after.group_epoch == before.group_epoch and len(after.members) == 2
+        assert members[1].assignment != [] and sorted(back.assignment + members[1].assignment) == list(range(6))
+    finally:
+        back.leave()
+        members[1].leave()

@@ -226,11 +226,38 @@ def test_the_wire_answers_as_kafka_4(start_broker):
                 "reason": None})
             assert join.error_code == ErrorCode.inconsistent_group_protocol
 
+            async def delete(group):
+                response = await conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]})
+                return response.results[0].error_code
+            assert await delete("gw") == ErrorCode.non_empty_group
             left = await beat(group_id="gw", member_id=member, member_epoch=-1, topic_partitions=None)
             assert left.error_code == ErrorCode.none and left.member_epoch == -1
             empty = await conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gw"],
                                                                            "include_authorized_operations": False})
             assert empty.groups[0].group_state == "Empty" and empty.groups[0].group_epoch == 2
+
+            # an empty group of one type gives way to the other, its offsets kept
+            async def committed(group):
+                response = await conn.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+                    {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}],
+                    "require_stable": False})
+                return [p.committed_offset for t in response.groups[0].topics for p in t.partitions]
+            assert await committed("gw") == [0]
+            classic_join = await conn.request(ApiKey.JOIN_GROUP, 9, {
+                "group_id": "gw", "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "",
+                "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}], "reason": None})
+            assert classic_join.error_code == ErrorCode.member_id_required  # a classic group now
+            assert await committed("gw") == [0]
+            again = await beat(**_join("gw", member))
+            assert again.error_code == ErrorCode.none and again.member_epoch == 1, "a consumer group again"
+            assert await committed("gw") == [0]
+            await beat(group_id="gw", member_id=member, member_epoch=-1, topic_partitions=None)
+            assert await delete("gw") == ErrorCode.none
+            assert await committed("gw") == []
+            gone = await conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["gw"],
+                                                                          "include_authorized_operations": False})
+            assert gone.groups[0].error_code == ErrorCode.group_id_not_found
     asyncio.run(scenario())
 
 

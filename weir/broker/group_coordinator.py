@@ -312,7 +312,7 @@ class GroupCoordinator:
         if group is not None:
             return group, ErrorCode.none, None
         classic = self.groups.get(group_id)
-        if classic is not None and not (create and classic.is_(GroupState.EMPTY) and not classic.pending_members):
+        if classic is not None and not (create and classic.is_(GroupState.EMPTY)):
             return None, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
         if not create:
             return None, ErrorCode.group_id_not_found, f"Consumer group {group_id} not found."

@@ -178,9 +178,12 @@ class GroupCoordinator:
             old = self.groups.pop(group.group_id, None)
             if old is not None:
                 self._answer(old.mark_dead(ErrorCode.not_coordinator, now_ms()))
-            self.consumer_groups.pop(group.group_id, None)
+            stale = self.consumer_groups.get(group.group_id)
+            if stale is not None:
+                self._drop_consumer_group(stale)
             if isinstance(group, ConsumerGroup):
                 self.consumer_groups[group.group_id] = group
+                self._written[group.group_id] = group_records(group)  # what its records in the log say
                 self.schedule_consumer(group)
             else:
                 self.groups[group.group_id] = group
@@ -245,14 +248,12 @@ class GroupCoordinator:
         open_groups = {group_id for by_group in pending.values() for group_id in by_group}
         for group_id in set(metadata) | set(offsets) | open_groups | set(consumer):
             value = metadata.get(group_id)
-            group, written = None, {}
+            group = None
             if group_id in consumer:
                 live = {k: v for k, v in consumer[group_id].items() if v is not None}
                 group, problems = rebuild(group_id, live, self.consumer_config, index, now)
                 for problem in problems:
                     log.warning("%s-%d: %s", OFFSETS_TOPIC, index, problem)
-                if group is not None:
-                    written = group_records(group)
             if group is None:
                 group = Group.from_record(group_id, value, self.group_config, now, index) if value is not None \
                     else Group(group_id, self.group_config, now, index)
@@ -262,8 +263,6 @@ class GroupCoordinator:
                     group.pending_txn_offsets[producer_id] = by_group[group_id]
             if isinstance(group, Group) and value is None and not group.offsets and not group.pending_txn_offsets:
                 continue  # deleted
-            if isinstance(group, ConsumerGroup):
-                self._written[group_id] = written
             groups[group_id] = group
         return groups, count
 
@@ -281,6 +280,7 @@ class GroupCoordinator:
         consumer = [g for g in self.consumer_groups.values() if g.partition == index]
         for group in consumer:
             self._drop_consumer_group(group)
+            self._written.pop(group.group_id, None)
         log.info("%s-%d: no longer coordinating its %d group(s)", OFFSETS_TOPIC, index, len(gone) + len(consumer))
 
     # -- groups, effects and timers ------------------------------------------------------

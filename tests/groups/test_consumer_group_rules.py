@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from weir.groups.assignors import ASSIGNORS, AssignmentSpec
 from weir.groups.consumer_group import (ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, HeartbeatRequest,
                                         MemberState, TopicInfo, check_heartbeat, pairs_of)
+from weir.groups.consumer_records import group_records, read_key, rebuild
 from weir.protocol.errors import ErrorCode
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -228,6 +229,10 @@ def test_no_partition_is_ever_owned_by_two_members(actions, assignor):
                 assert pair not in seen, (pair, seen.get(pair), member.member_id)
                 seen[pair] = member.member_id
         assert seen == group.owners
+        # what the coordinator writes gives the same group back (a new coordinator's load)
+        records = group_records(group)
+        rebuilt, problems = rebuild("g", {read_key(k): v for k, v in records.items()}, group.config, 0, now)
+        assert not problems and group_records(rebuilt) == records and rebuilt.owners == group.owners
         # the clients' view: no two clients hold one partition at once
         held: dict = {}
         for c in clients.values():

@@ -396,16 +396,11 @@ class GroupApis:
         if error is not None and version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": error}
         group = self._any_group(group_id) if error is None else None
-        if isinstance(group, ConsumerGroup):  # v9: a member's fetch names its epoch (KIP-848)
+        # v9: a consumer-protocol member's fetch names its epoch (KIP-848); Kafka checks no classic member's
+        if isinstance(group, ConsumerGroup):
             refusal = group.validate_offset_fetch(member_id, member_epoch)
             if refusal is not None:
                 return {"group_id": group_id, "topics": [], "error_code": refusal[0]}
-        elif member_id is not None or member_epoch >= 0:
-            # Kafka's ClassicGroup.validateOffsetFetch: a member and generation given must be current
-            if group is None or member_id not in group.members:
-                return {"group_id": group_id, "topics": [], "error_code": ErrorCode.unknown_member_id}
-            if member_epoch != group.generation:
-                return {"group_id": group_id, "topics": [], "error_code": ErrorCode.illegal_generation}
         offsets = group.offsets if group is not None else {}
         if topics is None:
             wanted: dict[str, list[int]] = {}

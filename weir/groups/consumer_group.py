@@ -436,11 +436,10 @@ class ConsumerGroup(OffsetBook):
                 self._next_assignment(member, member.member_epoch + 1, owned)
         elif member.state == MemberState.UNRELEASED_PARTITIONS or member.member_epoch != self.target_epoch:
             self._next_assignment(member, member.member_epoch, owned)
-        if member.state == MemberState.UNREVOKED_PARTITIONS:
-            if not was_unrevoked:
-                member.rebalance_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
-        else:
+        if member.state != MemberState.UNREVOKED_PARTITIONS:
             member.rebalance_deadline = FAR_FUTURE
+        elif not was_unrevoked or member.rebalance_deadline == FAR_FUTURE:  # also a static successor's first
+            member.rebalance_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
 
     def _next_assignment(self, member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
         target = self.target.get(member.member_id, {})

@@ -110,8 +110,20 @@ def test_request_checks():
     bad_assignor = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t",),
                                     server_assignor="sticky", owned={})
     assert check_heartbeat("g", bad_assignor, assignors, True)[0] == ErrorCode.unsupported_assignor
-    bad_regex = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t(", owned={})
-    assert check_heartbeat("g", bad_regex, assignors, True)[0] == ErrorCode.invalid_regular_expression
+    for regex in ("t(", "(?=t)t", r"(t)\1"):  # bad syntax; lookarounds and backreferences are not RE2's
+        bad_regex = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_regex=regex, owned={})
+        assert check_heartbeat("g", bad_regex, assignors, True)[0] == ErrorCode.invalid_regular_expression, regex
+
+
+def test_a_pattern_that_would_backtrack_for_ever_is_matched_in_linear_time():
+    """RE2, as Kafka's RE2/J: (a|aa)+$ against a long name would take a backtracking engine
+    (Python's re) longer than the universe has; a client's pattern must not stall the broker."""
+    group = ConsumerGroup("g", CONFIG)
+    name = "a" * 200 + "b"
+    topics = {name: TopicInfo(T1, name, 1)}
+    result = group.heartbeat(HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(a|aa)+",
+                                              owned={}), topics, 0)
+    assert result.error == ErrorCode.none and result.assignment == {}
 
 
 def test_regex_subscription_follows_new_topics():

@@ -305,8 +305,8 @@ def describe_group(port: int, group: str):
 
 
 def test_regular_expression_subscription_follows_new_topics(start_broker):
-    """librdkafka sends a ^-pattern as the subscription's regex; the coordinator matches it
-    (Python's re for Kafka's RE2/J) and a topic created later joins the assignment."""
+    """librdkafka sends a ^-pattern as the subscription's regex; the coordinator matches it (RE2,
+    as Kafka) and a topic created later joins the assignment."""
     broker = start_broker(0, **CONSUMER_SETTINGS)
     create_topic(broker.bootstrap, "rx-a", 2)
     create_topic(broker.bootstrap, "other", 2)

@@ -25,9 +25,10 @@ CurrentAssignmentBuilder):
 - LIVENESS: a member is alive while its last heartbeat is younger than
   group.consumer.session.timeout.ms; one that is not is removed (fenced), as is one that does not
   revoke within its rebalance timeout. The heartbeat interval is group.consumer.heartbeat.interval.ms.
-- REGULAR EXPRESSIONS (subscribed_topic_regex) are matched whole against topic names (Kafka uses
-  RE2/J; here Python's `re`, which accepts more: lookarounds and backreferences), never against
-  internal topics; one that does not compile is INVALID_REGULAR_EXPRESSION.
+- REGULAR EXPRESSIONS (subscribed_topic_regex) are RE2's, as Kafka's RE2/J: matched whole against
+  topic names, in time linear in the name (a client's pattern cannot stall the broker, as
+  backtracking would), never against internal topics; one RE2 does not take (lookarounds,
+  backreferences, bad syntax) is INVALID_REGULAR_EXPRESSION.
 - OFFSETS (`OffsetBook`): a commit or fetch naming a member must name a current member
   (UNKNOWN_MEMBER_ID) at its current epoch (STALE_MEMBER_EPOCH), through OffsetCommit v9+; an
   empty group takes commits with epoch -1 (an admin, a simple consumer). Offsets of topics the
@@ -44,11 +45,13 @@ sockets or randomness here.
 
 from __future__ import annotations
 
-import re
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
+
+import re2
 
 from weir.groups.assignors import ASSIGNORS, Assignment, AssignmentSpec
 from weir.groups.offsets import FAR_FUTURE, OffsetBook
@@ -104,6 +107,16 @@ def parse_assignors(value: str) -> tuple[str, ...]:
     if unknown or not names:
         raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}")
     return names
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its error, answered, not the broker's to log
+
+
+@functools.lru_cache(maxsize=1024)
+def pattern(regex: str):
+    """The compiled RE2 pattern (re2.error if RE2 does not take it); cached, as members repeat theirs."""
+    return re2.compile(regex, _RE2_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -184,8 +197,8 @@ def check_heartbeat(group_id: str, request: HeartbeatRequest, assignors: tuple[s
                 f"Supported assignors: {', '.join(assignors)}.")
     if request.subscribed_topic_regex is not None:
         try:
-            re.compile(request.subscribed_topic_regex)
-        except re.error as e:
+            pattern(request.subscribed_topic_regex)
+        except re2.error as e:
             return ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex is invalid: {e}"
     return None
 
@@ -218,7 +231,7 @@ class ConsumerMember:
         if topic in self.subscribed_topic_names:
             return True
         return (self.subscribed_topic_regex is not None and topic not in INTERNAL_TOPICS
-                and re.fullmatch(self.subscribed_topic_regex, topic) is not None)
+                and pattern(self.subscribed_topic_regex).fullmatch(topic) is not None)
 
 
 # -- the group ---------------------------------------------------------------------------------
@@ -409,7 +422,7 @@ class ConsumerGroup(OffsetBook):
         regexes = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
         if regexes:
             for name, info in topics.items():
-                if name not in out and name not in INTERNAL_TOPICS and any(re.fullmatch(r, name) for r in regexes):
+                if name not in out and name not in INTERNAL_TOPICS and any(pattern(r).fullmatch(name) for r in regexes):
                     out[name] = (info.topic_id, info.partitions)
         return out
 

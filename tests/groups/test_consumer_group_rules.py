@@ -75,6 +75,18 @@ def test_two_members_split_and_a_third_joins_revoking_first():
     assert sorted(len(pairs_of(x.owned)) for x in (a, c)) == [3, 3] and "b" not in group.members
 
 
+def test_a_heartbeat_that_changes_nothing_leaves_the_version():
+    group = ConsumerGroup("g", CONFIG)
+    a = Client(group, "a")
+    a.beat(0)
+    version = group.version
+    a.beat(1)
+    a.beat(2)
+    assert group.version == version
+    Client(group, "b").beat(3)
+    assert group.version > version
+
+
 def test_epochs_fence():
     group = ConsumerGroup("g", CONFIG)
     a = Client(group, "a")
@@ -209,6 +221,7 @@ def test_no_partition_is_ever_owned_by_two_members(actions, assignor):
     clients: dict[int, Client] = {}
     topics = dict(TOPICS)
     now = 0
+    last_records, last_version = group_records(group), group.version
     for action, n in actions:
         now += 1000
         client = clients.get(n)
@@ -241,8 +254,11 @@ def test_no_partition_is_ever_owned_by_two_members(actions, assignor):
                 assert pair not in seen, (pair, seen.get(pair), member.member_id)
                 seen[pair] = member.member_id
         assert seen == group.owners
-        # what the coordinator writes gives the same group back (a new coordinator's load)
+        # what the coordinator writes gives the same group back (a new coordinator's load), and
+        # it changes only with the version (the coordinator skips the records of an unchanged one)
         records = group_records(group)
+        assert records == last_records or group.version != last_version, (action, n)
+        last_records, last_version = records, group.version
         rebuilt, problems = rebuild("g", {read_key(k): v for k, v in records.items()}, group.config, 0, now)
         assert not problems and group_records(rebuilt) == records and rebuilt.owners == group.owners
         # the clients' view: no two clients hold one partition at once

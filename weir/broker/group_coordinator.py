@@ -74,6 +74,7 @@ class GroupCoordinator:
         self.consumer_config = ConsumerGroupConfig.from_broker(config)
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._written: dict[str, dict[bytes, bytes]] = {}  # a consumer group's records as last written
+        self._written_version: dict[str, int] = {}  # ... and the group's version they were computed at
         self._consumer_timers: dict[str, asyncio.TimerHandle] = {}
         self.owned: dict[int, int] = {}  # offsets partition → leader epoch it was loaded in
         self.loading: dict[int, asyncio.Task] = {}
@@ -184,6 +185,7 @@ class GroupCoordinator:
             if isinstance(group, ConsumerGroup):
                 self.consumer_groups[group.group_id] = group
                 self._written[group.group_id] = group_records(group)  # what its records in the log say
+                self._written_version[group.group_id] = group.version
                 self.schedule_consumer(group)
             else:
                 self.groups[group.group_id] = group
@@ -281,6 +283,7 @@ class GroupCoordinator:
         for group in consumer:
             self._drop_consumer_group(group)
             self._written.pop(group.group_id, None)
+            self._written_version.pop(group.group_id, None)
         log.info("%s-%d: no longer coordinating its %d group(s)", OFFSETS_TOPIC, index, len(gone) + len(consumer))
 
     # -- groups, effects and timers ------------------------------------------------------
@@ -336,11 +339,15 @@ class GroupCoordinator:
     async def store_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
         """Append the group's records that differ from what was last written, and tombstones
         for those gone, with acks=all. What failed is written again with the next change."""
+        version = group.version
+        if self._written_version.get(group.group_id) == version:
+            return ErrorCode.none  # nothing the records hold changed since they were written
         written = self._written.setdefault(group.group_id, {})
         current = group_records(group)
         changed = [(k, v) for k, v in current.items() if written.get(k) != v]
         changed += [(k, None) for k in written if k not in current]
         if not changed:
+            self._written_version[group.group_id] = version
             return ErrorCode.none
         error, _ = await self.append(group.partition, changed)
         if error:
@@ -352,10 +359,13 @@ class GroupCoordinator:
                     written.pop(key, None)
                 else:
                     written[key] = value
+            # a later store may have finished first; its diff held this one's changes too
+            self._written_version[group.group_id] = max(version, self._written_version.get(group.group_id, -1))
         return ErrorCode.none
 
     async def _tombstone_consumer_records(self, group: ConsumerGroup) -> ErrorCode:
         keys = set(group_records(group)) | set(self._written.pop(group.group_id, {}))
+        self._written_version.pop(group.group_id, None)
         error, _ = await self.append(group.partition, [(key, None) for key in sorted(keys)])
         return error
 

@@ -38,9 +38,10 @@ CurrentAssignmentBuilder):
 
 Theory of operation: the shell calls `heartbeat` (or `on_timer`) with the topics as the cluster
 has them now and the time; the group changes in memory and returns the answer. What must reach
-`__consumer_offsets` is `records()`, the whole group as Kafka's coordinator records; the shell
-writes those that differ from what it last wrote and answers once they are in the ISR. No clocks,
-sockets or randomness here.
+`__consumer_offsets` is the whole group as Kafka's coordinator records (consumer_records); the
+shell writes those that differ from what it last wrote and answers once they are in the ISR.
+`version` counts the changes of what those records hold, so a heartbeat that changed nothing
+(most of them) costs the shell no encoding. No clocks, sockets or randomness here.
 """
 
 from __future__ import annotations
@@ -251,6 +252,7 @@ class ConsumerGroup(OffsetBook):
         self.target_epoch = 0
         self.owners: dict[tuple[uuid.UUID, int], str] = {}  # every owned partition → its one member
         self.dead = False
+        self.version = 0  # bumped by every change of what the group's records hold
         self._init_offsets()
 
     # -- queries ----------------------------------------------------------------------------
@@ -318,6 +320,7 @@ class ConsumerGroup(OffsetBook):
                                    f"The consumer group has reached its maximum capacity of {self.config.max_size} "
                                    "members.", request.member_id, request.member_epoch)
         before = (member.member_epoch, member.assigned)
+        fingerprint = None if is_new else self._fingerprint(member)
         bump = self._update_member(member, request) or is_new
         if is_new:
             self._add_member(member)
@@ -329,12 +332,20 @@ class ConsumerGroup(OffsetBook):
             self.group_epoch += 1
         self._maybe_update_target()
         self._reconcile(member, request.owned, now_ms)
+        if self._fingerprint(member) != fingerprint:
+            self.version += 1
         member.session_deadline = now_ms + self.config.session_timeout_ms
         full = (request.rebalance_timeout_ms != -1 and request.owned is not None
                 and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None))
         send = request.member_epoch == JOIN_EPOCH or full or (member.member_epoch, member.assigned) != before
         return HeartbeatResult(ErrorCode.none, None, member.member_id, member.member_epoch,
                                self.config.heartbeat_interval_ms, dict(member.assigned) if send else None)
+
+    def _fingerprint(self, member: ConsumerMember) -> tuple:
+        """What the group's records hold that a heartbeat of `member` may change."""
+        return (self.group_epoch, self.target_epoch, len(self.members), member.subscription(), member.client_id,
+                member.client_host, member.rebalance_timeout_ms, member.member_epoch, member.previous_member_epoch,
+                member.state, member.assigned, member.pending_revocation)
 
     def _member_for(self, request: HeartbeatRequest) -> tuple[ConsumerMember, tuple[ErrorCode, str] | None]:
         """The member the heartbeat is from (a new one for a join), or the error that fences it."""
@@ -387,6 +398,7 @@ class ConsumerGroup(OffsetBook):
         self.static_members[request.instance_id] = successor.member_id
         self.target[successor.member_id] = target
         self._set_member_assignment(successor, assigned, pending)
+        self.version += 1
         return successor, None
 
     def _update_member(self, member: ConsumerMember, request: HeartbeatRequest) -> bool:
@@ -504,6 +516,7 @@ class ConsumerGroup(OffsetBook):
             # stays with its assignment, its place kept until its session ends
             if member.member_epoch != STATIC_LEAVE_EPOCH:
                 member.previous_member_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
+                self.version += 1
             return HeartbeatResult(ErrorCode.none, None, member_id, STATIC_LEAVE_EPOCH)
         self.remove_member(member_id)
         return HeartbeatResult(ErrorCode.none, None, member_id, LEAVE_EPOCH)
@@ -519,6 +532,7 @@ class ConsumerGroup(OffsetBook):
         self.metadata = {name: v for name, v in self.metadata.items() if name in still_subscribed}
         self.group_epoch += 1
         self._maybe_update_target()
+        self.version += 1
 
     def on_timer(self, now_ms: int) -> list[tuple[str, str]]:
         """Members whose session expired or who did not revoke in time are fenced: (member id, why)."""

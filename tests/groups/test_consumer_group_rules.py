@@ -190,6 +190,8 @@ def test_offsets_need_the_current_epoch():
     assert group.validate_offset_commit("a", 0, 9)[0] == ErrorCode.stale_member_epoch
     assert group.validate_offset_commit("a", 1, 8)[0] == ErrorCode.unsupported_version
     assert group.validate_offset_commit("x", 1, 9)[0] == ErrorCode.unknown_member_id
+    assert group.validate_offset_commit("", -1, 2, transactional=True) is None  # a producer naming no member
+    assert group.validate_offset_commit("a", 0, 3, transactional=True)[0] == ErrorCode.stale_member_epoch
     assert group.validate_offset_fetch(None, -1) is None
     assert group.validate_offset_fetch("a", 7)[0] == ErrorCode.stale_member_epoch
 

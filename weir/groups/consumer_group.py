@@ -555,6 +555,8 @@ class ConsumerGroup(OffsetBook):
             return ErrorCode.coordinator_not_available, "The group is being removed."
         if member_epoch < 0 and not self.members:
             return None  # an admin's or a simple consumer's commit into an empty group
+        if transactional and member_epoch < 0 and not member_id:
+            return None  # TxnOffsetCommit before v3, or a producer that names no member: as the classic group
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {self.group_id}."

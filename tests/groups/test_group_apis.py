@@ -21,7 +21,7 @@ def loading_coordinator() -> SimpleNamespace:
     """A coordinator still loading the group's __consumer_offsets partition."""
     def no_group(group_id, create):
         raise AssertionError("a loading coordinator has no groups to look at")
-    return SimpleNamespace(group=no_group, loading=True, owned=set(), groups={},
+    return SimpleNamespace(group=no_group, loading=True, owned=set(), groups={}, consumer_groups={},
                            coordinator_error=lambda group_id, empty_allowed=False: ErrorCode.coordinator_load_in_progress)
 
 
@@ -43,3 +43,13 @@ def test_while_the_coordinator_loads_sync_group_is_a_rebalance_and_heartbeat_is_
                                              "member_id": "", "group_instance_id": None,
                                              "protocol_type": "consumer", "protocols": []})
     assert joined["error_code"] == ErrorCode.coordinator_load_in_progress  # the others say so
+
+
+def test_the_consumer_protocol_is_refused_when_not_enabled():
+    """group.coordinator.rebalance.protocols=classic: ConsumerGroupHeartbeat is UNSUPPORTED_VERSION."""
+    from weir.groups.consumer_group import ConsumerGroupConfig
+    coordinator = SimpleNamespace(consumer_config=ConsumerGroupConfig(enabled=False), groups={}, consumer_groups={})
+    beat = ask(GroupApis(coordinator), ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        "group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout": 1000,
+        "subscribed_topic_names": ["t"], "topic_partitions": []})
+    assert beat["error_code"] == ErrorCode.unsupported_version

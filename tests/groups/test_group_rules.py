@@ -562,7 +562,7 @@ def test_commit_during_preparing_rebalance_is_allowed_for_the_current_generation
 
 
 def test_later_commit_record_wins():
-    from weir.groups.group import CommittedOffset
+    from weir.groups.offsets import CommittedOffset
     d = Driver()
     d.group.on_offsets_committed({("t", 0): CommittedOffset(10, -1, "", 1, log_offset=5)})
     d.group.on_offsets_committed({("t", 0): CommittedOffset(7, -1, "", 1, log_offset=3)})
@@ -570,7 +570,7 @@ def test_later_commit_record_wins():
 
 
 def test_offsets_of_an_empty_group_expire_retention_after_it_became_empty():
-    from weir.groups.group import CommittedOffset
+    from weir.groups.offsets import CommittedOffset
     d = Driver(offsets_retention_ms=60_000)
     [a] = form_group(d, 1)
     d.group.on_offsets_committed({("t", 0): CommittedOffset(10, -1, "", d.now, log_offset=1)})
@@ -584,7 +584,7 @@ def test_offsets_of_an_empty_group_expire_retention_after_it_became_empty():
 def test_a_stable_consumer_group_expires_the_offsets_of_topics_it_no_longer_subscribes_to():
     """Kafka's removeExpiredOffsets (KIP-496): in a Stable consumer group that knows its subscribed
     topics, an offset of another topic expires retention after its commit; the group's own stay."""
-    from weir.groups.group import CommittedOffset
+    from weir.groups.offsets import CommittedOffset
     d = Driver(offsets_retention_ms=60_000)
     d.join_new(protocols=(("range", consumer_subscription("orders")),))
     d.until_join_completes()
@@ -603,7 +603,7 @@ def test_a_stable_consumer_group_expires_the_offsets_of_topics_it_no_longer_subs
 
 
 def test_offsets_of_a_simple_group_expire_retention_after_commit():
-    from weir.groups.group import CommittedOffset
+    from weir.groups.offsets import CommittedOffset
     d = Driver(offsets_retention_ms=60_000)
     d.group.on_offsets_committed({("t", 0): CommittedOffset(1, -1, "", d.now, log_offset=1),
                                   ("t", 1): CommittedOffset(1, -1, "", d.now + 30_000, log_offset=2),

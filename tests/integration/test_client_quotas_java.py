@@ -10,7 +10,8 @@ worth before any throttling, and the test would take half a minute to see a rate
 windows a client may burst one second's worth, so 4 MiB at 1 MiB/s take about 3 s.
 """
 
-from tests.integration.java_clients import quota_clients
+from java_client import quota_clients
+
 from weir.cli.main import main
 
 MiB = 1 << 20

@@ -5,6 +5,7 @@ shown without --execute, done with it), delete offsets, delete the group."""
 import time
 
 from confluent_kafka import Consumer, Producer
+from scraping import broker_metrics
 from test_admin_cli import failed, ok, weir
 
 GROUP_SETTINGS = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
@@ -72,3 +73,42 @@ def test_consumer_groups(start_broker):
         "Deletion of requested consumer groups ('app') was successful.\n"
     assert "app" not in ok(weir(broker, "consumer-groups", "--list")).split()
     assert "GROUP_ID_NOT_FOUND" in failed(weir(broker, "consumer-groups", "--delete", "--group", "app"))
+
+
+def test_consumer_protocol_group_is_described_with_its_epochs(start_broker):
+    """A KIP-848 group (librdkafka, group.protocol=consumer): offsets and lag, members with
+    their epochs and target assignments (--verbose), state with the group and assignment epochs."""
+    broker = start_broker(0, **GROUP_SETTINGS, **{"group.consumer.heartbeat.interval.ms": "500",
+                                                  "group.consumer.min.heartbeat.interval.ms": "500",
+                                                  "metrics.port": "0"})
+    ok(weir(broker, "topics", "create", "--topic", "kip848", "--partitions", "2", "--replication-factor", "1"))
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce("kip848", b"%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "app848", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": "app-client"})
+    consumer.subscribe(["kip848"])
+    read = 0
+    deadline = time.monotonic() + 60
+    while read < 8 and time.monotonic() < deadline:
+        msg = consumer.poll(1)
+        read += msg is not None and msg.error() is None
+    consumer.commit(asynchronous=False)
+    try:
+        described = rows(ok(weir(broker, "consumer-groups", "--describe", "--group", "app848")))
+        assert [(r[1], r[2], r[7], r[8]) for r in described] == [("kip848", "0", "/127.0.0.1", "app-client"),
+                                                                 ("kip848", "1", "/127.0.0.1", "app-client")]
+        assert sum(int(r[3]) for r in described) == 8 and sum(int(r[5]) for r in described) == 2  # committed, lag
+        (member,) = rows(ok(weir(broker, "consumer-groups", "--describe", "--group", "app848", "--members",
+                                 "--verbose")))
+        assert member[-6:] == ["app-client", "2", "1", "kip848:0,1", "1", "kip848:0,1"], member
+        (state,) = rows(ok(weir(broker, "consumer-groups", "--describe", "--group", "app848", "--state", "--verbose")))
+        assert state[-5:] == ["uniform", "Stable", "1", "1", "1"], state  # assignor, state, epochs, #members
+        lag = [v for labels, v in broker_metrics(broker)["kafka_consumergroup_lag"]
+               if labels["consumergroup"] == "app848"]
+        assert sum(lag) == 2, lag  # the console's lag, from the same gauge
+    finally:
+        consumer.close()
+    (state,) = rows(ok(weir(broker, "consumer-groups", "--describe", "--group", "app848", "--state")))
+    assert state[-2:] == ["Empty", "0"], state

@@ -232,7 +232,7 @@ def test_group_and_transaction_handlers_refuse_with_kafkas_errors():
     async def find_coordinator(key):
         return ErrorCode.none, SimpleNamespace(broker_id=1, address=lambda listener: ("127.0.0.1", 9092))
 
-    coordinator = SimpleNamespace(coordinator_error=lambda group_id, empty_allowed=False: None, loading=False, owned={0},
+    coordinator = SimpleNamespace(consumer_groups={}, coordinator_error=lambda group_id, empty_allowed=False: None, loading=False, owned={0},
                                   groups={"g": group, "h": SimpleNamespace(**{**vars(group), "group_id": "h"})},
                                   group=lambda group_id, create: group, find_coordinator=find_coordinator)
     groups = GroupApis(coordinator, authz=a)

@@ -5,7 +5,8 @@ import asyncio
 import uuid
 
 from weir.broker.marker_sender import MarkerSender, request_body
-from weir.groups.group import UNKNOWN_MEMBER, CommittedOffset, Group, GroupConfig
+from weir.groups.group import UNKNOWN_MEMBER, Group, GroupConfig
+from weir.groups.offsets import CommittedOffset
 from weir.groups.records import LoggedMarker, LoggedRecord, encode_batch, encode_transactional_batch, read_offsets_log
 from weir.protocol.errors import ErrorCode
 from weir.protocol.record_batch import TRANSACTIONAL_BIT, crc_matches, read_batch_header

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from weir.broker.consumer_group_apis import ConsumerGroupApis
 from weir.broker.group_coordinator import GroupCoordinator, now_ms
+from weir.groups.consumer_group import ConsumerGroup
 from weir.groups.group import UNKNOWN_MEMBER, Effects, GroupState, JoinRequest, JoinResult, SyncResult
 from weir.groups.records import OffsetValue
 from weir.protocol.errors import ErrorCode
@@ -74,6 +76,7 @@ class GroupApis:
             ApiKey.OFFSET_DELETE: self.offset_delete,
             ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
         }
+        self.handlers.update(ConsumerGroupApis(coordinator, authz).handlers)  # KIP-848's own APIs
 
     # -- FindCoordinator -----------------------------------------------------------------
 
@@ -132,7 +135,9 @@ class GroupApis:
         group = None
         if error is None:
             group = self.coordinator.group(request.group_id, create=join.member_id == UNKNOWN_MEMBER)
-            if group is None:
+            if group is None and request.group_id in self.coordinator.consumer_groups:
+                error = ErrorCode.inconsistent_group_protocol  # a consumer-protocol group with members
+            elif group is None:
                 error = ErrorCode.unknown_member_id
         if error is not None:
             return self._join_response(version, JoinResult(error, join.member_id))
@@ -241,13 +246,17 @@ class GroupApis:
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
         if error is None:
-            group = self.coordinator.group(request.group_id, create=False)
+            group = self.coordinator.consumer_groups.get(request.group_id) or \
+                self.coordinator.group(request.group_id, create=False)
             if group is None:
                 if request.generation_id_or_member_epoch < 0:
                     group = self.coordinator.group(request.group_id, create=True)
                 else:
                     error = ErrorCode.illegal_generation
-        if error is None:
+        if error is None and isinstance(group, ConsumerGroup):
+            refusal = group.validate_offset_commit(request.member_id, request.generation_id_or_member_epoch, version)
+            error = refusal[0] if refusal is not None else None
+        elif error is None:
             error = group.validate_offset_commit(request.member_id, request.group_instance_id if version >= 7
                                                  else None, request.generation_id_or_member_epoch, now)
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -273,8 +282,7 @@ class GroupApis:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
                 to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, now, expire)
         if not to_write:
-            if group is not None:
-                self.coordinator.apply(group, _no_effects())
+            self._settle(group)
             return self._commit_response(request, results)
         return self._commit_later(request, group, to_write, results)
 
@@ -282,9 +290,15 @@ class GroupApis:
         error = await self.coordinator.commit_offsets(group, to_write)
         for key in to_write:
             results[key] = error
+        self._settle(group)
+        return self._commit_response(request, results)
+
+    def _settle(self, group) -> None:
+        """After a request on a classic group: its timer re-armed, a group made for nothing dropped."""
+        if isinstance(group, ConsumerGroup) or group is None:
+            return
         if self.coordinator.groups.get(group.group_id) is group:
             self.coordinator.apply(group, _no_effects())
-        return self._commit_response(request, results)
 
     @staticmethod
     def _commit_response(request, results) -> dict:
@@ -305,10 +319,16 @@ class GroupApis:
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
         if error is None:
-            group = self.coordinator.group(request.group_id, create=True)  # Kafka's: created if unknown
+            group = self.coordinator.consumer_groups.get(request.group_id) or \
+                self.coordinator.group(request.group_id, create=True)  # Kafka's: created if unknown
             # Kafka verifies the producer (KIP-890) before doTxnCommitOffsets checks the member
             error = _unverifiable_producer(request.producer_id, request.producer_epoch)
-            if error is None:
+            if error is None and isinstance(group, ConsumerGroup):
+                refusal = group.validate_offset_commit(request.member_id if version >= 3 else UNKNOWN_MEMBER,
+                                                       request.generation_id if version >= 3 else -1, version,
+                                                       transactional=True)
+                error = refusal[0] if refusal is not None else None
+            elif error is None:
                 error = group.validate_txn_offset_commit(
                     request.member_id if version >= 3 else UNKNOWN_MEMBER,
                     request.group_instance_id if version >= 3 else None,
@@ -332,8 +352,7 @@ class GroupApis:
                     epoch = p.committed_leader_epoch if version >= 2 else -1
                     to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, now, -1)
         if not to_write:
-            if group is not None:
-                self.coordinator.apply(group, _no_effects())  # a group made for nothing goes again
+            self._settle(group)  # a group made for nothing goes again
             return self._txn_commit_response(version, request, results)
         return self._txn_commit_later(version, request, group, to_write, results)
 
@@ -342,8 +361,7 @@ class GroupApis:
                                                           request.producer_epoch, to_write)
         for key in to_write:
             results[key] = error
-        if self.coordinator.groups.get(group.group_id) is group:
-            self.coordinator.apply(group, _no_effects())
+        self._settle(group)
         return self._txn_commit_response(version, request, results)
 
     @staticmethod
@@ -362,12 +380,14 @@ class GroupApis:
         version = header.api_version
         stable = version >= 7 and request.require_stable
         if version >= 8:
-            groups = [self._fetch_group(header, g.group_id, g.topics, stable) for g in request.groups]
+            groups = [self._fetch_group(header, g.group_id, g.topics, stable, getattr(g, "member_id", None),
+                                        getattr(g, "member_epoch", -1)) for g in request.groups]
             return {"throttle_time": 0, "groups": groups}
         out = self._fetch_group(header, request.group_id, request.topics, stable)
         return {"throttle_time": 0, "topics": out["topics"], "error_code": out["error_code"]}
 
-    def _fetch_group(self, header: RequestHeader, group_id: str, topics, require_stable: bool = False) -> dict:
+    def _fetch_group(self, header: RequestHeader, group_id: str, topics, require_stable: bool = False,
+                     member_id: str | None = None, member_epoch: int = -1) -> dict:
         """require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT for a partition with transactional
         offsets not yet committed or aborted (the consumer waits for the marker). Topics the
         principal may not describe are left out of "all topics" and refused when named."""
@@ -375,7 +395,12 @@ class GroupApis:
         error = self._group_error(header, group_id, empty_allowed=True)
         if error is not None and version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": error}
-        group = self.coordinator.group(group_id, create=False) if error is None else None
+        group = self._any_group(group_id) if error is None else None
+        # v9: a consumer-protocol member's fetch names its epoch (KIP-848); Kafka checks no classic member's
+        if isinstance(group, ConsumerGroup):
+            refusal = group.validate_offset_fetch(member_id, member_epoch)
+            if refusal is not None:
+                return {"group_id": group_id, "topics": [], "error_code": refusal[0]}
         offsets = group.offsets if group is not None else {}
         if topics is None:
             wanted: dict[str, list[int]] = {}
@@ -407,15 +432,24 @@ class GroupApis:
             out.append({"name": name, "partitions": partitions})
         return {"group_id": group_id, "topics": out, "error_code": ErrorCode.none}
 
+    def _any_group(self, group_id: str):
+        """The group of either protocol, for what both have: offsets, deletion."""
+        return self.coordinator.consumer_groups.get(group_id) or self.coordinator.group(group_id, create=False)
+
     # -- ListGroups, DescribeGroups, DeleteGroups -----------------------------------------------
 
     def list_groups(self, header: RequestHeader, request) -> dict:
         states = {s.lower() for s in request.states_filter} if header.api_version >= 4 else set()
+        types = {t.lower() for t in request.types_filter} if header.api_version >= 5 else set()
         error = ErrorCode.coordinator_load_in_progress if self.coordinator.loading else ErrorCode.none
-        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
-                  for g in self.coordinator.groups.values()
-                  if g.partition in self.coordinator.owned and not g.is_(GroupState.DEAD)
-                  and (not states or g.state.value.lower() in states)]
+        owned = self.coordinator.owned
+        listed = [(g.group_id, g.protocol_type or "", g.state.value, "classic")
+                  for g in self.coordinator.groups.values() if g.partition in owned and not g.is_(GroupState.DEAD)]
+        listed += [(g.group_id, "consumer", g.state.value, "consumer")
+                   for g in self.coordinator.consumer_groups.values() if g.partition in owned and not g.dead]
+        groups = [{"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": kind}
+                  for group_id, protocol_type, state, kind in listed
+                  if (not states or state.lower() in states) and (not types or kind in types)]
         if not allowed(self.authz, header, CLUSTER):  # DESCRIBE on the cluster lists all, else those on each group
             hidden = denied(self.authz, header, GROUP, [g["group_id"] for g in groups])
             groups = [g for g in groups if g["group_id"] not in hidden]
@@ -423,11 +457,17 @@ class GroupApis:
 
     def describe_groups(self, header: RequestHeader, request) -> dict:
         out = []
+        version = header.api_version
         for group_id in request.groups:
             error = self._group_error(header, group_id, empty_allowed=True)
             group = self.coordinator.group(group_id, create=False) if error is None else None
             if group is not None:
                 entry = {"error_code": ErrorCode.none, **group.summary()}
+            elif error is None and version >= 6:  # KIP-1043: no classic group of that id
+                message = (f"Group {group_id} is not a classic group." if group_id in self.coordinator.consumer_groups
+                           else f"Group {group_id} not found.")
+                entry = {"error_code": ErrorCode.group_id_not_found, "error_message": message, "group_id": group_id,
+                         "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
             else:
                 entry = {"error_code": error or ErrorCode.none, "group_id": group_id,
                          "group_state": GroupState.DEAD.value if error is None else "",
@@ -446,9 +486,11 @@ class GroupApis:
         for group_id in names:
             error = self._group_error(header, group_id, empty_allowed=True)
             if error is None:
-                group = self.coordinator.group(group_id, create=False)
+                group = self._any_group(group_id)
                 error = ErrorCode.group_id_not_found if group is None else group.check_deletable()
-                if error is None:
+                if error is None and isinstance(group, ConsumerGroup):
+                    error = await self.coordinator.delete_consumer_group(group) or None
+                elif error is None:
                     self.coordinator.apply(group, group.mark_dead(ErrorCode.coordinator_not_available, now_ms()))
                     del self.coordinator.groups[group_id]
                     error = await self.coordinator.delete_group(group)
@@ -464,7 +506,7 @@ class GroupApis:
 
     async def _offset_delete(self, error: ErrorCode | None, group_id: str, keys: list[tuple[str, int]],
                              refused: dict[tuple[str, int], ErrorCode]) -> dict:
-        group = self.coordinator.group(group_id, create=False) if error is None else None
+        group = self._any_group(group_id) if error is None else None
         if error is None and group is None:
             error = ErrorCode.group_id_not_found
         if error is None:

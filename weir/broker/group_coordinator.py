@@ -21,14 +21,20 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 
 from weir.broker.internal_topic import InternalTopic
 from weir.clock import now_ms
-from weir.groups.group import CommittedOffset, Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
+from weir.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig, TopicInfo
+from weir.groups.consumer_records import ConsumerGroupKey, group_records
+from weir.groups.consumer_records import read_key as read_any_key
+from weir.groups.consumer_records import rebuild
+from weir.groups.group import Effects, Group, GroupConfig, GroupState, JoinResult, StoreGroup
+from weir.groups.offsets import CommittedOffset
 from weir.groups.placement import OFFSETS_TOPIC, partition_for
 from weir.groups.records import (GroupKey, LoggedMarker, OffsetKey, OffsetValue, RecordFormatError, encode_batch,
                                  encode_transactional_batch, group_key, group_value, offset_key, offset_value,
-                                 read_group_value, read_key, read_offset_value, read_offsets_log)
+                                 read_group_value, read_offset_value, read_offsets_log)
 from weir.log import OffsetOutOfRange
 from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.record_batch import read_batch_header
@@ -63,7 +69,13 @@ class GroupCoordinator:
         self.config = config
         self.group_config = GroupConfig.from_broker(config)
         self._verify_transaction = verify_transaction
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Group] = {}  # classic ones
+        # consumer-protocol groups (KIP-848): a group id is one or the other
+        self.consumer_config = ConsumerGroupConfig.from_broker(config)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self._written: dict[str, dict[bytes, bytes]] = {}  # a consumer group's records as last written
+        self._written_version: dict[str, int] = {}  # ... and the group's version they were computed at
+        self._consumer_timers: dict[str, asyncio.TimerHandle] = {}
         self.owned: dict[int, int] = {}  # offsets partition → leader epoch it was loaded in
         self.loading: dict[int, asyncio.Task] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -167,19 +179,29 @@ class GroupCoordinator:
             old = self.groups.pop(group.group_id, None)
             if old is not None:
                 self._answer(old.mark_dead(ErrorCode.not_coordinator, now_ms()))
-            self.groups[group.group_id] = group
-            self._schedule(group)
+            stale = self.consumer_groups.get(group.group_id)
+            if stale is not None:
+                self._drop_consumer_group(stale)
+            if isinstance(group, ConsumerGroup):
+                self.consumer_groups[group.group_id] = group
+                self._written[group.group_id] = group_records(group)  # what its records in the log say
+                self._written_version[group.group_id] = group.version
+                self.schedule_consumer(group)
+            else:
+                self.groups[group.group_id] = group
+                self._schedule(group)
         self.owned[index] = epoch
         self.loading.pop(index, None)
         log.log(logging.INFO if groups else logging.DEBUG,  # groups moving here matter; 50 empty partitions do not
                 "%s-%d: coordinating %d group(s), loaded from %d record(s) in %.0f ms", OFFSETS_TOPIC, index,
                 len(groups), records, (time.monotonic() - started) * 1000)
 
-    async def _read_partition(self, index: int, epoch: int) -> tuple[dict[str, Group], int]:
+    async def _read_partition(self, index: int, epoch: int) -> tuple[dict[str, Group | ConsumerGroup], int]:
         partition = self.replicas.partitions[(OFFSETS_TOPIC, index)]
         plog = partition.log
         offset, end = plog.log_start_offset, plog.log_end_offset
         metadata: dict[str, object] = {}  # group → GroupValue or None (tombstone)
+        consumer: dict[str, dict[ConsumerGroupKey, bytes | None]] = {}  # consumer group → its records
         offsets: dict[str, dict[tuple[str, int], CommittedOffset | None]] = {}
         # producer id → group → its transaction's offsets, until the marker (Kafka's loader)
         pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
@@ -202,8 +224,10 @@ class GroupCoordinator:
                     _replay_marker(offsets, pending.pop(entry.producer_id, {}), entry.committed)
                     continue
                 try:
-                    key = read_key(entry.key)
-                    if isinstance(key, OffsetKey):
+                    key = read_any_key(entry.key)
+                    if isinstance(key, ConsumerGroupKey):
+                        consumer.setdefault(key.group, {})[key] = entry.value
+                    elif isinstance(key, OffsetKey):
                         value = None if entry.value is None else read_offset_value(entry.value)
                         committed = None if value is None else \
                             CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
@@ -222,17 +246,24 @@ class GroupCoordinator:
             if partition.leader is None or partition.leader_epoch != epoch:
                 return {}, count
         now = now_ms()
-        groups: dict[str, Group] = {}
+        groups: dict[str, Group | ConsumerGroup] = {}
         open_groups = {group_id for by_group in pending.values() for group_id in by_group}
-        for group_id in set(metadata) | set(offsets) | open_groups:
+        for group_id in set(metadata) | set(offsets) | open_groups | set(consumer):
             value = metadata.get(group_id)
-            group = Group.from_record(group_id, value, self.group_config, now, index) if value is not None \
-                else Group(group_id, self.group_config, now, index)
+            group = None
+            if group_id in consumer:
+                live = {k: v for k, v in consumer[group_id].items() if v is not None}
+                group, problems = rebuild(group_id, live, self.consumer_config, index, now)
+                for problem in problems:
+                    log.warning("%s-%d: %s", OFFSETS_TOPIC, index, problem)
+            if group is None:
+                group = Group.from_record(group_id, value, self.group_config, now, index) if value is not None \
+                    else Group(group_id, self.group_config, now, index)
             group.offsets = {k: v for k, v in offsets.get(group_id, {}).items() if v is not None}
             for producer_id, by_group in pending.items():
                 if group_id in by_group:
                     group.pending_txn_offsets[producer_id] = by_group[group_id]
-            if value is None and not group.offsets and not group.pending_txn_offsets:
+            if isinstance(group, Group) and value is None and not group.offsets and not group.pending_txn_offsets:
                 continue  # deleted
             groups[group_id] = group
         return groups, count
@@ -248,15 +279,131 @@ class GroupCoordinator:
                 timer.cancel()
             if not group.is_(GroupState.DEAD):
                 self._answer(group.mark_dead(ErrorCode.not_coordinator, now))
-        log.info("%s-%d: no longer coordinating its %d group(s)", OFFSETS_TOPIC, index, len(gone))
+        consumer = [g for g in self.consumer_groups.values() if g.partition == index]
+        for group in consumer:
+            self._drop_consumer_group(group)
+            self._written.pop(group.group_id, None)
+            self._written_version.pop(group.group_id, None)
+        log.info("%s-%d: no longer coordinating its %d group(s)", OFFSETS_TOPIC, index, len(gone) + len(consumer))
 
     # -- groups, effects and timers ------------------------------------------------------
 
     def group(self, group_id: str, create: bool) -> Group | None:
+        """The classic group `group_id`; with `create`, made if there is none, or in place of an
+        empty consumer-protocol group (its offsets kept, Kafka's classicGroupJoinToClassicGroup).
+        None for a consumer group with members: a group id is of one type."""
         group = self.groups.get(group_id)
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and not (create and consumer.is_empty()):
+            return None
         if group is None and create:
             group = self.groups[group_id] = Group(group_id, self.group_config, now_ms(), self.partition_of(group_id))
+            if consumer is not None:
+                group.offsets, group.pending_txn_offsets = consumer.offsets, consumer.pending_txn_offsets
+                self._drop_consumer_group(consumer)
+                asyncio.get_running_loop().create_task(self._tombstone_consumer_records(consumer))
+                log.info("group %s: the empty consumer-protocol group is now a classic group", group_id)
         return group
+
+    # -- consumer-protocol groups (KIP-848) ----------------------------------------------------
+
+    def consumer_group(self, group_id: str, create: bool) -> tuple[ConsumerGroup | None, ErrorCode, str | None]:
+        """The consumer group `group_id` (made with `create`, also in place of an empty classic
+        group, its offsets kept); else the error (GROUP_ID_NOT_FOUND: none, or a classic one with
+        members: Kafka's getOrMaybeCreateConsumerGroup)."""
+        group = self.consumer_groups.get(group_id)
+        if group is not None:
+            return group, ErrorCode.none, None
+        classic = self.groups.get(group_id)
+        if classic is not None and not (create and classic.is_(GroupState.EMPTY)):
+            return None, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+        if not create:
+            return None, ErrorCode.group_id_not_found, f"Consumer group {group_id} not found."
+        group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config,
+                                                               self.partition_of(group_id))
+        self._written[group_id] = {}
+        if classic is not None:
+            group.offsets, group.pending_txn_offsets = classic.offsets, classic.pending_txn_offsets
+            del self.groups[group_id]
+            self._answer(classic.mark_dead(ErrorCode.not_coordinator, now_ms()))
+            timer = self._timers.pop(group_id, None)
+            if timer is not None:
+                timer.cancel()
+            asyncio.get_running_loop().create_task(self.append(group.partition, [(group_key(group_id), None)]))
+            log.info("group %s: the empty classic group is now a consumer-protocol group", group_id)
+        return group, ErrorCode.none, None
+
+    def topics(self) -> "_ViewTopics":
+        return _ViewTopics(self.replicas.view.topics)
+
+    async def store_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """Append the group's records that differ from what was last written, and tombstones
+        for those gone, with acks=all. What failed is written again with the next change."""
+        version = group.version
+        if self._written_version.get(group.group_id) == version:
+            return ErrorCode.none  # nothing the records hold changed since they were written
+        written = self._written.setdefault(group.group_id, {})
+        current = group_records(group)
+        changed = [(k, v) for k, v in current.items() if written.get(k) != v]
+        changed += [(k, None) for k in written if k not in current]
+        if not changed:
+            self._written_version[group.group_id] = version
+            return ErrorCode.none
+        error, _ = await self.append(group.partition, changed)
+        if error:
+            log.warning("group %s: storing %d record(s) failed: %s", group.group_id, len(changed), error.name)
+            return error
+        if self.consumer_groups.get(group.group_id) is group:
+            for key, value in changed:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+            # a later store may have finished first; its diff held this one's changes too
+            self._written_version[group.group_id] = max(version, self._written_version.get(group.group_id, -1))
+        return ErrorCode.none
+
+    async def _tombstone_consumer_records(self, group: ConsumerGroup) -> ErrorCode:
+        keys = set(group_records(group)) | set(self._written.pop(group.group_id, {}))
+        self._written_version.pop(group.group_id, None)
+        error, _ = await self.append(group.partition, [(key, None) for key in sorted(keys)])
+        return error
+
+    def _drop_consumer_group(self, group: ConsumerGroup) -> None:
+        if self.consumer_groups.get(group.group_id) is group:
+            del self.consumer_groups[group.group_id]
+        group.mark_dead()
+        timer = self._consumer_timers.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def schedule_consumer(self, group: ConsumerGroup) -> None:
+        timer = self._consumer_timers.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+        deadline = group.next_deadline()
+        if group.dead or deadline >= 2**62:
+            return
+        delay_s = max(deadline - now_ms(), 0) / 1000
+        self._consumer_timers[group.group_id] = asyncio.get_running_loop().call_later(
+            delay_s, self._on_consumer_timer, group)
+
+    def _on_consumer_timer(self, group: ConsumerGroup) -> None:
+        self._consumer_timers.pop(group.group_id, None)
+        if self.consumer_groups.get(group.group_id) is not group:
+            return
+        for member_id, why in group.on_timer(now_ms()):
+            log.info("group %s: member %s fenced (%s); group epoch %d", group.group_id, member_id, why,
+                     group.group_epoch)
+        asyncio.get_running_loop().create_task(self.store_consumer_group(group))
+        self.schedule_consumer(group)
+
+    async def delete_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """DeleteGroups of an empty consumer group: tombstones for its offsets and records."""
+        self._drop_consumer_group(group)
+        error, _ = await self.append(group.partition, [(offset_key(group.group_id, t, p), None)
+                                                       for t, p in group.offsets])
+        return error or await self._tombstone_consumer_records(group)
 
     @staticmethod
     def new_member_id(client_id: str) -> str:
@@ -394,7 +541,7 @@ class GroupCoordinator:
         if partition_index in self.loading:
             self._completed_while_loading.setdefault(partition_index, []).append((producer_id, committed))
             return
-        for group in self.groups.values():
+        for group in [*self.groups.values(), *self.consumer_groups.values()]:
             if group.partition == partition_index and producer_id in group.pending_txn_offsets:
                 group.complete_txn_offsets(producer_id, committed)
 
@@ -449,7 +596,35 @@ class GroupCoordinator:
                 del self.groups[group.group_id]
                 await self.append(group.partition, [(group_key(group.group_id), None)])
                 log.info("group %s: empty and without offsets; removed", group.group_id)
+        for group in list(self.consumer_groups.values()):
+            if group.partition not in self.owned:
+                continue
+            keys = group.expired_offsets(now)
+            if keys and not await self.delete_offsets(group, keys):
+                expired += len(keys)
+            if group.is_empty() and not group.offsets and not group.pending_txn_offsets \
+                    and self.consumer_groups.get(group.group_id) is group:
+                await self.delete_consumer_group(group)
+                log.info("group %s: empty and without offsets; removed", group.group_id)
         return expired
+
+
+class _ViewTopics(Mapping):
+    """The cluster's topics as the consumer group core reads them (by name, with id and
+    partition count), over the broker's view without a copy."""
+
+    def __init__(self, topics) -> None:
+        self._topics = topics
+
+    def __getitem__(self, name: str) -> TopicInfo:
+        a = self._topics[name]
+        return TopicInfo(a.topic_id, a.name, a.partition_count)
+
+    def __iter__(self):
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
 
 
 def _replay_marker(offsets: dict[str, dict], transaction: dict[str, dict[tuple[str, int], CommittedOffset]],

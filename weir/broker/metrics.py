@@ -217,7 +217,7 @@ class BrokerState:
                 gauge(f"{prefix}_throttle_time", f"{group} quota: the average throttle time (ms).",
                       ["user", "client_id"]).add_metric([user, client_id], throttle)
         end_offsets = {p.key: p.high_watermark for p in leaders}
-        for group in broker.groups.groups.values():
+        for group in [*broker.groups.groups.values(), *broker.groups.consumer_groups.values()]:  # both protocols
             for (topic, index), committed in group.offsets.items():
                 end = end_offsets.get((topic, index))
                 if end is not None:

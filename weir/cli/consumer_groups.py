@@ -1,22 +1,26 @@
 """`weir consumer-groups`, in the manner of Kafka's kafka-consumer-groups.sh.
 
     weir consumer-groups --list
-    weir consumer-groups --describe --group G [--members | --state]     (or --all-groups)
+    weir consumer-groups --describe --group G [--members | --state] [--verbose]     (or --all-groups)
     weir consumer-groups --delete --group G
     weir consumer-groups --delete-offsets --group G --topic T[:P,P]
     weir consumer-groups --reset-offsets --group G (--topic T[:P,P] | --all-topics)
                          (--to-earliest | --to-latest | --to-offset N | --shift-by N) [--execute]
 
 Offsets are described with the lag to each partition's log end; a reset is only shown unless
---execute is given, and needs the group to be inactive (Empty), as Kafka's tool does.
+--execute is given, and needs the group to be inactive (Empty), as Kafka's tool does. A group of
+the consumer protocol (KIP-848) is described by ConsumerGroupDescribe, a classic one by
+DescribeGroups, as Kafka 4's tool does; --verbose adds the consumer protocol's epochs and the
+members' target assignments.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 from weir.cli.common import UsageError, common_options, run_command, table
-from weir.client import ClusterClient, ErrorCode, KafkaError, check_error
+from weir.client import ClusterClient, ErrorCode, KafkaError, UnsupportedVersion, check_error
 from weir.groups.consumer_protocol import assigned_partitions
 from weir.protocol.versions import ApiKey
 
@@ -49,13 +53,59 @@ async def all_groups(client: ClusterClient) -> list[str]:
     return sorted(names)
 
 
-async def describe(client: ClusterClient, group: str):
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    client_host: str
+    client_id: str
+    partitions: list[tuple[str, int]]
+    epoch: int | None = None  # the consumer protocol's: the member epoch and target assignment
+    target: list[tuple[str, int]] | None = None
+
+
+@dataclass(frozen=True)
+class GroupView:
+    state: str
+    strategy: str  # the classic protocol's assignment strategy, or the consumer protocol's assignor
+    members: list[MemberView]
+    group_epoch: int | None = None  # the consumer protocol's
+    target_epoch: int | None = None
+
+
+async def describe(client: ClusterClient, group: str) -> GroupView:
+    """The group of either protocol: ConsumerGroupDescribe first, DescribeGroups for a classic
+    group (GROUP_ID_NOT_FOUND from the first) or a broker without it."""
     conn = await coordinator(client, group)
+    try:
+        response = await conn.call(ApiKey.CONSUMER_GROUP_DESCRIBE, {"group_ids": [group],
+                                                                    "include_authorized_operations": False},
+                                   max_version=1)
+    except UnsupportedVersion:
+        response = None
+    if response is not None and response.groups[0].error_code != ErrorCode.group_id_not_found:
+        (d,) = response.groups
+        check_error(d.error_code, d.error_message)
+
+        def pairs(assignment) -> list[tuple[str, int]]:
+            return sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+        return GroupView(d.group_state, d.assignor_name, [
+            MemberView(m.member_id, m.client_host, m.client_id, pairs(m.assignment), m.member_epoch,
+                       pairs(m.target_assignment)) for m in d.members], d.group_epoch, d.assignment_epoch)
     response = await conn.call(ApiKey.DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False},
                                max_version=5)
-    (described,) = response.groups
-    check_error(described.error_code)
-    return described
+    (d,) = response.groups
+    check_error(d.error_code)
+    return GroupView(d.group_state, d.protocol_data or "", [
+        MemberView(m.member_id, m.client_host, m.client_id, assigned_partitions(m.member_assignment))
+        for m in d.members])
+
+
+def assignment_text(pairs: list[tuple[str, int]] | None) -> str:
+    """Kafka's tool's form: topic:0,1;other:2 ('-' for none)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in pairs or []:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
 async def committed_offsets(client: ClusterClient, group: str) -> dict[tuple[str, int], int]:
@@ -94,21 +144,31 @@ async def describe_action(client: ClusterClient, args) -> int:
     for group in groups:
         described = await describe(client, group)
         members = described.members
+        epochs = args.verbose and described.group_epoch is not None
         if args.state:
             node = await coordinator_id(client, group)
             where = client.brokers[node]
-            table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                  [[group, f"{where.host}:{where.port} ({node})", described.protocol_data or "-",
-                    described.group_state, len(members)]])
+            head = [group, f"{where.host}:{where.port} ({node})", described.strategy or "-", described.state]
+            if epochs:
+                table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                       "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+                      [head + [described.group_epoch, described.target_epoch, len(members)]])
+            else:
+                table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                      [head + [len(members)]])
             continue
         if not members:
             print(f"\nConsumer group '{group}' has no active members.")
         if args.members:
-            table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
-                  [[group, m.member_id, m.client_host, m.client_id, len(assigned_partitions(m.member_assignment))]
-                   for m in members])
+            columns = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+            rows = [[group, m.member_id, m.client_host, m.client_id, len(m.partitions)] for m in members]
+            if epochs:
+                columns += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+                rows = [row + [m.epoch, assignment_text(m.partitions), described.target_epoch,
+                               assignment_text(m.target)] for row, m in zip(rows, members)]
+            table(columns, rows)
             continue
-        owners = {key: m for m in members for key in assigned_partitions(m.member_assignment)}
+        owners = {key: m for m in members for key in m.partitions}
         committed = await committed_offsets(client, group)
         keys = sorted(set(committed) | set(owners))
         ends = await list_offsets(client, keys, LATEST)
@@ -158,9 +218,9 @@ async def reset_offsets_action(client: ClusterClient, args) -> int:
     if sum(targets) != 1:
         raise UsageError("give one of --to-earliest, --to-latest, --to-offset N, --shift-by N")
     described = await describe(client, group)
-    if args.execute and described.group_state not in ("Empty", "Dead"):
+    if args.execute and described.state not in ("Empty", "Dead"):
         raise UsageError(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
-                         f"state is {described.group_state}.")
+                         f"state is {described.state}.")
     keys = await chosen_partitions(client, group, args)
     earliest, latest = await list_offsets(client, keys, EARLIEST), await list_offsets(client, keys, LATEST)
     committed = await committed_offsets(client, group)
@@ -247,6 +307,8 @@ def register(sub) -> None:
     command.add_argument("--all-groups", action="store_true", help="with --describe")
     command.add_argument("--members", action="store_true", help="with --describe: the members")
     command.add_argument("--state", action="store_true", help="with --describe: state and coordinator")
+    command.add_argument("--verbose", action="store_true",
+                         help="with --describe --members or --state: the consumer protocol's epochs and assignments")
     command.add_argument("--topic", action="append", metavar="T[:P,P]")
     command.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every committed partition")
     command.add_argument("--to-earliest", action="store_true")

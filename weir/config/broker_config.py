@@ -115,6 +115,7 @@ class BrokerConfig:
         for name in AT_LEAST_ONE:
             if self._values[name] < 1:
                 raise ConfigError(f"Invalid value {self._values[name]} for configuration {name}: Value must be at least 1")
+        self._check_consumer_group_bounds()
         try:
             self.listeners, self.advertised_listeners, self.inter_broker_listener_name = resolve(
                 self["listeners"], self["advertised.listeners"], self["listener.security.protocol.map"],
@@ -124,6 +125,27 @@ class BrokerConfig:
             raise ConfigError(str(e)) from None
         self.listener = (self.listeners[0].host, self.listeners[0].port)  # the first one's, as before
         self.advertised = (self.advertised_listeners[0].host, self.advertised_listeners[0].port)
+
+    def _check_consumer_group_bounds(self) -> None:
+        """KafkaConfig's requirements of the consumer protocol's timeouts and assignors."""
+        for what in ("heartbeat.interval", "session.timeout"):
+            name, low, high = (f"group.consumer.{what}.ms", f"group.consumer.min.{what}.ms",
+                               f"group.consumer.max.{what}.ms")
+            if self[name] < self[low]:
+                raise ConfigError(f"{name} must be greater than or equal to {low}")
+            if self[name] > self[high]:
+                raise ConfigError(f"{name} must be less than or equal to {high}")
+        if self["group.consumer.heartbeat.interval.ms"] >= self["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        from weir.groups.consumer_group import parse_assignors  # the assignors' names are the core's
+        try:
+            parse_assignors(self["group.consumer.assignors"])
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        protocols = {p.strip() for p in self["group.coordinator.rebalance.protocols"].split(",")}
+        if not protocols <= {"classic", "consumer"} or "classic" not in protocols:
+            raise ConfigError("group.coordinator.rebalance.protocols: classic must be in the list, and only classic "
+                              "and consumer are served")
 
     def _apply_coarser_units(self) -> None:
         """A millisecond setting not given takes its value from the first of its coarser synonyms

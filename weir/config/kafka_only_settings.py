@@ -31,10 +31,10 @@ NO_EFFECT_BY_TYPE = {
         controller.quorum.retry.backoff.ms
         controller.socket.timeout.ms
         delete.records.purgatory.purge.interval.requests fetch.purgatory.purge.interval.requests
-        group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms
-        group.consumer.max.session.timeout.ms group.consumer.max.size
-        group.consumer.min.heartbeat.interval.ms group.consumer.min.session.timeout.ms
-        group.consumer.session.timeout.ms group.coordinator.append.linger.ms group.coordinator.threads
+       
+       
+       
+        group.coordinator.append.linger.ms group.coordinator.threads
         group.share.delivery.count.limit group.share.heartbeat.interval.ms
         group.share.max.heartbeat.interval.ms group.share.max.record.lock.duration.ms
         group.share.max.session.timeout.ms group.share.min.heartbeat.interval.ms
@@ -61,8 +61,8 @@ NO_EFFECT_BY_TYPE = {
         socket.receive.buffer.bytes socket.send.buffer.bytes telemetry.max.bytes
         zookeeper.max.in.flight.requests zookeeper.metadata.migration.min.batch.size""",
     "LIST": """
-        controller.quorum.bootstrap.servers controller.quorum.voters group.consumer.assignors
-        group.coordinator.rebalance.protocols kafka.metrics.reporters metric.reporters process.roles
+        controller.quorum.bootstrap.servers controller.quorum.voters
+        kafka.metrics.reporters metric.reporters process.roles
         sasl.kerberos.principal.to.local.rules sasl.oauthbearer.expected.audience
         zookeeper.ssl.cipher.suites zookeeper.ssl.enabled.protocols""",
     "LONG": """

@@ -59,12 +59,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from weir.groups.consumer_protocol import subscribed_topics
+from weir.groups.offsets import FAR_FUTURE, OffsetBook
 from weir.groups.records import GroupValue, MemberRecord
 from weir.protocol.errors import ErrorCode
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER = ""
-FAR_FUTURE = 2**63 - 1
 
 
 class GroupState(str, Enum):
@@ -167,16 +167,6 @@ class Effects:
         return self
 
 
-@dataclass
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1
-    log_offset: int = -1  # where its record is in __consumer_offsets: a later record wins
-
-
 # -- members ---------------------------------------------------------------------------
 
 @dataclass
@@ -216,7 +206,7 @@ class Member:
 
 # -- the group ---------------------------------------------------------------------------
 
-class Group:
+class Group(OffsetBook):
     def __init__(self, group_id: str, config: GroupConfig, now_ms: int, partition: int = 0) -> None:
         self.group_id = group_id
         self.config = config
@@ -231,9 +221,7 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id → member id
         self.pending_members: dict[str, int] = {}  # MEMBER_ID_REQUIRED ids → deadline
         self.pending_sync: set[str] = set()
-        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
-        # producer id → its transaction's offsets, not yet visible (log_offset -1: not yet written)
-        self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
+        self._init_offsets()
         self.join_deadline = FAR_FUTURE
         self.sync_deadline = FAR_FUTURE
         self.initial_delay_remaining_ms: int | None = None  # set while in the initial delayed join
@@ -754,49 +742,11 @@ class Group:
             return ErrorCode.unknown_member_id
         return None
 
-    def on_offsets_committed(self, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
-        """A commit reached the ISR: it is visible from now on. A record later in the log wins."""
-        for key, committed in offsets.items():
-            current = self.offsets.get(key)
-            if current is None or committed.log_offset >= current.log_offset:
-                self.offsets[key] = committed
-
     # -- transactional offsets (KIP-98, KIP-447) ----------------------------------------------
 
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
         """Kafka's doTxnCommitOffsets checks (validateOffsetCommit, transactional)."""
         return self._offset_commit_error(member_id, instance_id, generation, transactional=True)
-
-    def prepare_txn_offsets(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
-        """Kafka's prepareTxnOffsetCommit: pending from now on, before they are written."""
-        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
-
-    def on_txn_offsets_written(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset],
-                               log_offsets: dict[tuple[str, int], int]) -> None:
-        """The prepared `offsets` reached the ISR at `log_offsets` (unless completed or replaced meanwhile)."""
-        pending = self.pending_txn_offsets.get(producer_id, {})
-        for key, committed in offsets.items():
-            if pending.get(key) is committed:
-                committed.log_offset = log_offsets[key]
-
-    def on_txn_offsets_failed(self, producer_id: int, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
-        """Kafka's failPendingTxnOffsetCommit: the write failed, the prepared offsets are not pending."""
-        pending = self.pending_txn_offsets.get(producer_id, {})
-        for key, committed in offsets.items():
-            if pending.get(key) is committed:
-                del pending[key]
-        if not pending:
-            self.pending_txn_offsets.pop(producer_id, None)
-
-    def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
-        """Kafka's completePendingTxnOffsetCommit: the marker of the producer's transaction landed.
-        A commit makes its written offsets visible unless a later record holds a newer one."""
-        pending = self.pending_txn_offsets.pop(producer_id, {})
-        if committed:
-            self.on_offsets_committed({key: c for key, c in pending.items() if c.log_offset >= 0})
-
-    def has_pending_offsets(self, key: tuple[str, int]) -> bool:
-        return any(key in pending for pending in self.pending_txn_offsets.values())
 
     def expired_offsets(self, now_ms: int) -> list[tuple[str, int]]:
         """Kafka's removeExpiredOffsets (KIP-211, KIP-496): an Empty group's offsets expire
@@ -806,34 +756,12 @@ class Group:
         their commit. A commit's own expire timestamp (OffsetCommit v1-v4 retention_time) replaces
         the retention rule. Other groups keep their offsets. An offset with transactional offsets
         pending for its partition does not expire."""
-        retention = self.config.offsets_retention_ms
-        subscribed: frozenset[str] = frozenset()
         if self.is_(S.EMPTY):
-            since_empty = self.protocol_type is not None
-        elif self.protocol_type == "consumer" and self.subscribed_topics is not None and self.is_(S.STABLE):
-            since_empty, subscribed = False, self.subscribed_topics
-        else:
-            return []
-        out = []
-        for key, committed in self.offsets.items():
-            if key[0] in subscribed or self.has_pending_offsets(key):
-                continue  # Kafka's removeExpiredOffsets: not while a transaction may still replace it
-            if committed.expire_timestamp != -1:
-                expired = committed.expire_timestamp <= now_ms
-            elif since_empty:
-                expired = self.state_timestamp + retention <= now_ms
-            else:
-                expired = committed.commit_timestamp + retention <= now_ms
-            if expired:
-                out.append(key)
-        return out
-
-    def remove_offsets(self, keys, log_offset: int = FAR_FUTURE) -> None:
-        """Forget offsets whose tombstone is at `log_offset` (unless a later commit replaced them)."""
-        for key in keys:
-            current = self.offsets.get(key)
-            if current is not None and current.log_offset < log_offset:
-                del self.offsets[key]
+            since = self.state_timestamp if self.protocol_type is not None else None
+            return self._expired_among(now_ms, self.config.offsets_retention_ms, frozenset(), since)
+        if self.protocol_type == "consumer" and self.subscribed_topics is not None and self.is_(S.STABLE):
+            return self._expired_among(now_ms, self.config.offsets_retention_ms, self.subscribed_topics, None)
+        return []
 
     def deletable_offsets(self, keys) -> tuple[ErrorCode | None, dict]:
         """OffsetDelete, as Kafka's coordinator decides it: (the group's error, or None with each

@@ -37,6 +37,9 @@ class ApiKey(IntEnum):
     LIST_GROUPS = 16
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    # consumer groups, consumer protocol (KIP-848; weir.groups.consumer_group)
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     INIT_PRODUCER_ID = 22
     # transactions (weir.broker.txn_apis; TxnOffsetCommit in weir.groups)
     ADD_PARTITIONS_TO_TXN = 24
@@ -83,18 +86,21 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION: (2, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
-    # consumer groups, classic protocol (weir.groups); the KIP-848 versions are left out
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 8),
+    # consumer groups (weir.groups): OffsetCommit/OffsetFetch v9, ListGroups v5, DescribeGroups v6
+    # and the two APIs after them are KIP-848's
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 4),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     # transactions, classic protocol (KIP-98; KIP-890 part 1's verify_only in AddPartitionsToTxn v4)
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),

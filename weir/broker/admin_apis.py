@@ -297,7 +297,8 @@ class AdminApis:
                                      "give either assignments or num_partitions/replication_factor")
                 partitions = t.num_partitions if t.num_partitions != -1 else self.config["num.partitions"]
                 factor = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
-                assignment = await self.create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
+                assignment = await self.create_topic(t.name, partitions, factor, manual, configs,
+                                                     getattr(request, "validate_only", False))  # v1+
                 out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
                            replication_factor=len(assignment.replicas[0]))
                 if t.name not in configs_hidden:
@@ -419,7 +420,7 @@ class AdminApis:
     def describe_configs(self, header: RequestHeader, request) -> dict:
         """Every topic config (weir.config.topic_configs) or broker setting, with its source, and
         its synonyms and documentation when asked for (KIP-226, KIP-569)."""
-        synonyms_wanted = request.include_synonyms
+        synonyms_wanted = getattr(request, "include_synonyms", False)  # v1+
         documentation_wanted = getattr(request, "include_documentation", False)  # v3+
         results = []
         for r in request.resources:

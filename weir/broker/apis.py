@@ -45,7 +45,7 @@ EVERY_TOPIC = _EveryTopic()
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 # the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion; -5,
 # LATEST_TIERED, needs v9); any other negative one is UNSUPPORTED_VERSION
-SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, -5: 9}
+SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, -5: 9}
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
@@ -335,7 +335,10 @@ class DataApis:
 
     def list_offsets(self, header: RequestHeader, request) -> dict:
         """As Kafka's handleListOffsetRequestV1AndAbove: a partition named twice is INVALID_REQUEST
-        (each time), a special timestamp the version does not have UNSUPPORTED_VERSION."""
+        (each time), a special timestamp the version does not have UNSUPPORTED_VERSION. v0 answers
+        a list ("old style" offsets): the one offset v1 finds, if any and if max_num_offsets > 0,
+        where Kafka's handleListOffsetRequestV0 listed segment base offsets too (by their files'
+        mtimes) for a client to pick from."""
         read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
@@ -356,6 +359,8 @@ class DataApis:
                                                                getattr(p, "current_leader_epoch", -1))
                     out["offset"], out["timestamp"], out["leader_epoch"] = self._offset_for(partition, p.timestamp,
                                                                                            read_committed)
+                    if header.api_version == 0 and out["offset"] >= 0 and p.max_num_offsets > 0:
+                        out["old_style_offsets"] = [out["offset"]]
                 except KafkaError as e:
                     out["error_code"] = e.code
                     if e.code == ErrorCode.offset_not_available and header.api_version < 5:
@@ -431,7 +436,7 @@ class DataApis:
                     partitions.append({"error_code": ErrorCode.unknown_topic_or_partition, "partition": p.partition,
                                        "leader_epoch": -1, "end_offset": -1})
                     continue
-                answer = partition.answer_epoch_request(p.leader_epoch, p.current_leader_epoch)
+                answer = partition.answer_epoch_request(p.leader_epoch, getattr(p, "current_leader_epoch", -1))
                 partitions.append({"error_code": answer.error, "partition": p.partition,
                                    "leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})
             topics.append({"topic": t.topic, "partitions": partitions})

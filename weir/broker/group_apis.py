@@ -240,16 +240,19 @@ class GroupApis:
         error = self._group_error(header, request.group_id, empty_allowed=True)
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
+        # v0 (which Kafka stored in ZooKeeper; Weir keeps it in __consumer_offsets as v1+) names
+        # no member: a commit from outside the group, as generation -1 is
+        generation, member_id = (request.generation_id_or_member_epoch, request.member_id) if version >= 1 else (-1, "")
         if error is None:
             group = self.coordinator.group(request.group_id, create=False)
             if group is None:
-                if request.generation_id_or_member_epoch < 0:
+                if generation < 0:
                     group = self.coordinator.group(request.group_id, create=True)
                 else:
                     error = ErrorCode.illegal_generation
         if error is None:
-            error = group.validate_offset_commit(request.member_id, request.group_instance_id if version >= 7
-                                                 else None, request.generation_id_or_member_epoch, now)
+            error = group.validate_offset_commit(member_id, request.group_instance_id if version >= 7
+                                                 else None, generation, now)
         results: dict[tuple[str, int], ErrorCode] = {}
         to_write: dict[tuple[str, int], OffsetValue] = {}
         # Kafka takes any retention_time (v2-v4) but -1, zero and negative ones too, as the offset's
@@ -271,7 +274,9 @@ class GroupApis:
                 results[key] = ErrorCode.offset_metadata_too_large
             else:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
-                to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, now, expire)
+                # v1's own commit time, which Kafka keeps (and expires the offset from) unless -1
+                committed_at = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, committed_at, expire)
         if not to_write:
             if group is not None:
                 self.coordinator.apply(group, _no_effects())

@@ -1,0 +1,84 @@
+"""Run under kafka-python 1.4.x (its own protocol classes, an implementation of Kafka's old
+versions independent of Weir's), not the test process's kafka-python:
+
+    python old_kafka_python.py BOOTSTRAP TOPIC GROUP COUNT
+
+Creates TOPIC with CreateTopics v0 (and validates another with v1), produces COUNT records,
+consumes them in GROUP (committing), then speaks each API's oldest version Kafka 3.9 serves, and
+prints what it got as one JSON object.
+"""
+
+import json
+import sys
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.client_async import KafkaClient
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeConfigsRequest
+from kafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.offset import OffsetRequest
+
+TOPIC_RESOURCE, EARLIEST, LATEST = 2, -2, -1
+
+
+def call(client: KafkaClient, request):
+    node = client.least_loaded_node()
+    while not client.ready(node):
+        client.poll(timeout_ms=100)
+    future = client.send(node, request)
+    client.poll(future=future, timeout_ms=10_000)
+    if future.failed():
+        raise future.exception
+    return future.value
+
+
+def main(bootstrap: str, topic: str, group: str, count: int) -> None:
+    out = {}
+    client = KafkaClient(bootstrap_servers=bootstrap, client_id="kafka-python-1.4")
+    out["inferred_broker_version"] = list(client.config["api_version"])
+    created = call(client, CreateTopicsRequest[0](create_topic_requests=[(topic, 2, 1, [], [])], timeout=30_000))
+    out["create_v0"] = [list(t) for t in created.topic_errors]
+    validated = call(client, CreateTopicsRequest[1](create_topic_requests=[(topic + "-validated", 1, 1, [], [])],
+                                                     timeout=30_000, validate_only=True))
+    out["create_v1_validate_only"] = [list(t) for t in validated.topic_errors]
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(count):
+        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=20_000)
+    received = []
+    for record in consumer:
+        received.append([record.partition, record.offset, record.value.decode()])
+        if len(received) == count:
+            break
+    consumer.commit()
+    consumer.close()
+    out["consumed"] = received
+
+    # the oldest versions, by hand
+    legacy_group = group + "-v0"
+    committed = call(client, OffsetCommitRequest[0](legacy_group, [(topic, [(0, 3, "from v0")])]))
+    out["commit_v0"] = [[t, [list(p) for p in parts]] for t, parts in committed.topics]
+    fetched = call(client, OffsetFetchRequest[0](legacy_group, [(topic, [0, 1])]))
+    out["fetch_v0"] = [[t, [list(p) for p in parts]] for t, parts in fetched.topics]
+    listed = call(client, OffsetRequest[0](replica_id=-1, topics=[(topic, [(0, LATEST, 1), (1, EARLIEST, 1)])]))
+    out["list_offsets_v0"] = [[t, [list(p) for p in parts]] for t, parts in listed.topics]
+    described = call(client, DescribeConfigsRequest[0](resources=[(TOPIC_RESOURCE, topic, ["cleanup.policy"])]))
+    out["describe_configs_v0"] = [[r[0], r[3], [list(c) for c in r[4]]] for r in described.resources]
+    acls = call(client, DescribeAclsRequest[0](resource_type=2, resource_name=topic, principal=None, host=None,
+                                               operation=1, permission_type=1))
+    out["describe_acls_v0_error"] = acls.error_code
+    deleted = call(client, DeleteTopicsRequest[0](topics=[topic + "-gone"], timeout=10_000))
+    out["delete_v0"] = [list(t) for t in deleted.topic_error_codes]
+    client.close()
+
+    resumed = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    out["group_committed"] = [resumed.committed(TopicPartition(topic, p)) for p in range(2)]
+    resumed.close()
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

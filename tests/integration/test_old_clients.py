@@ -1,0 +1,137 @@
+"""Clients of the generations Kafka 3.9 serves: Sarama 1.22 (OffsetCommit v1), kafka-python 1.4
+(its own classes of each API's oldest version) and 3, segmentio/kafka-go 0.2.1."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from clients import go_program, make_messages, sarama_group_consume, sarama_produce
+from raw_protocol import assert_healthy
+
+OLD_KAFKA_PYTHON = "1.4.7"
+
+
+def create_topic(bootstrap, topic, partitions):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic is created
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def committed(bootstrap, group, topic, partitions) -> list[int | None]:
+    """The group's offsets as kafka-python 3 (the test process's) reads them."""
+    from kafka import KafkaConsumer, TopicPartition
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return [reader.committed(TopicPartition(topic, p)) for p in range(partitions)]
+    finally:
+        reader.close()
+
+
+def test_a_sarama_group_resumes_after_its_commits(broker):
+    """Sarama 1.22 commits with OffsetCommit v1 (no retention set); the commits are there for
+    another client, and a restarted member reads only what came after them."""
+    topic = group = "sarama-resumes"
+    create_topic(broker.bootstrap, topic, 3)
+    first = make_messages(300, 3)
+    sarama_produce(broker.bootstrap, topic, first)
+    assert len(sarama_group_consume(broker.bootstrap, topic, group, len(first))) == len(first)
+    ends = [sum(1 for m in first if m[0] == p) for p in range(3)]
+    assert committed(broker.bootstrap, group, topic, 3) == ends
+    second = make_messages(60, 3)
+    sarama_produce(broker.bootstrap, topic, second)
+    again = sarama_group_consume(broker.bootstrap, topic, group, len(second))
+    assert sorted((m.partition, m.offset) for m in again) == sorted(
+        (p, ends[p] + i) for p in range(3) for i in range(sum(1 for m in second if m[0] == p)))
+    assert committed(broker.bootstrap, group, topic, 3) == [ends[p] + sum(1 for m in second if m[0] == p)
+                                                            for p in range(3)]
+
+
+@pytest.fixture(scope="session")
+def old_kafka_python() -> Path:
+    """kafka-python 1.4.x from PyPI, in a directory of its own beside the venv (the venv's
+    kafka-python is 3.x, which other tests use); installed once."""
+    target = Path(sys.prefix) / "test-clients" / f"kafka-python-{OLD_KAFKA_PYTHON}"
+    if not (target / "kafka" / "__init__.py").exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = tempfile.mkdtemp(dir=target.parent)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                        "--target", staging, f"kafka-python=={OLD_KAFKA_PYTHON}"], check=True, timeout=300)
+        try:
+            os.rename(staging, target)
+        except OSError:  # another worker installed it first
+            assert (target / "kafka" / "__init__.py").exists()
+    return target
+
+
+def test_kafka_python_1_4_round_trips_and_speaks_the_oldest_versions(broker, old_kafka_python):
+    topic, group = "old-kafka-python", "old-kafka-python"
+    result = subprocess.run([sys.executable, str(Path(__file__).parent / "old_kafka_python.py"), broker.bootstrap,
+                             topic, group, "40"], env={**os.environ, "PYTHONPATH": str(old_kafka_python)},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert out["create_v0"] == [[topic, 0]]
+    assert out["create_v1_validate_only"] == [[topic + "-validated", 0, None]]
+    assert sorted(v for _, _, v in out["consumed"]) == sorted(f"v{i}" for i in range(40))
+    assert out["group_committed"] == [20, 20]
+    assert committed(broker.bootstrap, group, topic, 2) == [20, 20]  # read back by kafka-python 3
+    assert out["commit_v0"] == [[topic, [[0, 0]]]]
+    # v0's commit is kept as v1's (Kafka 3.9 kept it in ZooKeeper): v0 fetches it, as a newer client
+    assert out["fetch_v0"] == [[topic, [[0, 3, "from v0", 0], [1, -1, "", 0]]]]
+    assert committed(broker.bootstrap, group + "-v0", topic, 2) == [3, None]
+    assert out["list_offsets_v0"] == [[topic, [[0, 0, [20]], [1, 0, [0]]]]]
+    [[error, name, configs]] = out["describe_configs_v0"]
+    assert (error, name, configs) == (0, topic, [["cleanup.policy", "delete", False, True, False]])
+    assert out["describe_acls_v0_error"] == 54  # SECURITY_DISABLED: no authorizer, as Kafka answers
+    assert out["delete_v0"] == [[topic + "-gone", 3]]  # UNKNOWN_TOPIC_OR_PARTITION
+    assert_healthy(broker)
+
+
+def test_kafka_python_3_group_commits_are_resumed_from(broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = group = "kafka-python-3"
+    create_topic(broker.bootstrap, topic, 2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    for i in range(30):
+        producer.send(topic, value=b"v%d" % i, partition=i % 2)
+    producer.flush(30)
+
+    def consume(count):
+        consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=15_000)
+        got = []
+        for record in consumer:
+            got.append(record.value)
+            if len(got) == count:
+                break
+        consumer.commit()
+        consumer.close()
+        return got
+
+    assert sorted(consume(30)) == sorted(b"v%d" % i for i in range(30))
+    for i in range(30, 40):
+        producer.send(topic, value=b"v%d" % i, partition=i % 2)
+    producer.flush(30)
+    producer.close()
+    assert sorted(consume(10)) == sorted(b"v%d" % i for i in range(30, 40))
+    assert committed(broker.bootstrap, group, topic, 2) == [20, 20]
+
+
+def test_kafka_go_0_2_creates_a_topic_and_gets_kafka_4s_answer_to_message_format_1(broker):
+    """kafka-go 0.2.1 creates its topic with CreateTopics v0; its Produce v2 (message format 1,
+    which Weir does not convert: docs/compatibility.md) has its connection closed, as Kafka 4
+    answers a version it does not serve, and the broker serves everyone else."""
+    client = go_program("kafkago")
+    subprocess.run([client, "create", broker.bootstrap, "kafka-go", "2"], check=True, timeout=60)
+    from confluent_kafka.admin import AdminClient
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    assert len(topics["kafka-go"].partitions) == 2
+    result = subprocess.run([client, "round-trip", broker.bootstrap, "kafka-go", "5"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1 and result.stderr.startswith("write:"), result.stderr
+    assert "unsupported api 0 version 2" in broker.output()
+    assert_healthy(broker)

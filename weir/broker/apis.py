@@ -8,6 +8,7 @@ The control-plane handlers (metadata, topics, configs, elections) are in admin_a
 """
 
 import asyncio
+import functools
 import logging
 import shutil
 import time
@@ -15,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
+from weir.broker.leader_hints import point_to_leaders
 from weir.broker.replica_manager import FetchParams, ReplicaManager
 from weir.broker.topics import INTERNAL_TOPICS
 from weir.broker.txn_verification import TxnVerifier
@@ -139,16 +141,25 @@ class DataApis:
                     self._refused(result, name, e)
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))
+        answer = functools.partial(self._produce_answer, header, names, topics_out)
         if verifying:
-            return InOrder(self._produce_verified(header.api_version, request, topics_out, waiting, verifying))
+            return InOrder(self._produce_verified(answer, request, waiting, verifying))
         if request.acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
             return None
         if not waiting or all(f.done() for _, f in waiting):
             self._settle(waiting)
-            return encode_produce_response(header.api_version, topics_out)
-        return InOrder(self._produce_replicated(header.api_version, topics_out, waiting))
+            return answer()
+        return InOrder(self._produce_replicated(answer, waiting))
+
+    def _produce_answer(self, header: RequestHeader, names: list, topics_out: list) -> bytes:
+        """The response, with KIP-951's pointers to the leaders of partitions that moved (v10+)."""
+        endpoints = ()
+        if header.api_version >= 10:
+            endpoints = point_to_leaders(self.replicas.view, header.listener,
+                                         ((name, results) for name, (_, _, results) in zip(names, topics_out)))
+        return encode_produce_response(header.api_version, topics_out, endpoints)
 
     def _known_partition(self, name: str, index: int) -> bool:
         """The partition exists (else the append answers UNKNOWN_TOPIC_OR_PARTITION, which Kafka
@@ -180,7 +191,7 @@ class DataApis:
         result.record_errors = e.record_errors
         log.warning("produce to %s-%d refused: %s", name, result.index, e)
 
-    async def _produce_verified(self, version: int, request, topics_out, waiting, verifying):
+    async def _produce_verified(self, answer, request, waiting, verifying):
         """KIP-890 part 1: the coordinator verifies the partitions whose producer has no
         transaction on them yet; each is appended, with its guard, only once verified."""
         producers = {(v.header.producer_id, v.header.producer_epoch) for _, _, v, _ in verifying}
@@ -203,9 +214,9 @@ class DataApis:
             return None
         await asyncio.gather(*(f for _, f in waiting))
         self._settle(waiting)
-        return encode_produce_response(version, topics_out)
+        return answer()
 
-    def _produce_replicated(self, version: int, topics_out, waiting) -> asyncio.Future:
+    def _produce_replicated(self, answer_now, waiting) -> asyncio.Future:
         """A future answered with the response once every partition's acks=all wait is over:
         callbacks on the partitions' futures, not a task gathering them (this is per request)."""
         answer = asyncio.get_running_loop().create_future()
@@ -216,7 +227,7 @@ class DataApis:
             if not pending and not answer.done():
                 try:
                     self._settle(waiting)
-                    answer.set_result(encode_produce_response(version, topics_out))
+                    answer.set_result(answer_now())
                 except Exception as e:
                     answer.set_exception(e)
 
@@ -276,7 +287,7 @@ class DataApis:
         keys = waits and [
             (name, p.partition) for key, parts in context.wanted if (name := name_of(key)) is not None for p in parts]
         if not (waits and (keys or context.holds_quiet)):
-            return encode_fetch_response(header.api_version, 0, *context.answer(results))
+            return self._fetch_answer(header, context, results)
         # a long poll: the connection awaits the answer (and handles nothing else meanwhile, as Kafka)
         loop = asyncio.get_running_loop()
         answered = loop.create_future()
@@ -288,11 +299,20 @@ class DataApis:
             if error is not None:
                 answered.set_exception(error)  # the connection logs it and closes
             else:
-                answered.set_result(encode_fetch_response(header.api_version, 0, *context.answer(results)))
+                answered.set_result(self._fetch_answer(header, context, results))
         context.park(ParkedFetch(self.replicas.waiters, keys, follower=replica_id >= 0, min_bytes=request.min_bytes,
                                  deadline=loop.time() + max_wait_s, read=read, answer=answer, clock=loop.time,
                                  call_soon=loop.call_soon, call_at=loop.call_at))
         return answered
+
+    def _fetch_answer(self, header: RequestHeader, context: FetchContext, results: list) -> list:
+        """The response to send, with KIP-951's pointers to the leaders of partitions that moved (v16+)."""
+        session_id, topics = context.answer(results)
+        endpoints = ()
+        if header.api_version >= 16:
+            endpoints = point_to_leaders(self.replicas.view, header.listener,
+                                         ((name, [r for r in rs if r is not None]) for name, _, rs in topics))
+        return encode_fetch_response(header.api_version, 0, session_id, topics, endpoints)
 
     def _read_all(self, params: FetchParams, context: FetchContext, name_of, max_bytes: int, by_id: bool, *,
                   refused=None) -> list:

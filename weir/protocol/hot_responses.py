@@ -6,7 +6,8 @@ records of every Fetch answer; these are on the hot path, so they are written wi
 struct. Field layouts follow Kafka's
 ProduceResponse.json (v3-v13) and FetchResponse.json (v4-v17): flexible from
 Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids
-instead of names from Produce v13 / Fetch v13. Fetch record data is not copied:
+instead of names from Produce v13 / Fetch v13, KIP-951's CurrentLeader and NodeEndpoints as
+tagged fields from Produce v10 / Fetch v16. Fetch record data is not copied:
 a `FileRegion` in the buffer list stands for bytes the transport sends from a
 segment file.
 """
@@ -25,6 +26,7 @@ _PRODUCE_PARTITION = struct.Struct(">ihqqq")  # index, error, base offset, appen
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable offset
 _FETCH_PARTITION = struct.Struct(">ihqqq")  # the same and the log start (v5+), written and read
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
+_LEADER_AND_EPOCH = struct.Struct(">ii")
 _FETCH_TOP = struct.Struct(">ihi")  # throttle, error, session id
 _ZERO_UUID = bytes(16)
 NO_TAGS = b"\x00"
@@ -49,6 +51,7 @@ class ProducePartitionResult:
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: tuple | list = ()  # (batch index, message) of each refused record (v8+)
+    current_leader: tuple[int, int] | None = None  # KIP-951 (v10+): (leader id, leader epoch)
 
 
 @dataclass(slots=True)
@@ -60,6 +63,16 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: list = None  # bytes and FileRegion items; None for no data
     aborted_transactions: list | None = None  # (producer id, first offset); None: null (READ_UNCOMMITTED)
+    current_leader: tuple[int, int] | None = None  # KIP-951 (v16+): (leader id, leader epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """A broker as KIP-951's NodeEndpoints name it, on the client's listener."""
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
@@ -83,7 +96,26 @@ def _topic_key(name: str, topic_id: uuid.UUID | None, by_id: bool, flexible: boo
     return _ZERO_UUID if topic_id is None else topic_id.bytes  # None: the request's zero UUID
 
 
-def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, list[ProducePartitionResult]]]) -> bytes:
+def _current_leader_tag(tag: int, current_leader: tuple[int, int] | None) -> bytes:
+    """A partition's tagged section: empty, or the one field CurrentLeader (KIP-951)."""
+    if current_leader is None:
+        return NO_TAGS
+    return b"\x01" + write_uvarint(tag) + b"\x09" + _LEADER_AND_EPOCH.pack(*current_leader) + NO_TAGS
+
+
+def _node_endpoints_tag(endpoints: list[NodeEndpoint]) -> bytes:
+    """The response's tagged section: empty, or NodeEndpoints (tag 0, KIP-951)."""
+    if not endpoints:
+        return NO_TAGS
+    body = [_array_len(len(endpoints), True)]
+    for e in endpoints:
+        body += [_I32.pack(e.node_id), _string(e.host, True), _I32.pack(e.port), _nullable_string(e.rack, True), NO_TAGS]
+    payload = b"".join(body)
+    return b"\x01\x00" + write_uvarint(len(payload)) + payload
+
+
+def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, list[ProducePartitionResult]]],
+                            node_endpoints: list[NodeEndpoint] = ()) -> bytes:
     flexible = version >= 9
     by_id = version >= 13
     out = [_array_len(len(topics), flexible)]
@@ -103,17 +135,18 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
                         out.append(NO_TAGS)
                 out.append(_nullable_string(wire_message(p.error_message), flexible))
             if flexible:
-                out.append(NO_TAGS)
+                out.append(_current_leader_tag(0, p.current_leader if version >= 10 else None))
         if flexible:
             out.append(NO_TAGS)
     out.append(_I32.pack(0))  # throttle_time_ms
     if flexible:
-        out.append(NO_TAGS)
+        out.append(_node_endpoints_tag(node_endpoints if version >= 10 else ()))
     return b"".join(out)
 
 
 def encode_fetch_response(version: int, error_code: int, session_id: int,
-                          topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]]) -> list:
+                          topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]],
+                          node_endpoints: list[NodeEndpoint] = ()) -> list:
     """The body as a list of bytes and FileRegion items (record data is not copied)."""
     flexible = version >= 12
     by_id = version >= 13
@@ -151,11 +184,11 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
                 out.extend(records)
                 head = []
             if flexible:
-                head.append(NO_TAGS)
+                head.append(_current_leader_tag(1, p.current_leader if version >= 16 else None))
         if flexible:
             head.append(NO_TAGS)
     if flexible:
-        head.append(NO_TAGS)
+        head.append(_node_endpoints_tag(node_endpoints if version >= 16 else ()))
     out.append(b"".join(head))
     return out
 

@@ -393,7 +393,8 @@ class ConfigEntry(NamedTuple):
 
 def describe(overrides: Mapping[str, str], broker) -> list[ConfigEntry]:
     """DescribeConfigs of a topic: every topic config, as Kafka's ConfigHelper answers in ZooKeeper
-    mode (no dynamic broker configs in Weir)."""
+    mode: the topic's override, else the broker's setting (a dynamic broker config, per broker or
+    cluster-wide, KIP-226, before server.properties), else the default, with those as synonyms."""
     entries = []
     for name, definition in TOPIC_CONFIG_DEFS.items():
         value, source = resolve(name, overrides, broker)

@@ -589,7 +589,8 @@ class AdminApis:
     def describe_cluster(self, header: RequestHeader, request) -> dict:
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
                 "cluster_id": self.config["cluster.id"], "controller_id": self.view.controller_id,
-                "brokers": self._broker_entries("broker_id", header.listener),
+                # v2 (KIP-1073): ZooKeeper mode has no fenced brokers, every registered one is live
+                "brokers": [{**b, "is_fenced": False} for b in self._broker_entries("broker_id", header.listener)],
                 "cluster_authorized_operations": authorized_operations(self.authz, header, CLUSTER)
                 if request.include_cluster_authorized_operations else NO_OPERATIONS}
 

@@ -44,10 +44,10 @@ class _EveryTopic:
 
 EVERY_TOPIC = _EveryTopic()
 
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
-# the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion; -5,
-# LATEST_TIERED, needs v9); any other negative one is UNSUPPORTED_VERSION
-SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, -5: 9}
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+# the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion); any
+# other negative one is UNSUPPORTED_VERSION
+SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
@@ -392,8 +392,12 @@ class DataApis:
     @staticmethod
     def _offset_for(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
         """(offset, timestamp, leader epoch), the epoch as Kafka's UnifiedLog.fetchOffsetByTimestamp
-        gives it: the leader's for LATEST, else the epoch of the offset found (-1 when none is)."""
+        gives it: the leader's for LATEST, else the epoch of the offset found (-1 when none is).
+        LATEST_TIERED (KIP-1005): none, as Kafka answers for a topic without remote storage (Weir
+        tiers nothing); EARLIEST_LOCAL is therefore EARLIEST."""
         plog = partition.log
+        if timestamp == LATEST_TIERED:
+            return -1, -1, -1
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1, plog.leader_epochs.epoch_for_offset(plog.log_start_offset)
         if timestamp == LATEST:

@@ -21,10 +21,11 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.authorization import (CLUSTER, DENIED_ERROR, GROUP, NO_OPERATIONS, TOPIC, TXN, RequestAuthorizer,
-                                         allowed, authorized_operations, denied)
+                                         allowed, authorized_operations, cluster_error, denied)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2  # KIP-932, from FindCoordinator v6
 DEFAULT_RETENTION_TIME = -1  # OffsetCommit v2-v4: the broker's offsets.retention.minutes
 _MS = timedelta(milliseconds=1)
 MAX_TIMESTAMP = 2**63 - 1
@@ -85,7 +86,8 @@ class GroupApis:
         key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
         keys = list(request.coordinator_keys) if version >= 4 else [request.key]
         resource_type = TXN if key_type == KEY_TYPE_TRANSACTION else GROUP
-        refused = denied(self.authz, header, resource_type, keys)  # DESCRIBE on the group or transactional id
+        # DESCRIBE on the group or transactional id (a share group's: CLUSTER_ACTION, below)
+        refused = denied(self.authz, header, resource_type, keys) if key_type != KEY_TYPE_SHARE else set()
         results = []
         for key in keys:
             out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.none,
@@ -94,6 +96,9 @@ class GroupApis:
                       KEY_TYPE_TRANSACTION: self.transactions}.get(key_type)
             if key in refused:
                 out["error_code"] = DENIED_ERROR[resource_type]
+            elif key_type == KEY_TYPE_SHARE and version >= 6:  # as Kafka 3.9, which has no share coordinator
+                out["error_code"] = cluster_error(self.authz, header) or ErrorCode.coordinator_not_available
+                out["error_message"] = "no share group coordinator"
             elif finder is None:
                 out["error_code"] = ErrorCode.invalid_request
                 out["error_message"] = f"key type {key_type}: only group and transaction coordinators are served"

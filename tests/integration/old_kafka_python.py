@@ -4,8 +4,9 @@ versions independent of Weir's), not the test process's kafka-python:
     python old_kafka_python.py BOOTSTRAP TOPIC GROUP COUNT
 
 Creates TOPIC with CreateTopics v0 (and validates another with v1), produces COUNT records,
-consumes them in GROUP (committing), then speaks each API's oldest version Kafka 3.9 serves, and
-prints what it got as one JSON object.
+consumes them in GROUP (committing), then speaks each API's oldest version Kafka 3.9 serves
+(Produce and Fetch in message formats 0 and 1 among them), and prints what it got as one JSON
+object.
 """
 
 import json
@@ -15,9 +16,44 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.client_async import KafkaClient
 from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeConfigsRequest
 from kafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.fetch import FetchRequest
 from kafka.protocol.offset import OffsetRequest
+from kafka.protocol.produce import ProduceRequest
+from kafka.record import MemoryRecords
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 TOPIC_RESOURCE, EARLIEST, LATEST = 2, -2, -1
+NO_CODEC, GZIP = 0, 1
+
+
+def message_set(magic: int, codec: int, values: list[bytes]) -> bytes:
+    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000 + i if magic else None, b"key", value)
+    return bytes(builder.build())
+
+
+def legacy_round_trip(client: KafkaClient, topic: str) -> dict:
+    """Produce v0 (format 0, gzip), v1 (format 0) and v2 (format 1, gzip) to partition 1, then
+    Fetch v0 (answered in format 0) and v3 (format 1) from its start."""
+    out = {"produced": []}
+    for version, magic, codec, values in [(0, 0, GZIP, [b"a", b"b"]), (1, 0, NO_CODEC, [b"c"]),
+                                          (2, 1, GZIP, [b"d", b"e"])]:
+        response = call(client, ProduceRequest[version](required_acks=-1, timeout=10_000, topics=[
+            (topic, [(1, message_set(magic, codec, values))])]))
+        [(_, [partition])] = response.topics
+        out["produced"].append(list(partition[:3]))  # partition, error, base offset
+    for version, magic in [(0, 0), (3, 1)]:
+        fields = dict(replica_id=-1, max_wait_time=100, min_bytes=1, topics=[(topic, [(1, 0, 1 << 20)])])
+        if version >= 3:
+            fields["max_bytes"] = 1 << 20
+        response = call(client, FetchRequest[version](**fields))
+        [(_, [(_, error, high_watermark, records)])] = response.topics
+        batches, fetched = MemoryRecords(records), []
+        while batches.has_next():
+            fetched.extend([r.offset, r.timestamp, r.key.decode(), r.value.decode()] for r in batches.next_batch())
+        out[f"fetch_v{version}"] = [error, high_watermark, records[16], fetched]  # the first message's magic
+    return out
 
 
 def call(client: KafkaClient, request):
@@ -72,6 +108,7 @@ def main(bootstrap: str, topic: str, group: str, count: int) -> None:
     out["describe_acls_v0_error"] = acls.error_code
     deleted = call(client, DeleteTopicsRequest[0](topics=[topic + "-gone"], timeout=10_000))
     out["delete_v0"] = [list(t) for t in deleted.topic_error_codes]
+    out["legacy_round_trip"] = legacy_round_trip(client, topic)
     client.close()
 
     resumed = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)

@@ -88,6 +88,17 @@ def test_kafka_python_1_4_round_trips_and_speaks_the_oldest_versions(broker, old
     assert (error, name, configs) == (0, topic, [["cleanup.policy", "delete", False, True, False]])
     assert out["describe_acls_v0_error"] == 54  # SECURITY_DISABLED: no authorizer, as Kafka answers
     assert out["delete_v0"] == [[topic + "-gone", 3]]  # UNKNOWN_TOPIC_OR_PARTITION
+    # message formats 0 and 1: Produce v0-v2 up-converted, Fetch v0 and v3 down-converted (format 0, 1)
+    legacy = out["legacy_round_trip"]
+    assert legacy["produced"] == [[1, 0, 20], [1, 0, 22], [1, 0, 23]]
+    first_twenty = [(offset, f"k{2 * offset + 1}", f"v{2 * offset + 1}") for offset in range(20)]
+    produced_old = [(20, "key", "a"), (21, "key", "b"), (22, "key", "c"), (23, "key", "d"), (24, "key", "e")]
+    for version, magic in (("fetch_v0", 0), ("fetch_v3", 1)):
+        error, high_watermark, first_magic, records = legacy[version]
+        assert (error, high_watermark, first_magic) == (0, 25, magic)
+        assert [(o, k, v) for o, _, k, v in records] == first_twenty + produced_old
+    assert {ts for _, ts, _, _ in legacy["fetch_v0"][3]} == {None}  # format 0 has no timestamps
+    assert [ts for _, ts, _, _ in legacy["fetch_v3"][3][20:]] == [-1, -1, -1, 1_700_000_000_000, 1_700_000_000_001]
     assert_healthy(broker)
 
 
@@ -121,10 +132,10 @@ def test_kafka_python_3_group_commits_are_resumed_from(broker):
     assert committed(broker.bootstrap, group, topic, 2) == [20, 20]
 
 
-def test_kafka_go_0_2_creates_a_topic_and_gets_kafka_4s_answer_to_message_format_1(broker):
-    """kafka-go 0.2.1 creates its topic with CreateTopics v0; its Produce v2 (message format 1,
-    which Weir does not convert: docs/compatibility.md) has its connection closed, as Kafka 4
-    answers a version it does not serve, and the broker serves everyone else."""
+def test_kafka_go_0_2_creates_a_topic_and_round_trips_in_message_format_1(broker):
+    """kafka-go 0.2.1 creates its topic with CreateTopics v0, produces with Produce v2 (message
+    format 1, up-converted to a format-2 batch) and reads with Fetch v2 (down-converted), as
+    Kafka 3.9 serves it; a newer client reads the same records."""
     client = go_program("kafkago")
     subprocess.run([client, "create", broker.bootstrap, "kafka-go", "2"], check=True, timeout=60)
     from confluent_kafka.admin import AdminClient
@@ -132,6 +143,26 @@ def test_kafka_go_0_2_creates_a_topic_and_gets_kafka_4s_answer_to_message_format
     assert len(topics["kafka-go"].partitions) == 2
     result = subprocess.run([client, "round-trip", broker.bootstrap, "kafka-go", "5"], capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode == 1 and result.stderr.startswith("write:"), result.stderr
-    assert "unsupported api 0 version 2" in broker.output()
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [f"v{i}" for i in range(5)]
+    from kafka import KafkaConsumer, TopicPartition
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    reader.assign([TopicPartition("kafka-go", 0)])
+    records = [next(reader) for _ in range(5)]
+    reader.close()
+    assert [(r.offset, r.key, r.value) for r in records] == [(i, b"k%d" % i, b"v%d" % i) for i in range(5)]
+    assert_healthy(broker)
+
+
+def test_a_topic_without_down_conversion_refuses_kafka_go_s_fetch(broker):
+    """message.downconversion.enable=false: Fetch v2 gets UNSUPPORTED_VERSION for the topic, as
+    Kafka 3.9 answers; its Produce v2 is still up-converted."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("no-down-conversion", 1, 1,
+                                  config={"message.downconversion.enable": "false"})])["no-down-conversion"].result(30)
+    result = subprocess.run([go_program("kafkago"), "round-trip", broker.bootstrap, "no-down-conversion", "2"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and result.stderr.startswith("read:"), result.stderr
+    assert "Unsupported Version" in result.stderr, result.stderr
     assert_healthy(broker)

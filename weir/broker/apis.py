@@ -10,6 +10,7 @@ The control-plane handlers (metadata, topics, configs, elections) are in admin_a
 import asyncio
 import functools
 import logging
+import os
 import shutil
 import time
 from collections import Counter
@@ -26,6 +27,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
                                          encode_produce_response)
+from weir.protocol.legacy_records import down_convert, up_convert
 from weir.protocol.record_batch import TRANSACTIONAL_BIT
 from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from weir.replication.fetch_sessions import FetchContext, FetchSessionCache
@@ -116,6 +118,8 @@ class DataApis:
             for data in topic_data.partition_data:
                 result = ProducePartitionResult(data.index)
                 try:
+                    if header.api_version < 3 and data.records is not None:  # message format 0 or 1
+                        data.records = memoryview(up_convert(data.records))
                     if name is None:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
                     if refused and name in refused:
@@ -308,11 +312,28 @@ class DataApis:
     def _fetch_answer(self, header: RequestHeader, context: FetchContext, results: list) -> list:
         """The response to send, with KIP-951's pointers to the leaders of partitions that moved (v16+)."""
         session_id, topics = context.answer(results)
+        if header.api_version < 4:  # no sessions before v7: the answer is in the request's order
+            self._down_convert(header.api_version, context, topics)
         endpoints = ()
         if header.api_version >= 16:
             endpoints = point_to_leaders(self.replicas.view, header.listener,
                                          ((name, [r for r in rs if r is not None]) for name, _, rs in topics))
         return encode_fetch_response(header.api_version, 0, session_id, topics, endpoints)
+
+    def _down_convert(self, version: int, context: FetchContext, topics: list) -> None:
+        """Fetch v0-v3: the records as a message set of format 0 (v0-v1) or 1 (v2-v3), read from
+        the segment files into memory, as Kafka's down-conversion does (weir.protocol.legacy_records);
+        a topic with message.downconversion.enable=false answers UNSUPPORTED_VERSION (Kafka)."""
+        magic = 0 if version <= 1 else 1
+        for (_, partitions), (name, _, results) in zip(context.wanted, topics):
+            if name in self.replicas.view.topics and not self.replicas.topic_config(name, "message.downconversion.enable"):
+                results[:] = [FetchPartitionResult(r.index, ErrorCode.unsupported_version) for r in results]
+                continue
+            for request, result in zip(partitions, results):
+                if result.records:
+                    data = b"".join(r if isinstance(r, (bytes, bytearray, memoryview))
+                                    else os.pread(r.fd, r.size, r.position) for r in result.records)
+                    result.records = [down_convert(data, magic, request.fetch_offset)]
 
     def _read_all(self, params: FetchParams, context: FetchContext, name_of, max_bytes: int, by_id: bool, *,
                   refused=None) -> list:

@@ -4,7 +4,7 @@ follower or a reader (weir.spark) gets, decoded by hand.
 kio's generic encoder costs tens of microseconds a response, and its decoder copies the
 records of every Fetch answer; these are on the hot path, so they are written with
 struct. Field layouts follow Kafka's
-ProduceResponse.json (v3-v13) and FetchResponse.json (v4-v17): flexible from
+ProduceResponse.json (v0-v13) and FetchResponse.json (v0-v17): flexible from
 Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids
 instead of names from Produce v13 / Fetch v13, KIP-951's CurrentLeader and NodeEndpoints as
 tagged fields from Produce v10 / Fetch v16. Fetch record data is not copied:
@@ -23,6 +23,7 @@ from weir.protocol.varint import write_uvarint
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PRODUCE_PARTITION = struct.Struct(">ihqqq")  # index, error, base offset, append time, log start
+_FETCH_PARTITION_V0 = struct.Struct(">ihq")  # index, error, hw
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable offset
 _FETCH_PARTITION = struct.Struct(">ihqqq")  # the same and the log start (v5+), written and read
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
@@ -125,7 +126,7 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
         for p in partitions:
             packed = _PRODUCE_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
                                              p.log_start_offset)
-            out.append(packed if version >= 5 else packed[:-8])
+            out.append(packed if version >= 5 else packed[:-8] if version >= 2 else packed[:-16])
             if version >= 8:
                 out.append(_array_len(len(p.record_errors), flexible))
                 for batch_index, message in p.record_errors:
@@ -138,9 +139,22 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
                 out.append(_current_leader_tag(0, p.current_leader if version >= 10 else None))
         if flexible:
             out.append(NO_TAGS)
-    out.append(_I32.pack(0))  # throttle_time_ms
+    if version >= 1:
+        out.append(_I32.pack(0))  # throttle_time_ms
     if flexible:
         out.append(_node_endpoints_tag(node_endpoints if version >= 10 else ()))
+    return b"".join(out)
+
+
+def _aborted(aborted: list | None, flexible: bool) -> bytes:
+    """A partition's aborted transactions (v4+): null (READ_UNCOMMITTED) or (producer id, first offset)s."""
+    if aborted is None:
+        return b"\x00" if flexible else b"\xff\xff\xff\xff"
+    out = [_array_len(len(aborted), flexible)]
+    for producer_id, first_offset in aborted:
+        out.append(_ABORTED.pack(producer_id, first_offset))
+        if flexible:
+            out.append(NO_TAGS)
     return b"".join(out)
 
 
@@ -151,7 +165,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
     flexible = version >= 12
     by_id = version >= 13
     out: list = []
-    head = [_FETCH_TOP.pack(0, error_code, session_id) if version >= 7 else _I32.pack(0)]
+    head = [_FETCH_TOP.pack(0, error_code, session_id) if version >= 7 else _I32.pack(0) if version >= 1 else b""]
     head.append(_array_len(len(topics), flexible))
     for name, topic_id, partitions in topics:
         head.append(_topic_key(name, topic_id, by_id, flexible))
@@ -160,17 +174,12 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
             if version >= 5:
                 head.append(_FETCH_PARTITION.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset,
                                                   p.log_start_offset))
-            else:
+            elif version == 4:
                 head.append(_FETCH_PARTITION_V4.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset))
-            aborted = p.aborted_transactions
-            if aborted is None:
-                head.append(b"\x00" if flexible else b"\xff\xff\xff\xff")  # aborted_transactions: null
-            else:
-                head.append(_array_len(len(aborted), flexible))
-                for producer_id, first_offset in aborted:
-                    head.append(_ABORTED.pack(producer_id, first_offset))
-                    if flexible:
-                        head.append(NO_TAGS)
+            else:  # before v4: no last stable offset, no aborted transactions
+                head.append(_FETCH_PARTITION_V0.pack(p.index, p.error_code, p.high_watermark))
+            if version >= 4:
+                head.append(_aborted(p.aborted_transactions, flexible))
             if version >= 11:
                 head.append(b"\xff\xff\xff\xff")  # preferred_read_replica -1
             records = p.records or []

@@ -1,9 +1,9 @@
 """The API versions Weir implements, and nothing more (clients pick from this).
 
 From each API's first version Kafka 3.9 serves (the versions kio lacks, which Kafka 4 removed in
-KIP-896, are in weir.protocol.legacy_schemas), except Produce v0-2 and Fetch v0-3, whose message
-formats 0 and 1 Weir does not convert (docs/compatibility.md), and AlterPartition v0-1, which only
-brokers send.
+KIP-896, are in weir.protocol.legacy_schemas; Produce v0-2 and Fetch v0-3 carry message formats 0
+and 1, converted by weir.protocol.legacy_records), except AlterPartition v0-1, which only brokers
+send.
 """
 
 from enum import IntEnum
@@ -65,8 +65,8 @@ class ApiKey(IntEnum):
 
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 13),
-    ApiKey.FETCH: (4, 17),
+    ApiKey.PRODUCE: (0, 13),
+    ApiKey.FETCH: (0, 17),
     ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 13),
     ApiKey.API_VERSIONS: (0, 4),

@@ -2,6 +2,7 @@
 versions independent of Weir's), not the test process's kafka-python:
 
     python old_kafka_python.py BOOTSTRAP TOPIC GROUP COUNT
+    python old_kafka_python.py acls BOOTSTRAP TOPIC
 
 Creates TOPIC with CreateTopics v0 (and validates another with v1), produces COUNT records,
 consumes them in GROUP (committing), then speaks each API's oldest version Kafka 3.9 serves
@@ -14,7 +15,8 @@ import sys
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.client_async import KafkaClient
-from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeConfigsRequest
+from kafka.protocol.admin import (CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteTopicsRequest,
+                                  DescribeAclsRequest, DescribeConfigsRequest)
 from kafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.fetch import FetchRequest
 from kafka.protocol.offset import OffsetRequest
@@ -23,6 +25,7 @@ from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 TOPIC_RESOURCE, EARLIEST, LATEST = 2, -2, -1
+READ, ALLOW, ANY = 3, 3, 1  # ACL operation, permission type, and the filter's "any" of each
 NO_CODEC, GZIP = 0, 1
 
 
@@ -117,5 +120,26 @@ def main(bootstrap: str, topic: str, group: str, count: int) -> None:
     json.dump(out, sys.stdout)
 
 
+def acls(bootstrap: str, topic: str) -> None:
+    """ACLs v0 (literal names only): create one, describe it, delete it, describe none."""
+    client = KafkaClient(bootstrap_servers=bootstrap, client_id="kafka-python-1.4")
+    acl = (TOPIC_RESOURCE, topic, "User:alice", "*", READ, ALLOW)
+    out = {"created": [list(r) for r in call(client, CreateAclsRequest[0](creations=[acl])).creation_responses]}
+
+    def described():
+        response = call(client, DescribeAclsRequest[0](resource_type=TOPIC_RESOURCE, resource_name=topic,
+                                                       principal=None, host=None, operation=ANY, permission_type=ANY))
+        return [response.error_code, [[r[0], r[1], [list(a) for a in r[2]]] for r in response.resources]]
+    out["described"] = described()
+    deleted = call(client, DeleteAclsRequest[0](filters=[(TOPIC_RESOURCE, topic, None, None, ANY, ANY)]))
+    out["deleted"] = [[r[0], [list(m) for m in r[2]]] for r in deleted.filter_responses]
+    out["described_after"] = described()
+    client.close()
+    json.dump(out, sys.stdout)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if sys.argv[1] == "acls":
+        acls(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from clients import go_program, make_messages, sarama_group_consume, sarama_produce
-from raw_protocol import assert_healthy
+from raw_protocol import RawClient, assert_healthy
 
 OLD_KAFKA_PYTHON = "1.4.7"
+OFFSET_FOR_LEADER_EPOCH = 23
 
 
 def create_topic(bootstrap, topic, partitions):
@@ -102,6 +103,22 @@ def test_kafka_python_1_4_round_trips_and_speaks_the_oldest_versions(broker, old
     assert_healthy(broker)
 
 
+def test_kafka_python_1_4_creates_describes_and_deletes_literal_acls_with_v0(start_broker, old_kafka_python):
+    broker = start_broker(0, authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+                          super_users="User:ANONYMOUS")
+    result = subprocess.run([sys.executable, str(Path(__file__).parent / "old_kafka_python.py"), "acls",
+                             broker.bootstrap, "guarded"], env={**os.environ, "PYTHONPATH": str(old_kafka_python)},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    acl = ["User:alice", "*", 3, 3]  # READ, ALLOW
+    assert out["created"] == [[0, None]]
+    assert out["described"] == [0, [[2, "guarded", [acl]]]]
+    assert out["deleted"] == [[0, [[0, None, 2, "guarded", *acl]]]]
+    assert out["described_after"] == [0, []]
+    assert_healthy(broker)
+
+
 def test_kafka_python_3_group_commits_are_resumed_from(broker):
     from kafka import KafkaConsumer, KafkaProducer
     topic = group = "kafka-python-3"
@@ -165,4 +182,24 @@ def test_a_topic_without_down_conversion_refuses_kafka_go_s_fetch(broker):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and result.stderr.startswith("read:"), result.stderr
     assert "Unsupported Version" in result.stderr, result.stderr
+    assert_healthy(broker)
+
+
+def test_offset_for_leader_epoch_v0_and_v1(broker):
+    """Without the current leader epoch (KIP-320), v0 without the leader epoch in the answer."""
+    from confluent_kafka import Producer
+
+    from weir.protocol.codec import build, request_schema
+    with RawClient(broker.port) as client:
+        create_topic(broker.bootstrap, "epochs", 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(3):
+            producer.produce("epochs", b"v%d" % i, partition=0)
+        producer.flush(30)
+        for version in (0, 1):
+            request = build(request_schema(OFFSET_FOR_LEADER_EPOCH, version), {"topics": [
+                {"topic": "epochs", "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+            [partition] = client.call(OFFSET_FOR_LEADER_EPOCH, version, request).topics[0].partitions
+            assert (partition.error_code, partition.partition, partition.end_offset) == (0, 0, 3)
+            assert getattr(partition, "leader_epoch", 0) == 0
     assert_healthy(broker)

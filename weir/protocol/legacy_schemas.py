@@ -1,6 +1,10 @@
 """Request and response schemas of API versions Kafka 3.9 serves that kio does not ship (kio follows
 Kafka 4, which removed them in KIP-896), built as kio's generated ones are.
 
+The broker decodes Produce and Fetch by hand (weir.protocol.hot_requests), every version; their
+schemas here (v0-v2 and v0-v3: message formats 0 and 1, weir.protocol.legacy_records) serve the
+tests' clients and fuzzers.
+
 A version whose bytes are those of the next one (Kafka's JSON says "the same as version N") is
 served by kio's class for that version. The others are written here as field lists, in wire order,
 with kio's field names where kio has the field, so one handler reads every version; a field the
@@ -18,13 +22,13 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader
 from kio.schema.response_header.v0.header import ResponseHeader
 from kio.static.constants import EntityType
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+from kio.static.primitive import Records, TZAware, i8, i16, i32, i32Timedelta, i64
 
 from weir.protocol.versions import ApiKey
 
 _PYTHON_TYPES = {"int8": i8, "int16": i16, "int32": i32, "int64": i64, "string": str, "bool": bool,
                  "bytes": bytes, "error_code": ErrorCode,
-                 "timedelta_i32": i32Timedelta}
+                 "timedelta_i32": i32Timedelta, "records": Records, "datetime_i64": TZAware}
 
 
 def _entity(name: str, api_key: int, version: int, kind: EntityType, fields: list) -> type:
@@ -70,7 +74,35 @@ _ACL_FILTER = [("resource_type_filter", "int8"), ("resource_name_filter", "strin
                ("permission_type", "int8")]
 _ACL_ENTRY = [("principal", "string"), ("host", "string"), ("operation", "int8"), ("permission_type", "int8")]
 
+_PRODUCE_REQUEST = [("acks", "int16"), ("timeout", "timedelta_i32"), ("topic_data", [
+    ("name", "string"), ("partition_data", [("index", "int32"), ("records", "records?")])])]
+_FETCH_PARTITIONS = ("partitions", [("partition", "int32"), ("fetch_offset", "int64"),
+                                    ("partition_max_bytes", "int32")])
+
+
+def _produce_response(version: int) -> list:
+    partition = [("index", "int32"), ("error_code", "error_code"), ("base_offset", "int64")]
+    partition += [("log_append_time", "datetime_i64?")] if version >= 2 else []
+    fields = [("responses", [("name", "string"), ("partition_responses", partition)])]
+    return fields + ([("throttle_time", "timedelta_i32")] if version >= 1 else [])
+
+
+def _fetch_request(version: int) -> list:
+    limit = [("max_bytes", "int32")] if version >= 3 else []
+    return [("replica_id", "int32"), ("max_wait", "timedelta_i32"), ("min_bytes", "int32"), *limit,
+            ("topics", [("topic", "string"), _FETCH_PARTITIONS])]
+
+
+def _fetch_response(version: int) -> list:
+    throttle = [("throttle_time", "timedelta_i32")] if version >= 1 else []
+    return [*throttle, ("responses", [("topic", "string"), ("partitions", [
+        ("partition_index", "int32"), ("error_code", "error_code"), ("high_watermark", "int64"),
+        ("records", "records?")])])]
+
+
 REQUESTS: dict[tuple[int, int], type] = {
+    **{(ApiKey.PRODUCE, v): _request(ApiKey.PRODUCE, v, _PRODUCE_REQUEST) for v in range(3)},
+    **{(ApiKey.FETCH, v): _request(ApiKey.FETCH, v, _fetch_request(v)) for v in range(4)},
     # WriteTxnMarkers v0 (KIP-98): version 1 without the flexible encoding
     (ApiKey.WRITE_TXN_MARKERS, 0): _request(ApiKey.WRITE_TXN_MARKERS, 0, [("markers", [
         ("producer_id", "int64"), ("producer_epoch", "int16"), ("transaction_result", "bool"),
@@ -112,6 +144,8 @@ REQUESTS: dict[tuple[int, int], type] = {
 }
 
 RESPONSES: dict[tuple[int, int], type] = {
+    **{(ApiKey.PRODUCE, v): _response(ApiKey.PRODUCE, v, _produce_response(v)) for v in range(3)},
+    **{(ApiKey.FETCH, v): _response(ApiKey.FETCH, v, _fetch_response(v)) for v in range(4)},
     (ApiKey.WRITE_TXN_MARKERS, 0): _response(ApiKey.WRITE_TXN_MARKERS, 0, [("markers", [
         ("producer_id", "int64"), ("topics", [("name", "string"), ("partitions", [
             ("partition_index", "int32"), ("error_code", "error_code")])])])]),

@@ -317,7 +317,7 @@ class DataApis:
         endpoints = ()
         if header.api_version >= 16:
             endpoints = point_to_leaders(self.replicas.view, header.listener,
-                                         ((name, [r for r in rs if r is not None]) for name, _, rs in topics))
+                                         ((name, results) for name, _, results in topics))
         return encode_fetch_response(header.api_version, 0, session_id, topics, endpoints)
 
     def _down_convert(self, version: int, context: FetchContext, topics: list) -> None:

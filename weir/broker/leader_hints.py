@@ -15,11 +15,12 @@ MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epo
 
 def point_to_leaders(view, listener: str, partitions) -> list[NodeEndpoint]:
     """Fill `current_leader` of each moved result in `partitions` ([(topic name, [result])], a
-    result with `.index`, `.error_code` and `.current_leader`); the leaders' endpoints."""
+    result with `.index`, `.error_code` and `.current_leader`, or None: a partition an incremental
+    fetch leaves out); the leaders' endpoints."""
     leaders: set[int] = set()
     for name, results in partitions:
         for result in results:
-            if result.error_code not in MOVED:
+            if result is None or result.error_code not in MOVED:
                 continue
             state = view.states.get((name, result.index))
             if state is None:

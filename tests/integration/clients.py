@@ -159,13 +159,13 @@ def platformatic_group_consume(bootstrap, topic, group, expected):
 # -- Sarama (Go, its own protocol code; Debian's golang-github-shopify-sarama-dev) -------------
 
 @functools.cache
-def sarama_client() -> str:
-    """The Go program tests/go/sarama built once per test process (GOPATH mode: Debian ships the
-    library and its dependencies as source under /usr/share/gocode)."""
-    binary = os.path.join(tempfile.mkdtemp(prefix="weir-sarama-"), "sarama-client")
+def go_program(name: str) -> str:
+    """The Go program tests/go/NAME built once per test process (GOPATH mode: Debian ships the
+    libraries and their dependencies as source under /usr/share/gocode)."""
+    binary = os.path.join(tempfile.mkdtemp(prefix=f"weir-{name}-"), f"{name}-client")
     env = {**os.environ, "GOPATH": "/usr/share/gocode", "GO111MODULE": "off"}
     env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(), "weir-test-gocache"))
-    subprocess.run(["go", "build", "-o", binary, "."], cwd=GO_CLIENTS / "sarama", env=env, check=True,
+    subprocess.run(["go", "build", "-o", binary, "."], cwd=GO_CLIENTS / name, env=env, check=True,
                    capture_output=True, timeout=300)
     return binary
 
@@ -175,13 +175,13 @@ def sarama_produce(bootstrap, topic, messages, compression="none"):
     Keys, values and headers must be text."""
     payload = [{"partition": partition, "key": key.decode(), "value": value.decode(), "timestamp": ts,
                 "headers": [(k, v.decode()) for k, v in headers]} for partition, key, value, headers, ts in messages]
-    subprocess.run([sarama_client(), "produce", bootstrap, topic, compression], input=json.dumps(payload).encode(),
+    subprocess.run([go_program("sarama"), "produce", bootstrap, topic, compression], input=json.dumps(payload).encode(),
                    check=True, timeout=120)
 
 
 def sarama_group_consume(bootstrap, topic, group, expected):
     """Joins `group`, reads `expected` messages from the oldest offsets and commits them."""
-    result = subprocess.run([sarama_client(), "consume", bootstrap, topic, group, str(expected)],
+    result = subprocess.run([go_program("sarama"), "consume", bootstrap, topic, group, str(expected)],
                             capture_output=True, check=True, timeout=120)
     return [Message(m["partition"], m["offset"], m["key"].encode(), m["value"].encode(),
                     tuple((k, v.encode()) for k, v in m.get("headers") or ()), m["timestamp"])

@@ -7,7 +7,6 @@ import socket
 import struct
 import time
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -16,6 +15,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.serial import entity_reader, entity_writer
 
+from weir.protocol.codec import response_schema
 from weir.protocol.versions import SUPPORTED_VERSIONS
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
@@ -49,10 +49,9 @@ def sized(payload: bytes) -> bytes:
 
 
 def request_payload(api_key: int, version: int, entity, correlation_id: int = 1) -> bytes:
-    schema = load_request_schema(api_key, version)
     out = io.BytesIO()
     out.write(header_bytes(api_key, version, correlation_id))
-    if schema.__flexible__:
+    if type(entity).__flexible__:
         out.write(b"\x00")  # request header v2: empty tagged fields
     entity_writer(type(entity))(out, entity)  # the entity's own schema: kio's, or one of weir's schema_overrides
     return out.getvalue()
@@ -103,7 +102,7 @@ class RawClient:
         payload = recv_exact(self.sock, size)
         got, = struct.unpack_from(">i", payload)
         assert got == correlation_id, f"response to correlation id {got}, expected {correlation_id}"
-        schema = load_response_schema(api_key, version)
+        schema = response_schema(api_key, version)  # kio's, or one of weir's legacy_schemas
         offset = 4
         if schema.__flexible__ and api_key != API_VERSIONS:  # KIP-511: ApiVersions keeps header v0
             assert payload[4] == 0, "response header v1 carries an empty tagged section"

@@ -204,7 +204,7 @@ def test_client_disconnecting_mid_frame_leaves_the_broker_unaffected(broker, sen
     (999, 0, "unsupported api 999 version 0"),
     (-1, 0, "unsupported api -1 version 0"),
     (57, 0, "unsupported api 57 version 0"),  # a real Kafka api (UpdateFeatures) Weir lacks
-    (PRODUCE, 2, "unsupported api 0 version 2"),  # below the supported range
+    (56, 1, "unsupported api 56 version 1"),  # below the supported range (AlterPartition by topic name)
     (FETCH, 99, "unsupported api 1 version 99"),  # above it
 ])
 def test_unknown_api_key_or_version_closes_the_connection(broker, api_key, version, reason):

@@ -4,7 +4,6 @@ and WriteTxnMarkers requests, as the coordinator and a transactional producer se
 that write nothing, DescribeProducers, and an open transaction surviving kill -9 and a failover."""
 
 import datetime
-import io
 import struct
 import time
 
@@ -16,13 +15,11 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
-from kio.serial import entity_reader, entity_writer
-from raw_protocol import (NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic, header_bytes,
-                          recv_exact, sized)
+from raw_protocol import NONE, UNKNOWN_TOPIC_OR_PARTITION, RawClient, assert_healthy, create_topic
 from waiting import wait_until
 
 from weir.broker.txn_verification import verification_supported
-from weir.protocol import legacy_schemas
+from weir.protocol.codec import build, request_schema
 from weir.protocol.record_batch import TRANSACTIONAL_BIT, batch_headers
 from weir.protocol.records import encode_batch
 from weir.transactions.read_committed import consume_read_committed, consume_read_uncommitted
@@ -299,17 +296,10 @@ def test_write_txn_markers_v0_and_v1_answer_alike(start_broker):
     with RawClient(broker.port) as client:
         create_topic(client, "v0")
         assert produce(client, "v0", txn_batch([b"a"], P, 0)).error_code == NONE
-        request = legacy_schemas.WriteTxnMarkersRequest(markers=(legacy_schemas.WritableTxnMarker(
-            producer_id=P, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
-            topics=(legacy_schemas.WritableTxnMarkerTopic(name="v0", partition_indexes=(0, 3)),)),))
-        client.correlation_id += 1
-        payload = header_bytes(WRITE_TXN_MARKERS, 0, client.correlation_id)
-        out = io.BytesIO()
-        entity_writer(legacy_schemas.WriteTxnMarkersRequest)(out, request)
-        client.send(sized(payload + out.getvalue()))
-        size, = struct.unpack(">i", recv_exact(client.sock, 4))
-        body = recv_exact(client.sock, size)
-        response, _ = entity_reader(legacy_schemas.WriteTxnMarkersResponse)(body, 4)
+        request = build(request_schema(WRITE_TXN_MARKERS, 0), {"markers": [{
+            "producer_id": P, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+            "topics": [{"name": "v0", "partition_indexes": [0, 3]}]}]})
+        response = client.call(WRITE_TXN_MARKERS, 0, request)
         [marker] = response.markers
         assert {p.partition_index: p.error_code for t in marker.topics for p in t.partitions} == \
             {0: NONE, 3: UNKNOWN_TOPIC_OR_PARTITION}

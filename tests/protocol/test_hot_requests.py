@@ -43,8 +43,8 @@ def assert_same(ours, theirs) -> None:
             assert mine == expected, f.name
 
 
-@pytest.mark.parametrize("api_key, versions, decode", [(0, range(3, 14), decode_produce_request),
-                                                       (1, range(4, 18), decode_fetch_request)])
+@pytest.mark.parametrize("api_key, versions, decode", [(0, range(0, 14), decode_produce_request),
+                                                       (1, range(0, 18), decode_fetch_request)])
 def test_hand_decoders_read_what_kio_reads(api_key, versions, decode):
     for version in versions:
         schema = request_schema(api_key, version)

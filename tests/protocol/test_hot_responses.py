@@ -3,25 +3,29 @@
 import uuid
 
 import pytest
-from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from weir.protocol.hot_responses import (FetchPartitionResult, FileRegion, ProducePartitionResult,
+from weir.protocol.codec import response_schema
+from weir.protocol.hot_responses import (FetchPartitionResult, FileRegion, NodeEndpoint, ProducePartitionResult,
                                          encode_fetch_response, encode_produce_response)
 
 TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
 
 def decode(api_key, version, body: bytes):
-    entity, size = entity_reader(load_response_schema(api_key, version))(body, 0)
+    entity, size = entity_reader(response_schema(api_key, version))(body, 0)  # kio's, or weir's legacy_schemas
     assert size == len(body)
     return entity
 
 
-@pytest.mark.parametrize("version", range(3, 14))
+LEADER = NodeEndpoint(2, "broker-2", 9092, "rack-b")
+
+
+@pytest.mark.parametrize("version", range(0, 14))
 def test_produce_response_decodes_with_every_supported_version(version):
-    results = [ProducePartitionResult(0, 0, 42, -1, 7), ProducePartitionResult(3, 2, -1, -1, -1, "bad crc")]
-    body = encode_produce_response(version, [("orders", TOPIC_ID, results)])
+    results = [ProducePartitionResult(0, 0, 42, -1, 7),
+               ProducePartitionResult(3, 6, -1, -1, -1, "not the leader", current_leader=(2, 9))]
+    body = encode_produce_response(version, [("orders", TOPIC_ID, results)], node_endpoints=[LEADER])
     response = decode(0, version, body)
     topic = response.responses[0]
     if version >= 13:
@@ -30,22 +34,27 @@ def test_produce_response_decodes_with_every_supported_version(version):
         assert topic.name == "orders"
     first, second = topic.partition_responses
     assert (first.index, first.error_code, first.base_offset) == (0, 0, 42)
-    assert (second.index, second.error_code) == (3, 2)
+    assert (second.index, second.error_code) == (3, 6)
     if version >= 5:
         assert first.log_start_offset == 7
     if version >= 8:
-        assert second.error_message == "bad crc"
+        assert second.error_message == "not the leader"
+    if version >= 10:  # KIP-951
+        assert (first.current_leader.leader_id, first.current_leader.leader_epoch) == (-1, -1)
+        assert (second.current_leader.leader_id, second.current_leader.leader_epoch) == (2, 9)
+        assert [(n.node_id, n.host, n.port, n.rack) for n in response.node_endpoints] == [(2, "broker-2", 9092, "rack-b")]
 
 
-@pytest.mark.parametrize("version", range(4, 18))
+@pytest.mark.parametrize("version", range(0, 18))
 def test_fetch_response_decodes_with_every_supported_version(tmp_path, version):
     records = b"R" * 100
     path = tmp_path / "segment"
     path.write_bytes(b"xx" + records)
     with open(path, "rb") as f:
         region = FileRegion(f.fileno(), 2, 100)
-        parts = [FetchPartitionResult(0, 0, 10, 10, 0, [region]), FetchPartitionResult(1, 1, 5, 5, 0)]
-        items = encode_fetch_response(version, 0, 0, [("orders", TOPIC_ID, parts)])
+        parts = [FetchPartitionResult(0, 0, 10, 10, 0, [region]),
+                 FetchPartitionResult(1, 6, 5, 5, 0, current_leader=(2, 9))]
+        items = encode_fetch_response(version, 0, 0, [("orders", TOPIC_ID, parts)], node_endpoints=[LEADER])
         body = b"".join(bytes(i) if not isinstance(i, FileRegion) else records for i in items)
     response = decode(1, version, body)
     topic = response.responses[0]
@@ -55,9 +64,12 @@ def test_fetch_response_decodes_with_every_supported_version(tmp_path, version):
         assert topic.topic == "orders"
     first, second = topic.partitions
     assert first.high_watermark == 10 and first.records == records
-    assert second.error_code == 1 and not second.records
+    assert second.error_code == 6 and not second.records
     if version >= 11:
         assert first.preferred_read_replica == -1
+    if version >= 16:  # KIP-951
+        assert (second.current_leader.leader_id, second.current_leader.leader_epoch) == (2, 9)
+        assert [(n.node_id, n.host, n.port, n.rack) for n in response.node_endpoints] == [(2, "broker-2", 9092, "rack-b")]
 
 
 @pytest.mark.parametrize("version", range(4, 18))

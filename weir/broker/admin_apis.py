@@ -315,9 +315,10 @@ class AdminApis:
                                      "give either assignments or num_partitions/replication_factor")
                 partitions = t.num_partitions if t.num_partitions != -1 else self.config["num.partitions"]
                 factor = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
-                if mutations is not None and not request.validate_only and t.name not in self.view.topics:
+                validate_only = getattr(request, "validate_only", False)  # v1+
+                if mutations is not None and not validate_only and t.name not in self.view.topics:
                     mutations.record(len(manual) if manual else partitions)
-                assignment = await self.create_topic(t.name, partitions, factor, manual, configs, request.validate_only)
+                assignment = await self.create_topic(t.name, partitions, factor, manual, configs, validate_only)
                 out.update(topic_id=assignment.topic_id, num_partitions=len(assignment.replicas),
                            replication_factor=len(assignment.replicas[0]))
                 if t.name not in configs_hidden:
@@ -448,7 +449,7 @@ class AdminApis:
     def describe_configs(self, header: RequestHeader, request) -> dict:
         """Every topic config (weir.config.topic_configs) or broker setting, with its source, and
         its synonyms and documentation when asked for (KIP-226, KIP-569)."""
-        synonyms_wanted = request.include_synonyms
+        synonyms_wanted = getattr(request, "include_synonyms", False)  # v1+
         documentation_wanted = getattr(request, "include_documentation", False)  # v3+
         results = []
         for r in request.resources:
@@ -617,7 +618,8 @@ class AdminApis:
     def describe_cluster(self, header: RequestHeader, request) -> dict:
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
                 "cluster_id": self.config["cluster.id"], "controller_id": self.view.controller_id,
-                "brokers": self._broker_entries("broker_id", header.listener),
+                # v2 (KIP-1073): ZooKeeper mode has no fenced brokers, every registered one is live
+                "brokers": [{**b, "is_fenced": False} for b in self._broker_entries("broker_id", header.listener)],
                 "cluster_authorized_operations": authorized_operations(self.authz, header, CLUSTER)
                 if request.include_cluster_authorized_operations else NO_OPERATIONS}
 

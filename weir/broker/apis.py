@@ -8,13 +8,16 @@ The control-plane handlers (metadata, topics, configs, elections) are in admin_a
 """
 
 import asyncio
+import functools
 import logging
+import os
 import shutil
 import time
 from collections import Counter
 from pathlib import Path
 
 from weir.broker.fetch_waiters import ParkedFetch, keeps_waiting, records_size
+from weir.broker.leader_hints import point_to_leaders
 from weir.broker.replica_manager import FetchParams, ReplicaManager
 from weir.broker.throttles import ClientThrottles, Throttled
 from weir.broker.topics import INTERNAL_TOPICS
@@ -25,6 +28,7 @@ from weir.protocol.errors import ErrorCode, KafkaError
 from weir.protocol.header import RequestHeader
 from weir.protocol.hot_responses import (FetchPartitionResult, ProducePartitionResult, encode_fetch_response,
                                          encode_produce_response)
+from weir.protocol.legacy_records import down_convert, up_convert
 from weir.protocol.record_batch import TRANSACTIONAL_BIT
 from weir.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from weir.replication.fetch_sessions import FetchContext, FetchSessionCache
@@ -43,10 +47,10 @@ class _EveryTopic:
 
 EVERY_TOPIC = _EveryTopic()
 
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
-# the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion; -5,
-# LATEST_TIERED, needs v9); any other negative one is UNSUPPORTED_VERSION
-SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, -5: 9}
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+# the ListOffsets version each special timestamp needs (Kafka's timestampMinSupportedVersion); any
+# other negative one is UNSUPPORTED_VERSION
+SPECIAL_TIMESTAMP_VERSIONS = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 READ_COMMITTED = 1  # isolation_level (KIP-98); 0 is READ_UNCOMMITTED
 VALID_ACKS = (-1, 0, 1)  # Kafka's ReplicaManager.isValidRequiredAcks: any other is INVALID_REQUIRED_ACKS
 ATTRIBUTES_LOW_BYTE = 22  # of a record batch (attributes int16 at 21)
@@ -124,6 +128,8 @@ class DataApis:
             for data in topic_data.partition_data:
                 result = ProducePartitionResult(data.index)
                 try:
+                    if header.api_version < 3 and data.records is not None:  # message format 0 or 1
+                        data.records = memoryview(up_convert(data.records))
                     if name is None:
                         raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_data.topic_id}")
                     if refused and name in refused:
@@ -149,22 +155,31 @@ class DataApis:
                     self._refused(result, name, e)
                 results.append(result)
             topics_out.append((topic_data.name if not by_id else "", topic_data.topic_id if by_id else None, results))
+        answer = functools.partial(self._produce_answer, header, names)
         if verifying:
-            return InOrder(self._produce_verified(header, request, topics_out, waiting, verifying))
+            return InOrder(self._produce_verified(answer, request, topics_out, waiting, verifying))
         if request.acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
-            return self._produce_answer(header, None)
+            return answer(None)
         if not waiting or all(f.done() for _, f in waiting):
             self._settle(waiting)
-            return self._produce_answer(header, topics_out)
-        return InOrder(self._produce_replicated(header, topics_out, waiting))
+            return answer(topics_out)
+        return InOrder(self._produce_replicated(answer, topics_out, waiting))
 
-    def _produce_answer(self, header: RequestHeader, topics_out):
+    def _produce_answer(self, header: RequestHeader, names: list, topics_out: list | None):
         """The answer (None: acks=0, no answer) with the producer's throttle time, once the
-        request is done (Kafka records a Produce against producer_byte_rate then)."""
+        request is done (Kafka records a Produce against producer_byte_rate then), and KIP-951's
+        pointers to the leaders of partitions that moved (v10+)."""
         throttle = self.throttles.produced(header) if self.throttles is not None else 0
-        body = None if topics_out is None else encode_produce_response(header.api_version, topics_out, throttle)
+        if topics_out is None:
+            body = None
+        else:
+            endpoints = ()
+            if header.api_version >= 10:
+                endpoints = point_to_leaders(self.replicas.view, header.listener,
+                                             ((name, results) for name, (_, _, results) in zip(names, topics_out)))
+            body = encode_produce_response(header.api_version, topics_out, throttle, endpoints)
         return Throttled(body, throttle) if throttle else body
 
     def _known_partition(self, name: str, index: int) -> bool:
@@ -197,7 +212,7 @@ class DataApis:
         result.record_errors = e.record_errors
         log.warning("produce to %s-%d refused: %s", name, result.index, e)
 
-    async def _produce_verified(self, header: RequestHeader, request, topics_out, waiting, verifying):
+    async def _produce_verified(self, answer, request, topics_out, waiting, verifying):
         """KIP-890 part 1: the coordinator verifies the partitions whose producer has no
         transaction on them yet; each is appended, with its guard, only once verified."""
         producers = {(v.header.producer_id, v.header.producer_epoch) for _, _, v, _ in verifying}
@@ -217,12 +232,12 @@ class DataApis:
             except KafkaError as e:
                 self._refused(result, name, e)
         if request.acks == 0:
-            return self._produce_answer(header, None)
+            return answer(None)
         await asyncio.gather(*(f for _, f in waiting))
         self._settle(waiting)
-        return self._produce_answer(header, topics_out)
+        return answer(topics_out)
 
-    def _produce_replicated(self, header: RequestHeader, topics_out, waiting) -> asyncio.Future:
+    def _produce_replicated(self, answer_now, topics_out, waiting) -> asyncio.Future:
         """A future answered with the response once every partition's acks=all wait is over:
         callbacks on the partitions' futures, not a task gathering them (this is per request)."""
         answer = asyncio.get_running_loop().create_future()
@@ -233,7 +248,7 @@ class DataApis:
             if not pending and not answer.done():
                 try:
                     self._settle(waiting)
-                    answer.set_result(self._produce_answer(header, topics_out))
+                    answer.set_result(answer_now(topics_out))
                 except Exception as e:
                     answer.set_exception(e)
 
@@ -312,9 +327,9 @@ class DataApis:
         return answered
 
     def _fetch_answer(self, header: RequestHeader, context: FetchContext, results: list, consumer: bool):
-        """The answer to a Fetch. A consumer over consumer_byte_rate gets an empty one with its
-        throttle time instead, the bytes read not counted (Kafka's handleFetchRequest): it fetches
-        them again once unmuted."""
+        """The answer to a Fetch, with KIP-951's pointers to the leaders of partitions that moved
+        (v16+). A consumer over consumer_byte_rate gets an empty one with its throttle time instead,
+        the bytes read not counted (Kafka's handleFetchRequest): it fetches them again once unmuted."""
         throttles = self.throttles
         if consumer and throttles is not None and throttles.fetch.enabled:
             size = sum(records_size(r) for _, _, answered in results for r in answered if r is not None)
@@ -322,7 +337,29 @@ class DataApis:
             if throttle:
                 return Throttled(encode_fetch_response(header.api_version, 0, context.throttled_session_id(), [],
                                                        throttle), throttle)
-        return encode_fetch_response(header.api_version, 0, *context.answer(results))
+        session_id, topics = context.answer(results)
+        if header.api_version < 4:  # no sessions before v7: the answer is in the request's order
+            self._down_convert(header.api_version, context, topics)
+        endpoints = ()
+        if header.api_version >= 16:
+            endpoints = point_to_leaders(self.replicas.view, header.listener,
+                                         ((name, results) for name, _, results in topics))
+        return encode_fetch_response(header.api_version, 0, session_id, topics, 0, endpoints)
+
+    def _down_convert(self, version: int, context: FetchContext, topics: list) -> None:
+        """Fetch v0-v3: the records as a message set of format 0 (v0-v1) or 1 (v2-v3), read from
+        the segment files into memory, as Kafka's down-conversion does (weir.protocol.legacy_records);
+        a topic with message.downconversion.enable=false answers UNSUPPORTED_VERSION (Kafka)."""
+        magic = 0 if version <= 1 else 1
+        for (_, partitions), (name, _, results) in zip(context.wanted, topics):
+            if name in self.replicas.view.topics and not self.replicas.topic_config(name, "message.downconversion.enable"):
+                results[:] = [FetchPartitionResult(r.index, ErrorCode.unsupported_version) for r in results]
+                continue
+            for request, result in zip(partitions, results):
+                if result.records:
+                    data = b"".join(r if isinstance(r, (bytes, bytearray, memoryview))
+                                    else os.pread(r.fd, r.size, r.position) for r in result.records)
+                    result.records = [down_convert(data, magic, request.fetch_offset)]
 
     def _read_all(self, params: FetchParams, context: FetchContext, name_of, max_bytes: int, by_id: bool, *,
                   refused=None) -> list:
@@ -365,7 +402,10 @@ class DataApis:
 
     def list_offsets(self, header: RequestHeader, request) -> dict:
         """As Kafka's handleListOffsetRequestV1AndAbove: a partition named twice is INVALID_REQUEST
-        (each time), a special timestamp the version does not have UNSUPPORTED_VERSION."""
+        (each time), a special timestamp the version does not have UNSUPPORTED_VERSION. v0 answers
+        a list ("old style" offsets): the one offset v1 finds, if any and if max_num_offsets > 0,
+        where Kafka's handleListOffsetRequestV0 listed segment base offsets too (by their files'
+        mtimes) for a client to pick from."""
         read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
@@ -386,6 +426,8 @@ class DataApis:
                                                                getattr(p, "current_leader_epoch", -1))
                     out["offset"], out["timestamp"], out["leader_epoch"] = self._offset_for(partition, p.timestamp,
                                                                                            read_committed)
+                    if header.api_version == 0 and out["offset"] >= 0 and p.max_num_offsets > 0:
+                        out["old_style_offsets"] = [out["offset"]]
                 except KafkaError as e:
                     out["error_code"] = e.code
                     if e.code == ErrorCode.offset_not_available and header.api_version < 5:
@@ -397,8 +439,12 @@ class DataApis:
     @staticmethod
     def _offset_for(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
         """(offset, timestamp, leader epoch), the epoch as Kafka's UnifiedLog.fetchOffsetByTimestamp
-        gives it: the leader's for LATEST, else the epoch of the offset found (-1 when none is)."""
+        gives it: the leader's for LATEST, else the epoch of the offset found (-1 when none is).
+        LATEST_TIERED (KIP-1005): none, as Kafka answers for a topic without remote storage (Weir
+        tiers nothing); EARLIEST_LOCAL is therefore EARLIEST."""
         plog = partition.log
+        if timestamp == LATEST_TIERED:
+            return -1, -1, -1
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1, plog.leader_epochs.epoch_for_offset(plog.log_start_offset)
         if timestamp == LATEST:
@@ -461,7 +507,7 @@ class DataApis:
                     partitions.append({"error_code": ErrorCode.unknown_topic_or_partition, "partition": p.partition,
                                        "leader_epoch": -1, "end_offset": -1})
                     continue
-                answer = partition.answer_epoch_request(p.leader_epoch, p.current_leader_epoch)
+                answer = partition.answer_epoch_request(p.leader_epoch, getattr(p, "current_leader_epoch", -1))
                 partitions.append({"error_code": answer.error, "partition": p.partition,
                                    "leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})
             topics.append({"topic": t.topic, "partitions": partitions})

@@ -23,10 +23,11 @@ from weir.protocol.errors import ErrorCode
 from weir.protocol.header import RequestHeader
 from weir.protocol.versions import ApiKey
 from weir.security.authorization import (CLUSTER, DENIED_ERROR, GROUP, NO_OPERATIONS, TOPIC, TXN, RequestAuthorizer,
-                                         allowed, authorized_operations, denied)
+                                         allowed, authorized_operations, cluster_error, denied)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2  # KIP-932, from FindCoordinator v6
 DEFAULT_RETENTION_TIME = -1  # OffsetCommit v2-v4: the broker's offsets.retention.minutes
 _MS = timedelta(milliseconds=1)
 MAX_TIMESTAMP = 2**63 - 1
@@ -88,7 +89,8 @@ class GroupApis:
         key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
         keys = list(request.coordinator_keys) if version >= 4 else [request.key]
         resource_type = TXN if key_type == KEY_TYPE_TRANSACTION else GROUP
-        refused = denied(self.authz, header, resource_type, keys)  # DESCRIBE on the group or transactional id
+        # DESCRIBE on the group or transactional id (a share group's: CLUSTER_ACTION, below)
+        refused = denied(self.authz, header, resource_type, keys) if key_type != KEY_TYPE_SHARE else set()
         results = []
         for key in keys:
             out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.none,
@@ -97,6 +99,9 @@ class GroupApis:
                       KEY_TYPE_TRANSACTION: self.transactions}.get(key_type)
             if key in refused:
                 out["error_code"] = DENIED_ERROR[resource_type]
+            elif key_type == KEY_TYPE_SHARE and version >= 6:  # as Kafka 3.9, which has no share coordinator
+                out["error_code"] = cluster_error(self.authz, header) or ErrorCode.coordinator_not_available
+                out["error_message"] = "no share group coordinator"
             elif finder is None:
                 out["error_code"] = ErrorCode.invalid_request
                 out["error_message"] = f"key type {key_type}: only group and transaction coordinators are served"
@@ -245,20 +250,23 @@ class GroupApis:
         error = self._group_error(header, request.group_id, empty_allowed=True)
         refused = denied(self.authz, header, TOPIC, [t.name for t in request.topics])
         group = None
+        # v0 (which Kafka stored in ZooKeeper; Weir keeps it in __consumer_offsets as v1+) names
+        # no member: a commit from outside the group, as generation -1 is
+        generation, member_id = (request.generation_id_or_member_epoch, request.member_id) if version >= 1 else (-1, "")
         if error is None:
             group = self.coordinator.consumer_groups.get(request.group_id) or \
                 self.coordinator.group(request.group_id, create=False)
             if group is None:
-                if request.generation_id_or_member_epoch < 0:
+                if generation < 0:
                     group = self.coordinator.group(request.group_id, create=True)
                 else:
                     error = ErrorCode.illegal_generation
         if error is None and isinstance(group, ConsumerGroup):
-            refusal = group.validate_offset_commit(request.member_id, request.generation_id_or_member_epoch, version)
+            refusal = group.validate_offset_commit(member_id, generation, version)
             error = refusal[0] if refusal is not None else None
         elif error is None:
-            error = group.validate_offset_commit(request.member_id, request.group_instance_id if version >= 7
-                                                 else None, request.generation_id_or_member_epoch, now)
+            error = group.validate_offset_commit(member_id, request.group_instance_id if version >= 7
+                                                 else None, generation, now)
         results: dict[tuple[str, int], ErrorCode] = {}
         to_write: dict[tuple[str, int], OffsetValue] = {}
         # Kafka takes any retention_time (v2-v4) but -1, zero and negative ones too, as the offset's
@@ -280,7 +288,9 @@ class GroupApis:
                 results[key] = ErrorCode.offset_metadata_too_large
             else:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
-                to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, now, expire)
+                # v1's own commit time, which Kafka keeps (and expires the offset from) unless -1
+                committed_at = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                to_write[key] = OffsetValue(p.committed_offset, epoch, metadata, committed_at, expire)
         if not to_write:
             self._settle(group)
             return self._commit_response(request, results)

@@ -75,7 +75,7 @@ SETTINGS = {s.name: s for s in [
     Setting("log.message.timestamp.difference.max.ms", int, MAX_LONG,
             "Deprecated: the bound log.message.timestamp.before/after.max.ms take when they are not set."),
     Setting("log.message.downconversion.enable", bool, True,
-            "Down-convert batches for old consumers (accepted, no effect in Weir)."),
+            "Down-convert batches for old consumers (Fetch v0-v3); false: they get UNSUPPORTED_VERSION."),
     Setting("log.local.retention.ms", int, -2, "Tiered storage (accepted, no effect in Weir)."),
     Setting("log.local.retention.bytes", int, -2, "Tiered storage (accepted, no effect in Weir)."),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset-index entries."),

@@ -198,7 +198,7 @@ TOPIC_CONFIG_DEFS = {d.name: d for d in [
     TopicConfigDef("max.message.bytes", _T.INT, "message.max.bytes",
                    "Largest record batch the topic accepts, after the broker's compression.", at_least(0)),
     TopicConfigDef("message.downconversion.enable", _T.BOOLEAN, "log.message.downconversion.enable",
-                   "Convert batches to an old message format for old consumers.", applied=False),
+                   "Convert batches to an old message format for old consumers (Fetch v0-v3)."),
     TopicConfigDef("message.format.version", _T.STRING, "log.message.format.version",
                    "Deprecated: the message format of the topic, ignored since inter-broker protocol 3.0.",
                    _metadata_version, applied=False),
@@ -393,7 +393,8 @@ class ConfigEntry(NamedTuple):
 
 def describe(overrides: Mapping[str, str], broker) -> list[ConfigEntry]:
     """DescribeConfigs of a topic: every topic config, as Kafka's ConfigHelper answers in ZooKeeper
-    mode (no dynamic broker configs in Weir)."""
+    mode: the topic's override, else the broker's setting (a dynamic broker config, per broker or
+    cluster-wide, KIP-226, before server.properties), else the default, with those as synonyms."""
     entries = []
     for name, definition in TOPIC_CONFIG_DEFS.items():
         value, source = resolve(name, overrides, broker)

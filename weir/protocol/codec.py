@@ -58,8 +58,13 @@ def _writer(api_key: int, version: int):
     return entity_writer(response_schema(api_key, version))
 
 
+# the first flexible version of the hand-decoded requests, whose oldest versions kio lacks
+_FLEXIBLE_FROM = {0: 9, 1: 12}
+
+
 def is_flexible(api_key: int, version: int) -> bool:
-    return request_schema(api_key, version).__flexible__
+    first = _FLEXIBLE_FROM.get(api_key)
+    return version >= first if first is not None else request_schema(api_key, version).__flexible__
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview):

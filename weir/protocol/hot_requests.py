@@ -5,8 +5,9 @@ dataclasses) cost more than the handlers themselves on the replication hot path:
 follower fetch and every produce goes through here. The decoded requests have kio's field
 names and value types (timedeltas, None for a zero topic id), so the handlers read either.
 Record data stays opaque bytes, a Produce's a view of the request's (the validator makes the
-one copy the log appends). Field layouts follow Kafka's ProduceRequest.json (v3-v13) and
-FetchRequest.json (v4-v17): flexible from Produce v9 / Fetch v12 (compact arrays and strings,
+one copy the log appends). Field layouts follow Kafka's ProduceRequest.json (v0-v13) and
+FetchRequest.json (v0-v17): a transactional id from Produce v3, a response size limit from Fetch
+v3 and the isolation level from v4, flexible from Produce v9 / Fetch v12 (compact arrays and strings,
 tagged sections), topic ids instead of names from Produce v13 / Fetch v13, the replica's id and
 epoch in tagged field 1 from Fetch v15 (KIP-903). Unknown tagged fields are skipped.
 """
@@ -26,6 +27,8 @@ _I64 = struct.Struct(">q")
 _REPLICA_STATE = struct.Struct(">iq")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _WAIT_MIN_MAX = struct.Struct(">iii")  # max wait ms, min bytes, max bytes
+_WAIT_MIN = struct.Struct(">ii")  # before Fetch v3
+NO_RESPONSE_LIMIT = 2**31 - 1  # the max bytes of a Fetch before v3 (Kafka: Integer.MAX_VALUE)
 _SESSION = struct.Struct(">ii")  # session id, session epoch
 _ZERO_UUID = bytes(16)
 NO_TAGS = b"\x00"
@@ -112,7 +115,7 @@ def _fetch_partition_struct(version: int) -> struct.Struct:
                          + ("q" if version >= 5 else "") + "i")
 
 
-_FETCH_PARTITION = {v: _fetch_partition_struct(v) for v in range(4, 18)}
+_FETCH_PARTITION = {v: _fetch_partition_struct(v) for v in range(0, 18)}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -215,7 +218,7 @@ class BodyReader:
 def decode_produce_request(version: int, buf: bytes, offset: int) -> ProduceRequest:
     r = BodyReader(buf, offset, version >= 9)
     by_id = version >= 13
-    transactional_id = r.nullable_string()
+    transactional_id = r.nullable_string() if version >= 3 else None
     acks, timeout_ms = r.unpack(_ACKS_TIMEOUT)
     topics = []
     for _ in range(r.array_len()):
@@ -236,8 +239,11 @@ def decode_fetch_request(version: int, buf: bytes, offset: int) -> FetchRequest:
     r = BodyReader(buf, offset, version >= 12)
     by_id = version >= 13
     replica_id = r.i32() if version < 15 else -1
-    max_wait_ms, min_bytes, max_bytes = r.unpack(_WAIT_MIN_MAX)
-    isolation_level = r.unpack(_I8)[0]
+    if version >= 3:
+        max_wait_ms, min_bytes, max_bytes = r.unpack(_WAIT_MIN_MAX)
+    else:
+        (max_wait_ms, min_bytes), max_bytes = r.unpack(_WAIT_MIN), NO_RESPONSE_LIMIT
+    isolation_level = r.unpack(_I8)[0] if version >= 4 else 0
     session_id, session_epoch = r.unpack(_SESSION) if version >= 7 else (0, -1)
     partition_struct = _FETCH_PARTITION[version]
     topics = []

@@ -4,9 +4,10 @@ follower or a reader (weir.spark) gets, decoded by hand.
 kio's generic encoder costs tens of microseconds a response, and its decoder copies the
 records of every Fetch answer; these are on the hot path, so they are written with
 struct. Field layouts follow Kafka's
-ProduceResponse.json (v3-v13) and FetchResponse.json (v4-v17): flexible from
+ProduceResponse.json (v0-v13) and FetchResponse.json (v0-v17): flexible from
 Produce v9 / Fetch v12 (compact arrays and strings, tagged sections), topic ids
-instead of names from Produce v13 / Fetch v13. Fetch record data is not copied:
+instead of names from Produce v13 / Fetch v13, KIP-951's CurrentLeader and NodeEndpoints as
+tagged fields from Produce v10 / Fetch v16. Fetch record data is not copied:
 a `FileRegion` in the buffer list stands for bytes the transport sends from a
 segment file.
 """
@@ -22,9 +23,11 @@ from weir.protocol.varint import write_uvarint
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PRODUCE_PARTITION = struct.Struct(">ihqqq")  # index, error, base offset, append time, log start
+_FETCH_PARTITION_V0 = struct.Struct(">ihq")  # index, error, hw
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, hw, last stable offset
 _FETCH_PARTITION = struct.Struct(">ihqqq")  # the same and the log start (v5+), written and read
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
+_LEADER_AND_EPOCH = struct.Struct(">ii")
 _FETCH_TOP = struct.Struct(">ihi")  # throttle, error, session id
 _ZERO_UUID = bytes(16)
 NO_TAGS = b"\x00"
@@ -49,6 +52,7 @@ class ProducePartitionResult:
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: tuple | list = ()  # (batch index, message) of each refused record (v8+)
+    current_leader: tuple[int, int] | None = None  # KIP-951 (v10+): (leader id, leader epoch)
 
 
 @dataclass(slots=True)
@@ -60,6 +64,16 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: list = None  # bytes and FileRegion items; None for no data
     aborted_transactions: list | None = None  # (producer id, first offset); None: null (READ_UNCOMMITTED)
+    current_leader: tuple[int, int] | None = None  # KIP-951 (v16+): (leader id, leader epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """A broker as KIP-951's NodeEndpoints name it, on the client's listener."""
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
@@ -83,8 +97,26 @@ def _topic_key(name: str, topic_id: uuid.UUID | None, by_id: bool, flexible: boo
     return _ZERO_UUID if topic_id is None else topic_id.bytes  # None: the request's zero UUID
 
 
+def _current_leader_tag(tag: int, current_leader: tuple[int, int] | None) -> bytes:
+    """A partition's tagged section: empty, or the one field CurrentLeader (KIP-951)."""
+    if current_leader is None:
+        return NO_TAGS
+    return b"\x01" + write_uvarint(tag) + b"\x09" + _LEADER_AND_EPOCH.pack(*current_leader) + NO_TAGS
+
+
+def _node_endpoints_tag(endpoints: list[NodeEndpoint]) -> bytes:
+    """The response's tagged section: empty, or NodeEndpoints (tag 0, KIP-951)."""
+    if not endpoints:
+        return NO_TAGS
+    body = [_array_len(len(endpoints), True)]
+    for e in endpoints:
+        body += [_I32.pack(e.node_id), _string(e.host, True), _I32.pack(e.port), _nullable_string(e.rack, True), NO_TAGS]
+    payload = b"".join(body)
+    return b"\x01\x00" + write_uvarint(len(payload)) + payload
+
+
 def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, list[ProducePartitionResult]]],
-                            throttle_ms: int = 0) -> bytes:
+                            throttle_ms: int = 0, node_endpoints: list[NodeEndpoint] = ()) -> bytes:
     flexible = version >= 9
     by_id = version >= 13
     out = [_array_len(len(topics), flexible)]
@@ -94,7 +126,7 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
         for p in partitions:
             packed = _PRODUCE_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
                                              p.log_start_offset)
-            out.append(packed if version >= 5 else packed[:-8])
+            out.append(packed if version >= 5 else packed[:-8] if version >= 2 else packed[:-16])
             if version >= 8:
                 out.append(_array_len(len(p.record_errors), flexible))
                 for batch_index, message in p.record_errors:
@@ -104,22 +136,37 @@ def encode_produce_response(version: int, topics: list[tuple[str, uuid.UUID, lis
                         out.append(NO_TAGS)
                 out.append(_nullable_string(wire_message(p.error_message), flexible))
             if flexible:
-                out.append(NO_TAGS)
+                out.append(_current_leader_tag(0, p.current_leader if version >= 10 else None))
         if flexible:
             out.append(NO_TAGS)
-    out.append(_I32.pack(throttle_ms))
+    if version >= 1:
+        out.append(_I32.pack(throttle_ms))
     if flexible:
-        out.append(NO_TAGS)
+        out.append(_node_endpoints_tag(node_endpoints if version >= 10 else ()))
+    return b"".join(out)
+
+
+def _aborted(aborted: list | None, flexible: bool) -> bytes:
+    """A partition's aborted transactions (v4+): null (READ_UNCOMMITTED) or (producer id, first offset)s."""
+    if aborted is None:
+        return b"\x00" if flexible else b"\xff\xff\xff\xff"
+    out = [_array_len(len(aborted), flexible)]
+    for producer_id, first_offset in aborted:
+        out.append(_ABORTED.pack(producer_id, first_offset))
+        if flexible:
+            out.append(NO_TAGS)
     return b"".join(out)
 
 
 def encode_fetch_response(version: int, error_code: int, session_id: int,
-                          topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], throttle_ms: int = 0) -> list:
+                          topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], throttle_ms: int = 0,
+                          node_endpoints: list[NodeEndpoint] = ()) -> list:
     """The body as a list of bytes and FileRegion items (record data is not copied)."""
     flexible = version >= 12
     by_id = version >= 13
     out: list = []
-    head = [_FETCH_TOP.pack(throttle_ms, error_code, session_id) if version >= 7 else _I32.pack(throttle_ms)]
+    head = [_FETCH_TOP.pack(throttle_ms, error_code, session_id) if version >= 7 else _I32.pack(throttle_ms)
+            if version >= 1 else b""]
     head.append(_array_len(len(topics), flexible))
     for name, topic_id, partitions in topics:
         head.append(_topic_key(name, topic_id, by_id, flexible))
@@ -128,17 +175,12 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
             if version >= 5:
                 head.append(_FETCH_PARTITION.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset,
                                                   p.log_start_offset))
-            else:
+            elif version == 4:
                 head.append(_FETCH_PARTITION_V4.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset))
-            aborted = p.aborted_transactions
-            if aborted is None:
-                head.append(b"\x00" if flexible else b"\xff\xff\xff\xff")  # aborted_transactions: null
-            else:
-                head.append(_array_len(len(aborted), flexible))
-                for producer_id, first_offset in aborted:
-                    head.append(_ABORTED.pack(producer_id, first_offset))
-                    if flexible:
-                        head.append(NO_TAGS)
+            else:  # before v4: no last stable offset, no aborted transactions
+                head.append(_FETCH_PARTITION_V0.pack(p.index, p.error_code, p.high_watermark))
+            if version >= 4:
+                head.append(_aborted(p.aborted_transactions, flexible))
             if version >= 11:
                 head.append(b"\xff\xff\xff\xff")  # preferred_read_replica -1
             records = p.records or []
@@ -152,11 +194,11 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
                 out.extend(records)
                 head = []
             if flexible:
-                head.append(NO_TAGS)
+                head.append(_current_leader_tag(1, p.current_leader if version >= 16 else None))
         if flexible:
             head.append(NO_TAGS)
     if flexible:
-        head.append(NO_TAGS)
+        head.append(_node_endpoints_tag(node_endpoints if version >= 16 else ()))
     out.append(b"".join(head))
     return out
 

@@ -1,4 +1,10 @@
-"""The API versions Weir implements, and nothing more (clients pick from this)."""
+"""The API versions Weir implements, and nothing more (clients pick from this).
+
+From each API's first version Kafka 3.9 serves (the versions kio lacks, which Kafka 4 removed in
+KIP-896, are in weir.protocol.legacy_schemas; Produce v0-2 and Fetch v0-3 carry message formats 0
+and 1, converted by weir.protocol.legacy_records), except AlterPartition v0-1, which only brokers
+send.
+"""
 
 from enum import IntEnum
 
@@ -65,20 +71,20 @@ class ApiKey(IntEnum):
 
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 13),
-    ApiKey.FETCH: (4, 17),
-    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.PRODUCE: (0, 13),
+    ApiKey.FETCH: (0, 17),
+    ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 13),
-    ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.CREATE_TOPICS: (2, 7),
-    ApiKey.DELETE_TOPICS: (1, 6),
-    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
-    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
@@ -87,10 +93,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION: (2, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # consumer groups (weir.groups): OffsetCommit/OffsetFetch v9, ListGroups v5, DescribeGroups v6
-    # and the two APIs after them are KIP-848's
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
-    ApiKey.FIND_COORDINATOR: (0, 4),
+    # and the two APIs after them are KIP-848's; v0-v1 of OffsetCommit and v0 of OffsetFetch are
+    # Kafka 3.9's floor
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (0, 9),
+    ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
@@ -115,10 +122,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-    # ACLs: v1+ (prefixed patterns, KIP-290), the versions kio has
-    ApiKey.DESCRIBE_ACLS: (1, 3),
-    ApiKey.CREATE_ACLS: (1, 3),
-    ApiKey.DELETE_ACLS: (1, 3),
+    # ACLs (v0: literal patterns only, before KIP-290)
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }

@@ -161,9 +161,9 @@ def binding_fields(b: AclBinding, pattern_type_field: str = "pattern_type") -> d
 
 def binding_of(resource, acl, pattern_type_field: str = "pattern_type") -> AclBinding:
     """From a message's resource and ACL fields (the same struct but in DescribeAcls' answer);
-    ValueError on an unknown code."""
+    ValueError on an unknown code. No pattern type (v0, before KIP-290): LITERAL, as Kafka."""
     return AclBinding(ResourcePattern(ResourceType(resource.resource_type), resource.resource_name,
-                                      PatternType(getattr(resource, pattern_type_field))),
+                                      PatternType(getattr(resource, pattern_type_field, PatternType.LITERAL))),
                       AclEntry(acl.principal, acl.host, Operation(acl.operation), Permission(acl.permission_type)))
 
 
@@ -174,9 +174,11 @@ def filter_fields(f: AclFilter) -> dict:
 
 
 def filter_of(f) -> AclFilter:
-    """A DescribeAcls request or a DeleteAcls filter; ValueError on an unknown or UNKNOWN value."""
+    """A DescribeAcls request or a DeleteAcls filter; ValueError on an unknown or UNKNOWN value.
+    No pattern type (v0): LITERAL, as Kafka."""
     acl_filter = AclFilter(ResourceType(f.resource_type_filter), f.resource_name_filter,
-                           PatternType(f.pattern_type_filter), f.principal_filter, f.host_filter,
+                           PatternType(getattr(f, "pattern_type_filter", PatternType.LITERAL)), f.principal_filter,
+                           f.host_filter,
                            Operation(f.operation), Permission(f.permission_type))
     values = (acl_filter.resource_type, acl_filter.pattern_type, acl_filter.operation, acl_filter.permission)
     if any(v.name == "UNKNOWN" for v in values):

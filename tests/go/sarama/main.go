@@ -4,7 +4,8 @@
 //	  messages.json: [{"partition": 0, "key": "k", "value": "v", "timestamp": 1700000000000,
 //	                   "headers": [["name", "value"], ...]}, ...]; an idempotent producer, acks=all.
 //	sarama-client consume BOOTSTRAP TOPIC GROUP COUNT
-//	  joins GROUP, reads COUNT messages from the oldest offsets, commits them, prints them as JSON.
+//	  joins GROUP, reads COUNT messages from its committed offsets (else the oldest), commits them,
+//	  prints them as JSON.
 //
 // Exits 1 on an error.
 package main
@@ -126,9 +127,8 @@ func consume(bootstrap, topic, group string, count int) error {
 	c := config()
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.CommitInterval = time.Hour // committed once, on close
-	// Without a retention Sarama 1.22 commits with OffsetCommit v1, which Kafka 4 no longer
-	// serves (KIP-896), nor does Weir: v2 carries the retention (offsets.retention.minutes' default).
-	c.Consumer.Offsets.Retention = 7 * 24 * time.Hour
+	// No retention set: Sarama 1.22 commits with OffsetCommit v1, which Kafka 3.9 serves (and
+	// Kafka 4 no longer does, KIP-896)
 	c.Consumer.Return.Errors = true
 	client, err := sarama.NewClient(strings.Split(bootstrap, ","), c)
 	if err != nil {

@@ -260,7 +260,7 @@ def test_cluster_client_leaders_and_controller(broker):
             # a request with retries: leader-bound ListOffsets
             response = await client.call_leader("events", 0, ApiKey.LIST_OFFSETS, {
                 "replica_id": -1, "isolation_level": 0, "topics": [{"name": "events", "partitions": [
-                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]},
+                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}], "timeout": 30_000},
                 errors=lambda r: [p.error_code for t in r.topics for p in t.partitions])
             assert response.topics[0].partitions[0].offset == 0
     run(go())

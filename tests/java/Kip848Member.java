@@ -6,11 +6,13 @@
 //   closed                      after close(), which leaves the group
 // It leaves when its stdin has a line or ends. Arguments: bootstrap servers, group id, topic.
 import java.time.Duration;
+import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
 
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -41,7 +43,14 @@ public class Kip848Member {
         stopper.start();
         String last = "";
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(List.of(args[2]));
+            // With a listener, the client revokes a partition in poll(), on this thread, after the
+            // records of the last poll were committed; without one its background thread may release
+            // a partition while this thread still commits what it read, and the next owner, starting
+            // from the commit before, reads those records again.
+            consumer.subscribe(List.of(args[2]), new ConsumerRebalanceListener() {
+                public void onPartitionsRevoked(Collection<TopicPartition> partitions) {}
+                public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
+            });
             while (!stopping) {
                 var records = consumer.poll(Duration.ofMillis(200));
                 TreeSet<Integer> partitions = new TreeSet<>();

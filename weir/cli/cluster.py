@@ -15,7 +15,8 @@ async def describe_cluster(client: ClusterClient, args) -> int:
     conn = await client.any_connection()
     cluster_id, controller_id, brokers = client.cluster_id, client.controller_id, dict(client.brokers)
     if conn.supports(ApiKey.DESCRIBE_CLUSTER):
-        response = await conn.call(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False})
+        response = await conn.call(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
+                                                             "include_fenced_brokers": False})
         check_error(response.error_code, response.error_message)
         cluster_id, controller_id = response.cluster_id, int(response.controller_id)
         brokers = {int(b.broker_id): (b.host, int(b.port), b.rack) for b in response.brokers}
